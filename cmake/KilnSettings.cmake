@@ -1,0 +1,10 @@
+# kiln_settings: the INTERFACE target that carries warnings and sanitizers for kiln's own code.
+# Every kiln target links it; third-party headers come in as SYSTEM and stay out of -Werror.
+add_library(kiln_settings INTERFACE)
+target_compile_options(kiln_settings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror -Wshadow -Wconversion -Wno-sign-conversion>)
+if(KILN_SANITIZE)
+  target_compile_options(kiln_settings INTERFACE -fsanitize=${KILN_SANITIZE} -fno-omit-frame-pointer
+                                                 -fno-sanitize-recover=all)
+  target_link_options(kiln_settings INTERFACE -fsanitize=${KILN_SANITIZE})
+endif()

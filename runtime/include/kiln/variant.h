@@ -1,0 +1,40 @@
+// The C ABI between a generated variant shim and the kiln runtime.
+//
+// `kiln build` generates, per variant and SM, a host shim that embeds the cubin and exports
+// `kiln_<variant>__arch<NN>_image()`; per variant it generates `kiln_<variant>_variant()`, which
+// returns a kiln_variant listing every SM image the artifact carries. The runtime picks the
+// image for the device that owns the caller's stream and loads it lazily (see loader.h).
+// Plain C so that any host compiler (and any generated code) can produce these tables.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// One cubin compiled for one SM. `sm` is the numeric SM (90 for sm_90 / sm_90a);
+// `arch_specific` is 1 for the `a` targets (sm_90a), whose code runs on that exact SM only.
+typedef struct kiln_image {
+  int sm;
+  int arch_specific;
+  const unsigned char* data;
+  size_t size;
+  const char* sha256;  // hex digest of data, as recorded in metadata.json
+} kiln_image;
+
+// One variant: its name (the grammar of docs/naming.md), its group, its entry kernels (the
+// __global__ functions of the cubin, extern "C" names) and its images, one per SM.
+typedef struct kiln_variant {
+  const char* name;
+  const char* group;
+  const char* const* entries;
+  int num_entries;
+  const kiln_image* images;
+  int num_images;
+} kiln_variant;
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
