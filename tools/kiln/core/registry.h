@@ -1,0 +1,87 @@
+// The kernel registry: every group's kiln.toml, parsed, validated and expanded into variants.
+// Pure logic over file contents; the only I/O is reading the kiln.toml files it is pointed at.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/result.h"
+
+namespace kiln::core {
+
+enum class ConstantType { kInt, kBool, kDtype, kEnum };
+
+// A baked constant's value. int64 for `int`, bool for `bool`, the string for `dtype`/`enum`.
+using ConstantValue = std::variant<std::int64_t, bool, std::string>;
+
+struct Constant {
+  std::string name;  // as declared: "hidden"
+  ConstantType type;
+  ConstantValue value;
+};
+
+enum class SourceKind { kCuda, kCuteDsl };
+
+struct Variant {
+  std::string name;   // "rmsnorm_h4096_bf16"
+  std::string group;  // "rmsnorm"
+  SourceKind kind = SourceKind::kCuda;
+  std::filesystem::path source;       // absolute path of the translation unit / script
+  std::vector<std::string> entries;   // entry kernels
+  std::vector<int> supported_sms;     // whitelist, ascending
+  bool arch_specific = false;         // compile for sm_NNa
+  bool sm_constant = false;           // define KILN_TARGET_SM
+  std::vector<std::string> uses;      // "cutlass"
+  std::vector<std::string> nvcc_flags;
+  std::vector<Constant> constants;    // in the group's [constants] order
+  int line = 0;                       // line in kiln.toml of the [[variant]]/[[family]] it came from
+};
+
+struct ConstantDecl {
+  std::string name;
+  ConstantType type;
+};
+
+struct Group {
+  std::string name;
+  SourceKind kind = SourceKind::kCuda;
+  std::string description;
+  std::filesystem::path dir;   // absolute: <root>/kernels/<name>
+  std::filesystem::path toml;  // absolute path of kiln.toml
+  std::vector<int> supported_sms;
+  std::vector<ConstantDecl> constants;  // declaration order
+  std::vector<Variant> variants;        // declaration order, families expanded
+};
+
+struct Registry {
+  std::filesystem::path root;  // the repository root (holds kernels/)
+  std::vector<Group> groups;   // sorted by name
+
+  const Group* findGroup(const std::string& name) const;
+  const Variant* findVariant(const std::string& name) const;
+};
+
+// Parses one kiln.toml. Errors read "<file>:<line>: <rule broken>", for instance
+// "kernels/rmsnorm/kiln.toml:14: unknown key 'hiden' in [[family]]".
+// `nvcc_sms` is the list of SMs the installed nvcc can target (empty: skip that check).
+Result<Group> parseGroup(const std::filesystem::path& toml_path, const std::vector<int>& nvcc_sms);
+
+// Loads every kernels/*/kiln.toml under `root`, and checks names are unique across groups.
+Result<Registry> loadRegistry(const std::filesystem::path& root, const std::vector<int>& nvcc_sms);
+
+// Checks a variant name against the grammar of docs/naming.md for group `group`;
+// returns an empty string when valid, else the rule broken.
+std::string checkVariantName(const std::string& name, const std::string& group);
+
+const char* constantTypeName(ConstantType type);
+const char* sourceKindName(SourceKind kind);
+// "sm_90" -> 90, "90" -> 90; 0 when malformed.
+int parseSm(const std::string& text);
+// The C++ type nvcc gets for a dtype constant: "bf16" -> "__nv_bfloat16".
+const char* dtypeCxxType(const std::string& dtype);
+
+}  // namespace kiln::core
