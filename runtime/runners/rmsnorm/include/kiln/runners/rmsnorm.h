@@ -1,0 +1,42 @@
+// The rmsnorm runner: plain RMSNorm and fused residual add + RMSNorm on the caller's stream.
+//
+//   plain (residual == nullptr):  out = x * rsqrt(mean(x^2) + eps) * weight
+//   fused (residual != nullptr):  residual += x (rounded to the dtype, stored in place);
+//                                 out = residual * rsqrt(mean(residual^2) + eps) * weight
+//
+// All tensors are contiguous, row-major, of the problem's dtype, with fp32 accumulation inside.
+// The hidden size is baked per variant; rows and eps are run-time values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/runtime.h"
+#include "kiln/status.h"
+
+namespace kiln::rmsnorm {
+
+enum class DType { kFloat16, kBFloat16 };
+
+struct Problem {
+  DType dtype = DType::kBFloat16;
+  std::int64_t rows = 0;    // 0 is a no-op
+  std::int64_t hidden = 0;  // must be one of the artifact's baked sizes
+  float eps = 1e-6f;
+  void* out = nullptr;            // [rows, hidden]
+  const void* x = nullptr;        // [rows, hidden]
+  void* residual = nullptr;       // [rows, hidden], updated in place; nullptr selects plain RMSNorm
+  const void* weight = nullptr;   // [hidden]
+};
+
+// Host-side admission: a variant for (hidden, dtype) is in the artifact, pointers are non-null
+// and 16-byte aligned, rows and eps are in range. Names the value and the limit on failure.
+Status canImplement(const Problem& problem);
+// The same, and the artifact has an image that runs on a device of SM `device_sm`.
+Status canImplement(const Problem& problem, int device_sm);
+// Bytes of workspace run() needs (0 for this group; the contract is uniform across groups).
+std::size_t workspaceSize(const Problem& problem);
+// Admits and launches on `stream`; the device is the one that owns the stream.
+Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes, Stream stream);
+
+}  // namespace kiln::rmsnorm
