@@ -33,10 +33,11 @@ struct LaunchConfig {
 };
 
 struct DeviceInfo {
-  int ordinal = -1;
+  int ordinal = -1;  // the CUdevice (the driver's device ordinal)
   std::string name;
   int sm = 0;  // 10 * major + minor: 90 for an H200, 87 for Jetson Orin
   int multiprocessors = 0;
+  int max_shared_bytes_per_block_optin = 0;  // static + dynamic shared memory a block may opt into
 };
 
 // The device that owns `stream` (its context's device), cached per device.
@@ -48,7 +49,9 @@ Status deviceForStream(Stream stream, DeviceInfo* out);
 Status selectImage(const kiln_variant& variant, int device_sm, const kiln_image** out);
 
 // Launches entry `entry` (an index into variant.entries) on `stream` with `args` (the kernel's
-// parameter pointers, as cuLaunchKernel takes them). Loads the module on first use.
+// parameter pointers, as cuLaunchKernel takes them). Loads the module on first use. Dynamic
+// shared memory above 48 KiB is opted into for the kernel; above the device's per-block limit it
+// is refused (kInvalidArgument, naming both).
 Status launch(const kiln_variant& variant, int entry, const LaunchConfig& config, Stream stream,
               void** args);
 

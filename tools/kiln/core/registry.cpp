@@ -98,10 +98,10 @@ class Parser {
  private:
   static int line(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
 
-  Error error() const { return makeError(error_); }
+  Error error() const { return makeError(error_, ErrorKind::kUsage); }
   Error fail(int at, const std::string& rule) {
     error_ = fmt::format("{}:{}: {}", display_, at, rule);
-    return makeError(error_);
+    return makeError(error_, ErrorKind::kUsage);
   }
   bool failed(int at, const std::string& rule) {
     (void)fail(at, rule);
@@ -521,7 +521,7 @@ std::string checkVariantName(const std::string& name, const std::string& group) 
 
 Result<Group> parseGroup(const fs::path& toml_path, const std::vector<int>& nvcc_sms) {
   if (!fs::is_regular_file(toml_path))
-    return makeError(fmt::format("{}: no such registry file", toml_path.string()));
+    return makeError(fmt::format("{}: no such registry file", toml_path.string()), ErrorKind::kUsage);
   // Errors name the file as kernels/<group>/kiln.toml when it sits in a kiln tree.
   std::string display = toml_path.string();
   const fs::path group_dir = toml_path.parent_path();
@@ -536,7 +536,8 @@ Result<Registry> loadRegistry(const fs::path& root, const std::vector<int>& nvcc
   const fs::path kernels = registry.root / "kernels";
   if (!fs::is_directory(kernels))
     return makeError(fmt::format("{}: no kernels/ directory (is --root the kiln repository?)",
-                                 registry.root.string()));
+                                 registry.root.string()),
+                     ErrorKind::kUsage);
   std::vector<fs::path> tomls;
   for (const auto& entry : fs::directory_iterator(kernels)) {
     if (entry.is_directory() && fs::is_regular_file(entry.path() / "kiln.toml"))
@@ -545,12 +546,13 @@ Result<Registry> loadRegistry(const fs::path& root, const std::vector<int>& nvcc
   std::sort(tomls.begin(), tomls.end());
   for (const auto& t : tomls) {
     auto group = parseGroup(t, nvcc_sms);
-    if (!group) return makeError(group.error());
+    if (!group) return group.failure();
     for (const auto& v : group->variants) {
       if (const Variant* other = registry.findVariant(v.name)) {
         return makeError(fmt::format("kernels/{}/kiln.toml:{}: variant name '{}' is already used "
                                      "by group '{}'; names are unique across groups",
-                                     v.group, v.line, v.name, other->group));
+                                     v.group, v.line, v.name, other->group),
+                         ErrorKind::kUsage);
       }
     }
     registry.groups.push_back(std::move(group).value());

@@ -1,0 +1,44 @@
+// DriverApi: the table of CUDA driver entry points the kiln runtime calls, and nothing else.
+//
+// The runtime never links libcuda: it fills this table once from dlopen("libcuda.so.1") (see
+// runtime/src/driver.cpp), asking cuGetProcAddress for each entry point at the CUDA 12.0 ABI so
+// that every pointer matches the signature written here. Tests install a fake table through
+// kiln/testing/driver.h. Members drop the `cu` prefix on purpose: cuda.h #defines several of
+// those names to versioned symbols (cuCtxPushCurrent -> cuCtxPushCurrent_v2), which must not
+// leak into member names.
+#pragma once
+
+#include <cuda.h>
+
+namespace kiln {
+
+struct DriverApi {
+  CUresult (*init)(unsigned int flags) = nullptr;
+  CUresult (*driverGetVersion)(int* version) = nullptr;
+  CUresult (*deviceGet)(CUdevice* device, int ordinal) = nullptr;
+  CUresult (*deviceGetCount)(int* count) = nullptr;
+  CUresult (*deviceGetAttribute)(int* value, CUdevice_attribute attribute,
+                                 CUdevice device) = nullptr;
+  CUresult (*deviceGetName)(char* name, int length, CUdevice device) = nullptr;
+  CUresult (*ctxGetCurrent)(CUcontext* context) = nullptr;
+  CUresult (*ctxPushCurrent)(CUcontext context) = nullptr;  // cuCtxPushCurrent_v2
+  CUresult (*ctxPopCurrent)(CUcontext* context) = nullptr;  // cuCtxPopCurrent_v2
+  CUresult (*ctxGetDevice)(CUdevice* device) = nullptr;     // the 12.0 ABI: current context
+  CUresult (*streamGetCtx)(CUstream stream, CUcontext* context) = nullptr;  // not _v2 (12.5)
+  CUresult (*streamIsCapturing)(CUstream stream, CUstreamCaptureStatus* status) = nullptr;
+  CUresult (*devicePrimaryCtxRetain)(CUcontext* context, CUdevice device) = nullptr;
+  CUresult (*devicePrimaryCtxRelease)(CUdevice device) = nullptr;  // _v2
+  CUresult (*moduleLoadData)(CUmodule* module, const void* image) = nullptr;
+  CUresult (*moduleUnload)(CUmodule module) = nullptr;
+  CUresult (*moduleGetFunction)(CUfunction* function, CUmodule module, const char* name) = nullptr;
+  CUresult (*funcSetAttribute)(CUfunction function, CUfunction_attribute attribute,
+                               int value) = nullptr;
+  CUresult (*launchKernel)(CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                           unsigned block_x, unsigned block_y, unsigned block_z,
+                           unsigned shared_bytes, CUstream stream, void** params,
+                           void** extra) = nullptr;
+  CUresult (*getErrorName)(CUresult error, const char** name) = nullptr;
+  CUresult (*getErrorString)(CUresult error, const char** text) = nullptr;
+};
+
+}  // namespace kiln

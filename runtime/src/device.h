@@ -1,0 +1,26 @@
+// Internal: from a stream to its context, from a context to its device, and the per-device
+// cache (name, SM, multiprocessors) that launch, deviceForStream and doctor share.
+#pragma once
+
+#include <cuda.h>
+
+#include "driver.h"
+#include "kiln/runtime.h"
+
+namespace kiln::detail {
+
+// The context that owns `stream`: cuStreamGetCtx, or for the null stream the calling thread's
+// current context (an error naming the fix when there is none).
+Status contextForStream(const DriverApi& api, Stream stream, CUcontext* out);
+
+// The device of `context` (pushed for cuCtxGetDevice, then popped).
+Status deviceOfContext(const DriverApi& api, CUcontext context, CUdevice* out);
+
+// The cached description of `device`, queried on first use. The pointer stays valid until
+// kiln::testing::resetRuntime().
+Status deviceInfo(const DriverApi& api, CUdevice device, const DeviceInfo** out);
+
+// "sm_90", or "sm_90a" for an arch-specific image.
+std::string smName(int sm, bool arch_specific = false);
+
+}  // namespace kiln::detail

@@ -1,0 +1,484 @@
+// A fake CUDA driver for the runtime's CPU tests: devices with chosen SMs, contexts, streams
+// that can be "captured", modules whose loads, unloads and lookups are counted and can be made
+// to fail. It checks what the real driver checks (a current context for loads, the function's
+// context matching the stream's at launch, the dynamic shared memory opt-in), so the loader is
+// tested against the driver's rules, not just against itself.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kiln/driver_api.h"
+#include "kiln/testing/driver.h"
+#include "kiln/variant.h"
+
+namespace kiln::fake {
+
+// A cubin the fake loads: this prefix, then the entry names it holds, space-separated.
+inline constexpr char kCubinMagic[] = "FAKECUBIN";
+
+struct Device {
+  std::string name;
+  int major = 9;
+  int minor = 0;
+  int multiprocessors = 132;
+  int shared_optin = 232448;
+};
+
+struct Context {
+  int device = 0;
+};
+struct Module {
+  Context* context = nullptr;
+  std::string image;
+  bool live = true;
+};
+struct Function {
+  Module* module = nullptr;
+  std::string name;
+  int max_dynamic_shared = 48 * 1024;
+};
+struct Stream {
+  Context* context = nullptr;
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+};
+
+struct LaunchRecord {
+  std::string function;
+  std::string image;  // the text of the image its module was loaded from
+  int device = -1;
+  unsigned grid[3] = {0, 0, 0};
+  unsigned block[3] = {0, 0, 0};
+  unsigned shared_bytes = 0;
+  CUstream stream = nullptr;
+  void** args = nullptr;
+};
+
+class Driver;
+inline Driver* g_driver = nullptr;
+inline thread_local std::vector<CUcontext> t_context_stack;
+
+// One per test; installs itself as the process's driver (kiln::testing::ScopedDriver) for its
+// lifetime.
+class Driver {
+ public:
+  explicit Driver(std::vector<Device> devices) : devices_(std::move(devices)) {
+    for (std::size_t i = 0; i < devices_.size(); ++i) {
+      auto context = std::make_unique<Context>();
+      context->device = static_cast<int>(i);
+      contexts_.push_back(std::move(context));
+    }
+    t_context_stack.clear();
+    g_driver = this;
+    scope_ = std::make_unique<kiln::testing::ScopedDriver>(api());
+  }
+  ~Driver() {
+    scope_.reset();
+    g_driver = nullptr;
+    t_context_stack.clear();
+  }
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  // The primary context of device `ordinal`.
+  CUcontext context(int ordinal) {
+    return reinterpret_cast<CUcontext>(contexts_.at(static_cast<std::size_t>(ordinal)).get());
+  }
+  CUstream makeStream(int ordinal) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto stream = std::make_unique<Stream>();
+    stream->context = contexts_.at(static_cast<std::size_t>(ordinal)).get();
+    streams_.push_back(std::move(stream));
+    return reinterpret_cast<CUstream>(streams_.back().get());
+  }
+  void setCapturing(CUstream stream, bool capturing) {
+    reinterpret_cast<Stream*>(stream)->capture =
+        capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  }
+  // Make `ordinal`'s context current on this thread (cuCtxSetCurrent).
+  void makeCurrent(int ordinal) {
+    t_context_stack.clear();
+    t_context_stack.push_back(context(ordinal));
+  }
+
+  int liveModules() {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const auto& m : modules_) n += m->live ? 1 : 0;
+    return n;
+  }
+  // Live modules loaded in device `ordinal`'s context.
+  int liveModulesOn(int ordinal) {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const auto& m : modules_) n += (m->live && m->context->device == ordinal) ? 1 : 0;
+    return n;
+  }
+  LaunchRecord lastLaunch() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_launch_;
+  }
+  int functionSharedOptIn(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& f : functions_)
+      if (f->name == name && f->module->live) return f->max_dynamic_shared;
+    return -1;
+  }
+
+  // Counters.
+  std::atomic<int> inits{0}, load_attempts{0}, loads{0}, unloads{0}, get_functions{0},
+      set_attributes{0}, launches{0}, retains{0}, releases{0}, pushes{0}, pops{0},
+      attribute_queries{0}, capture_queries{0};
+  // Failure injection: the next N loads / unloads fail; every load sleeps this long (to widen
+  // the window in which concurrent first launches race); results to return instead of success.
+  std::atomic<int> fail_loads{0}, fail_unloads{0}, load_delay_ms{0};
+  CUresult init_result = CUDA_SUCCESS;
+  CUresult launch_result = CUDA_SUCCESS;
+  int driver_version = 13000;
+
+  DriverApi api() const {
+    DriverApi a;
+    a.init = &Driver::init;
+    a.driverGetVersion = &Driver::driverGetVersion;
+    a.deviceGet = &Driver::deviceGet;
+    a.deviceGetCount = &Driver::deviceGetCount;
+    a.deviceGetAttribute = &Driver::deviceGetAttribute;
+    a.deviceGetName = &Driver::deviceGetName;
+    a.ctxGetCurrent = &Driver::ctxGetCurrent;
+    a.ctxPushCurrent = &Driver::ctxPushCurrent;
+    a.ctxPopCurrent = &Driver::ctxPopCurrent;
+    a.ctxGetDevice = &Driver::ctxGetDevice;
+    a.streamGetCtx = &Driver::streamGetCtx;
+    a.streamIsCapturing = &Driver::streamIsCapturing;
+    a.devicePrimaryCtxRetain = &Driver::devicePrimaryCtxRetain;
+    a.devicePrimaryCtxRelease = &Driver::devicePrimaryCtxRelease;
+    a.moduleLoadData = &Driver::moduleLoadData;
+    a.moduleUnload = &Driver::moduleUnload;
+    a.moduleGetFunction = &Driver::moduleGetFunction;
+    a.funcSetAttribute = &Driver::funcSetAttribute;
+    a.launchKernel = &Driver::launchKernel;
+    a.getErrorName = &Driver::getErrorName;
+    a.getErrorString = &Driver::getErrorString;
+    return a;
+  }
+
+ private:
+  static Driver& d() { return *g_driver; }
+  static CUcontext current() { return t_context_stack.empty() ? nullptr : t_context_stack.back(); }
+  bool validDevice(CUdevice device) const {
+    return device >= 0 && static_cast<std::size_t>(device) < devices_.size();
+  }
+
+  static CUresult init(unsigned) {
+    ++d().inits;
+    return d().init_result;
+  }
+  static CUresult driverGetVersion(int* version) {
+    *version = d().driver_version;
+    return CUDA_SUCCESS;
+  }
+  static CUresult deviceGet(CUdevice* device, int ordinal) {
+    if (!d().validDevice(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+  }
+  static CUresult deviceGetCount(int* count) {
+    *count = static_cast<int>(d().devices_.size());
+    return CUDA_SUCCESS;
+  }
+  static CUresult deviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+    ++d().attribute_queries;
+    if (!d().validDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+    const Device& info = d().devices_[static_cast<std::size_t>(device)];
+    switch (attribute) {
+      case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+        *value = info.major;
+        return CUDA_SUCCESS;
+      case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+        *value = info.minor;
+        return CUDA_SUCCESS;
+      case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+        *value = info.multiprocessors;
+        return CUDA_SUCCESS;
+      case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+        *value = info.shared_optin;
+        return CUDA_SUCCESS;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  static CUresult deviceGetName(char* name, int length, CUdevice device) {
+    if (!d().validDevice(device) || length <= 0) return CUDA_ERROR_INVALID_VALUE;
+    const std::string& text = d().devices_[static_cast<std::size_t>(device)].name;
+    const std::size_t n = std::min(text.size(), static_cast<std::size_t>(length - 1));
+    std::memcpy(name, text.data(), n);
+    name[n] = '\0';
+    return CUDA_SUCCESS;
+  }
+  static CUresult ctxGetCurrent(CUcontext* context) {
+    *context = current();
+    return CUDA_SUCCESS;
+  }
+  static CUresult ctxPushCurrent(CUcontext context) {
+    if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    ++d().pushes;
+    t_context_stack.push_back(context);
+    return CUDA_SUCCESS;
+  }
+  static CUresult ctxPopCurrent(CUcontext* context) {
+    if (t_context_stack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+    ++d().pops;
+    if (context != nullptr) *context = t_context_stack.back();
+    t_context_stack.pop_back();
+    return CUDA_SUCCESS;
+  }
+  static CUresult ctxGetDevice(CUdevice* device) {
+    CUcontext context = current();
+    if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    *device = reinterpret_cast<Context*>(context)->device;
+    return CUDA_SUCCESS;
+  }
+  static CUresult streamGetCtx(CUstream stream, CUcontext* context) {
+    if (stream == nullptr) {
+      if (current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+      *context = current();
+      return CUDA_SUCCESS;
+    }
+    *context = reinterpret_cast<CUcontext>(reinterpret_cast<Stream*>(stream)->context);
+    return CUDA_SUCCESS;
+  }
+  static CUresult streamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+    ++d().capture_queries;
+    *status = stream == nullptr ? CU_STREAM_CAPTURE_STATUS_NONE
+                                : reinterpret_cast<Stream*>(stream)->capture;
+    return CUDA_SUCCESS;
+  }
+  static CUresult devicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+    if (!d().validDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+    ++d().retains;
+    *context = d().context(device);
+    return CUDA_SUCCESS;
+  }
+  static CUresult devicePrimaryCtxRelease(CUdevice device) {
+    if (!d().validDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+    ++d().releases;
+    return CUDA_SUCCESS;
+  }
+  static CUresult moduleLoadData(CUmodule* module, const void* image) {
+    Driver& self = d();
+    ++self.load_attempts;
+    if (self.load_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(self.load_delay_ms.load()));
+    CUcontext context = current();
+    if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    if (self.fail_loads > 0) {
+      --self.fail_loads;
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    const char* text = static_cast<const char*>(image);
+    if (std::strncmp(text, kCubinMagic, sizeof(kCubinMagic) - 1) != 0)
+      return CUDA_ERROR_INVALID_IMAGE;
+    std::lock_guard<std::mutex> lock(self.mu_);
+    auto m = std::make_unique<Module>();
+    m->context = reinterpret_cast<Context*>(context);
+    m->image = text;
+    *module = reinterpret_cast<CUmodule>(m.get());
+    self.modules_.push_back(std::move(m));
+    ++self.loads;
+    return CUDA_SUCCESS;
+  }
+  static CUresult moduleUnload(CUmodule module) {
+    Driver& self = d();
+    std::lock_guard<std::mutex> lock(self.mu_);
+    Module* m = reinterpret_cast<Module*>(module);
+    if (m == nullptr || !m->live) return CUDA_ERROR_INVALID_HANDLE;
+    if (self.fail_unloads > 0) {
+      --self.fail_unloads;
+      return CUDA_ERROR_UNKNOWN;
+    }
+    m->live = false;
+    ++self.unloads;
+    return CUDA_SUCCESS;
+  }
+  static CUresult moduleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+    Driver& self = d();
+    std::lock_guard<std::mutex> lock(self.mu_);
+    ++self.get_functions;
+    Module* m = reinterpret_cast<Module*>(module);
+    if (m == nullptr || !m->live) return CUDA_ERROR_INVALID_HANDLE;
+    if (m->image.find(std::string(" ") + name) == std::string::npos) return CUDA_ERROR_NOT_FOUND;
+    auto f = std::make_unique<Function>();
+    f->module = m;
+    f->name = name;
+    *function = reinterpret_cast<CUfunction>(f.get());
+    self.functions_.push_back(std::move(f));
+    return CUDA_SUCCESS;
+  }
+  static CUresult funcSetAttribute(CUfunction function, CUfunction_attribute attribute, int value) {
+    Driver& self = d();
+    std::lock_guard<std::mutex> lock(self.mu_);
+    ++self.set_attributes;
+    if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+      return CUDA_ERROR_INVALID_VALUE;
+    reinterpret_cast<Function*>(function)->max_dynamic_shared = value;
+    return CUDA_SUCCESS;
+  }
+  static CUresult launchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz,
+                               unsigned bx, unsigned by, unsigned bz, unsigned shared_bytes,
+                               CUstream stream, void** params, void**) {
+    Driver& self = d();
+    std::lock_guard<std::mutex> lock(self.mu_);
+    if (self.launch_result != CUDA_SUCCESS) return self.launch_result;
+    Function* f = reinterpret_cast<Function*>(function);
+    if (f == nullptr || !f->module->live) return CUDA_ERROR_INVALID_HANDLE;
+    Context* stream_context = stream == nullptr ? reinterpret_cast<Context*>(current())
+                                                : reinterpret_cast<Stream*>(stream)->context;
+    if (stream_context != f->module->context) return CUDA_ERROR_INVALID_HANDLE;
+    if (shared_bytes > static_cast<unsigned>(f->max_dynamic_shared))
+      return CUDA_ERROR_INVALID_VALUE;
+    ++self.launches;
+    self.last_launch_ = LaunchRecord{f->name,
+                                     f->module->image,
+                                     stream_context->device,
+                                     {gx, gy, gz},
+                                     {bx, by, bz},
+                                     shared_bytes,
+                                     stream,
+                                     params};
+    return CUDA_SUCCESS;
+  }
+  static CUresult getErrorName(CUresult error, const char** name) {
+    switch (error) {
+      case CUDA_SUCCESS:
+        *name = "CUDA_SUCCESS";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_INVALID_VALUE:
+        *name = "CUDA_ERROR_INVALID_VALUE";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_OUT_OF_MEMORY:
+        *name = "CUDA_ERROR_OUT_OF_MEMORY";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_NO_DEVICE:
+        *name = "CUDA_ERROR_NO_DEVICE";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_INVALID_DEVICE:
+        *name = "CUDA_ERROR_INVALID_DEVICE";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_INVALID_IMAGE:
+        *name = "CUDA_ERROR_INVALID_IMAGE";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_INVALID_CONTEXT:
+        *name = "CUDA_ERROR_INVALID_CONTEXT";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_INVALID_HANDLE:
+        *name = "CUDA_ERROR_INVALID_HANDLE";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_NOT_FOUND:
+        *name = "CUDA_ERROR_NOT_FOUND";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_LAUNCH_FAILED:
+        *name = "CUDA_ERROR_LAUNCH_FAILED";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_UNKNOWN:
+        *name = "CUDA_ERROR_UNKNOWN";
+        return CUDA_SUCCESS;
+      default:
+        *name = nullptr;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  static CUresult getErrorString(CUresult error, const char** text) {
+    switch (error) {
+      case CUDA_ERROR_INVALID_IMAGE:
+        *text = "device kernel image is invalid";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_OUT_OF_MEMORY:
+        *text = "out of memory";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_NOT_FOUND:
+        *text = "named symbol not found";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_UNKNOWN:
+        *text = "unknown error";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_LAUNCH_FAILED:
+        *text = "unspecified launch failure";
+        return CUDA_SUCCESS;
+      default:
+        *text = "fake driver error";
+        return CUDA_SUCCESS;
+    }
+  }
+
+  std::vector<Device> devices_;
+  std::vector<std::unique_ptr<Context>> contexts_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::vector<std::unique_ptr<Module>> modules_;
+  std::vector<std::unique_ptr<Function>> functions_;
+  LaunchRecord last_launch_;
+  std::unique_ptr<kiln::testing::ScopedDriver> scope_;
+};
+
+// A variant whose strings and tables this object owns; not copyable, as the kiln_variant
+// points into it.
+class TestVariant {
+ public:
+  TestVariant(std::string name, std::vector<std::string> entries, std::vector<kiln_image> images,
+              std::string group = "testgroup")
+      : name_(std::move(name)),
+        group_(std::move(group)),
+        entries_(std::move(entries)),
+        images_(std::move(images)) {
+    for (const std::string& e : entries_) entry_ptrs_.push_back(e.c_str());
+    variant_.name = name_.c_str();
+    variant_.group = group_.c_str();
+    variant_.entries = entry_ptrs_.data();
+    variant_.num_entries = static_cast<int>(entry_ptrs_.size());
+    variant_.images = images_.data();
+    variant_.num_images = static_cast<int>(images_.size());
+  }
+  TestVariant(const TestVariant&) = delete;
+  TestVariant& operator=(const TestVariant&) = delete;
+
+  const kiln_variant& get() const { return variant_; }
+  const kiln_variant* ptr() const { return &variant_; }
+
+ private:
+  std::string name_, group_;
+  std::vector<std::string> entries_;
+  std::vector<const char*> entry_ptrs_;
+  std::vector<kiln_image> images_;
+  kiln_variant variant_{};
+};
+
+// An image of SM `sm` whose bytes are `text` (a string literal: it must outlive the image).
+inline kiln_image image(int sm, bool arch_specific = false,
+                        const char* text = "FAKECUBIN kernel_main kernel_aux") {
+  kiln_image i{};
+  i.sm = sm;
+  i.arch_specific = arch_specific ? 1 : 0;
+  i.data = reinterpret_cast<const unsigned char*>(text);
+  i.size = std::strlen(text) + 1;
+  i.sha256 = "0000";
+  return i;
+}
+
+inline Device h200() {
+  return Device{"NVIDIA H200", 9, 0, 132, 232448};
+}
+inline Device orin() {
+  return Device{"Orin", 8, 7, 16, 166912};
+}
+inline Device a100() {
+  return Device{"NVIDIA A100-SXM4-80GB", 8, 0, 108, 166912};
+}
+
+}  // namespace kiln::fake
