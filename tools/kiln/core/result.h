@@ -8,19 +8,31 @@
 
 namespace kiln::core {
 
+// What kind of failure an error is; the CLI maps it to the exit code (docs/cli.md).
+enum class ErrorKind {
+  kFailure,      // a build or compile step failed
+  kUsage,        // the command line or the registry is wrong
+  kEnvironment,  // a tool, header set or device the command needs is missing
+};
+
 struct Error {
   std::string message;
+  ErrorKind kind = ErrorKind::kFailure;
 };
 
 template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(Error error) : error_(std::move(error.message)) {}  // NOLINT(google-explicit-constructor)
+  Result(Error error)  // NOLINT(google-explicit-constructor)
+      : error_(std::move(error.message)), kind_(error.kind) {}
 
   bool ok() const { return value_.has_value(); }
   explicit operator bool() const { return ok(); }
   const std::string& error() const { return error_; }
+  ErrorKind errorKind() const { return kind_; }
+  // The error, to pass up unchanged: `if (!r) return r.failure();`
+  Error failure() const { return Error{error_, kind_}; }
   T& value() & { return *value_; }
   const T& value() const& { return *value_; }
   T&& value() && { return std::move(*value_); }
@@ -32,6 +44,7 @@ class [[nodiscard]] Result {
  private:
   std::optional<T> value_;
   std::string error_;
+  ErrorKind kind_ = ErrorKind::kFailure;
 };
 
 // Result<void>
@@ -39,17 +52,23 @@ template <>
 class [[nodiscard]] Result<void> {
  public:
   Result() = default;
-  Result(Error error) : error_(std::move(error.message)), ok_(false) {}  // NOLINT
+  Result(Error error)  // NOLINT(google-explicit-constructor)
+      : error_(std::move(error.message)), kind_(error.kind), ok_(false) {}
 
   bool ok() const { return ok_; }
   explicit operator bool() const { return ok_; }
   const std::string& error() const { return error_; }
+  ErrorKind errorKind() const { return kind_; }
+  Error failure() const { return Error{error_, kind_}; }
 
  private:
   std::string error_;
+  ErrorKind kind_ = ErrorKind::kFailure;
   bool ok_ = true;
 };
 
-inline Error makeError(std::string message) { return Error{std::move(message)}; }
+inline Error makeError(std::string message, ErrorKind kind = ErrorKind::kFailure) {
+  return Error{std::move(message), kind};
+}
 
 }  // namespace kiln::core

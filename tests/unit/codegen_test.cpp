@@ -1,0 +1,97 @@
+// Generated headers and shims, compared with docs/artifact-format.md.
+#include <gtest/gtest.h>
+
+#include "core/codegen.h"
+
+namespace kiln::core {
+namespace {
+
+VariantRecord makeRecord(const std::string& name, std::int64_t hidden, const std::string& dtype) {
+  VariantRecord v;
+  v.name = name;
+  v.group = "rmsnorm";
+  v.kind = "cuda";
+  v.entries = {"kiln_rmsnorm", "kiln_add_rmsnorm"};
+  v.constants = {{"hidden", ConstantType::kInt, hidden}, {"dtype", ConstantType::kDtype, dtype}};
+  ImageRecord image;
+  image.sm = 90;
+  image.target = "sm_90";
+  image.symbol = "kiln_" + name + "__arch90_image";
+  image.cubin = "cubins/" + name + ".sm_90.cubin";
+  image.sha256 = "ab12";
+  v.images[90] = image;
+  return v;
+}
+
+TEST(Codegen, VariantHeaderMatchesTheFormatDocument) {
+  const std::string header = variantHeader(makeRecord("rmsnorm_h4096_bf16", 4096, "bf16"));
+  EXPECT_EQ(header.rfind("#pragma once\n", 0), 0u);
+  for (const char* line : {
+           "#include \"kiln/variant.h\"\n",
+           "const kiln_variant* kiln_rmsnorm_h4096_bf16_variant(void);\n",
+           "const kiln_image* kiln_rmsnorm_h4096_bf16__arch90_image(void);\n",
+           "namespace kiln::variants::rmsnorm_h4096_bf16 {\n",
+           "inline constexpr const char kName[] = \"rmsnorm_h4096_bf16\";\n",
+           "inline constexpr int kHidden = 4096;\n",
+           "inline constexpr const char kDtype[] = \"bf16\";\n",
+       }) {
+    EXPECT_NE(header.find(line), std::string::npos) << "missing: " << line << "in\n" << header;
+  }
+  // Constants in kiln.toml order.
+  EXPECT_LT(header.find("kHidden"), header.find("kDtype"));
+}
+
+TEST(Codegen, BoolConstant) {
+  VariantRecord v = makeRecord("fmha_d128_causal", 1, "bf16");
+  v.constants = {{"causal", ConstantType::kBool, true}};
+  EXPECT_NE(variantHeader(v).find("inline constexpr bool kCausal = true;\n"), std::string::npos);
+}
+
+TEST(Codegen, GroupHeaderTable) {
+  const VariantRecord a = makeRecord("rmsnorm_h1024_fp16", 1024, "fp16");
+  const VariantRecord b = makeRecord("rmsnorm_h4096_bf16", 4096, "bf16");
+  const std::string header = groupHeader("rmsnorm", {&a, &b});
+  for (const char* line : {
+           "#include \"kiln/variants/rmsnorm_h1024_fp16.h\"\n",
+           "namespace kiln::generated::rmsnorm {\n",
+           "struct VariantEntry {\n  const char* name;\n  const kiln_variant* (*variant)();\n  int hidden;\n"
+           "  const char* dtype;\n};\n",
+           "    {\"rmsnorm_h1024_fp16\", &kiln_rmsnorm_h1024_fp16_variant, 1024, \"fp16\"},\n",
+           "    {\"rmsnorm_h4096_bf16\", &kiln_rmsnorm_h4096_bf16_variant, 4096, \"bf16\"},\n",
+       }) {
+    EXPECT_NE(header.find(line), std::string::npos) << "missing: " << line << "in\n" << header;
+  }
+}
+
+TEST(Codegen, ImageShimEmbedsTheBytes) {
+  const VariantRecord v = makeRecord("rmsnorm_h4096_bf16", 4096, "bf16");
+  const std::string shim = imageShimSource(v, v.images.at(90), std::string("\x7f" "ELF\x01", 5));
+  EXPECT_NE(shim.find("0x7f, 0x45, 0x4c, 0x46, 0x01,"), std::string::npos) << shim;
+  EXPECT_NE(shim.find("extern \"C\" const kiln_image* kiln_rmsnorm_h4096_bf16__arch90_image(void) {"),
+            std::string::npos);
+  EXPECT_NE(shim.find("{90, 0, kCubin, sizeof(kCubin), \"ab12\"}"), std::string::npos) << shim;
+}
+
+TEST(Codegen, VariantShimAndArtifactTable) {
+  const VariantRecord v = makeRecord("rmsnorm_h4096_bf16", 4096, "bf16");
+  const std::string shim = variantShimSource(v);
+  EXPECT_NE(shim.find("\"kiln_rmsnorm\", \"kiln_add_rmsnorm\""), std::string::npos) << shim;
+  EXPECT_NE(shim.find("*kiln_rmsnorm_h4096_bf16__arch90_image(),"), std::string::npos);
+  EXPECT_NE(shim.find("{\"rmsnorm_h4096_bf16\", \"rmsnorm\", kEntries, 2, images, 1}"), std::string::npos);
+
+  ArtifactMetadata m;
+  m.provenance.tag = "sm_90";
+  m.fingerprint = "f00d";
+  m.variants[v.name] = v;
+  m.groups["rmsnorm"].variants = {v.name};
+  const std::string table = artifactTableSource(m);
+  EXPECT_NE(table.find("kiln_rmsnorm_h4096_bf16_variant(),"), std::string::npos);
+  EXPECT_NE(table.find("kiln_artifact_fingerprint(void) { return \"f00d\"; }"), std::string::npos);
+  EXPECT_NE(table.find("kiln_artifact_tag(void) { return \"sm_90\"; }"), std::string::npos);
+  const std::string all = allHeader(m);
+  EXPECT_NE(all.find("#include \"kiln/groups/rmsnorm.h\""), std::string::npos);
+  EXPECT_NE(all.find("const kiln_variant* const* kiln_artifact_variants(size_t* count);"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::core

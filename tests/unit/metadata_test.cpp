@@ -1,0 +1,150 @@
+// metadata.json: every field of docs/artifact-format.md survives a write/read round trip, other
+// schema versions are rejected, and the merge rule accepts and refuses what contract 6 says.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/metadata.h"
+
+namespace kiln::core {
+namespace {
+
+ArtifactMetadata makeMetadata() {
+  ArtifactMetadata m;
+  Provenance& p = m.provenance;
+  p.kiln_version = "0.1.0";
+  p.arch = "x86_64";
+  p.host_target = "x86_64-linux-gnu";
+  p.tag = "sm_90";
+  p.gpu_archs = {90};
+  p.compile_targets = {"sm_90"};
+  p.cuda_version = "13.0.88";
+  p.host_compiler_command = "g++";
+  p.host_compiler_version = "g++ 12.2.0";
+  m.build_date = "2025-01-01T00:00:00Z";
+  m.library = {"lib/libkiln.a", "11", 42};
+  VariantRecord v;
+  v.name = "rmsnorm_h4096_bf16";
+  v.group = "rmsnorm";
+  v.kind = "cuda";
+  v.entries = {"kiln_rmsnorm"};
+  v.constants = {{"hidden", ConstantType::kInt, std::int64_t{4096}},
+                 {"dtype", ConstantType::kEnum, std::string("bf16")},
+                 {"fused", ConstantType::kBool, false}};
+  v.inputs = {{"kernels/rmsnorm/kiln.toml", "aa"}};
+  v.fingerprint = "ff";
+  ImageRecord image;
+  image.sm = 90;
+  image.target = "sm_90";
+  image.symbol = "kiln_rmsnorm_h4096_bf16__arch90_image";
+  image.cubin = "cubins/rmsnorm_h4096_bf16.sm_90.cubin";
+  image.sha256 = "cc";
+  image.size = 1000;
+  image.compile_seconds = 1.5;
+  image.command = {"nvcc", "-cubin"};
+  image.kernels["kiln_rmsnorm"] = {40, 16, 0, 4, 8};
+  v.images[90] = image;
+  m.variants[v.name] = v;
+  m.groups["rmsnorm"] = {"cuda", {80, 90}, {v.name}};
+  m.fingerprint = artifactFingerprint(m);
+  return m;
+}
+
+TEST(Metadata, HasEveryDocumentedField) {
+  const auto j = nlohmann::json::parse(toJson(makeMetadata()));
+  for (const char* field : {"schema_version", "kiln_version", "arch", "host_target", "tag", "gpu_archs",
+                            "compile_targets", "cuda_version", "host_compiler", "cutlass_version", "build_date",
+                            "library", "fingerprint", "groups", "variants"}) {
+    EXPECT_TRUE(j.contains(field)) << field;
+  }
+  EXPECT_EQ(j["gpu_archs"][0], "sm_90");
+  EXPECT_TRUE(j["cutlass_version"].is_null());
+  const auto& v = j["variants"]["rmsnorm_h4096_bf16"];
+  for (const char* field : {"group", "kind", "object", "header", "entries", "constants", "inputs", "fingerprint", "sms"}) {
+    EXPECT_TRUE(v.contains(field)) << field;
+  }
+  EXPECT_EQ(v["constants"]["hidden"], 4096);
+  EXPECT_EQ(v["constants"]["fused"], false);
+  const auto& sm = v["sms"]["90"];
+  for (const char* field : {"target", "symbol", "cubin", "sha256", "size", "compile_seconds", "command", "kernels"}) {
+    EXPECT_TRUE(sm.contains(field)) << field;
+  }
+  EXPECT_EQ(sm["kernels"]["kiln_rmsnorm"]["spill_load_bytes"], 8);
+}
+
+TEST(Metadata, RoundTripKeepsConstantOrderAndValues) {
+  const ArtifactMetadata m = makeMetadata();
+  auto back = parseMetadata(toJson(m));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(toJson(*back), toJson(m));
+  const auto& constants = back->variants.at("rmsnorm_h4096_bf16").constants;
+  ASSERT_EQ(constants.size(), 3u);
+  EXPECT_EQ(constants[0].name, "hidden");
+  EXPECT_EQ(constants[2].type, ConstantType::kBool);
+  EXPECT_EQ(artifactFingerprint(*back), m.fingerprint);
+}
+
+TEST(Metadata, RejectsOtherSchemaVersionsAndMissingFields) {
+  auto j = nlohmann::json::parse(toJson(makeMetadata()));
+  j["schema_version"] = 2;
+  auto r = parseMetadata(j.dump());
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("schema_version 2"), std::string::npos) << r.error();
+  j["schema_version"] = 1;
+  j.erase("cuda_version");
+  r = parseMetadata(j.dump());
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("'cuda_version'"), std::string::npos) << r.error();
+}
+
+TEST(Metadata, FingerprintDependsOnVariantsAndProvenance) {
+  ArtifactMetadata m = makeMetadata();
+  const std::string before = artifactFingerprint(m);
+  m.build_date = "2030-01-01T00:00:00Z";
+  EXPECT_EQ(artifactFingerprint(m), before);  // the date is not an input
+  m.variants.begin()->second.fingerprint = "00";
+  EXPECT_NE(artifactFingerprint(m), before);
+  m = makeMetadata();
+  m.provenance.cuda_version = "13.1.0";
+  EXPECT_NE(artifactFingerprint(m), before);
+}
+
+TEST(Merge, AcceptsMatchingProvenance) {
+  const Provenance p = makeMetadata().provenance;
+  Provenance now = p;
+  now.compile_targets = {"sm_90", "sm_90a"};  // a new arch-specific group may join
+  now.cutlass_version = "4.2.0";              // a group using CUTLASS may join
+  EXPECT_TRUE(checkMergeable(p, now));
+}
+
+TEST(Merge, RefusesAnyProvenanceDifferenceNamingBothValues) {
+  const Provenance p = makeMetadata().provenance;
+  struct Case {
+    void (*mutate)(Provenance&);
+    const char* message;
+  };
+  const Case cases[] = {
+      {[](Provenance& n) { n.kiln_version = "0.2.0"; }, "kiln version differs (old: 0.1.0, new: 0.2.0)"},
+      {[](Provenance& n) { n.arch = "aarch64"; }, "arch differs (old: x86_64, new: aarch64)"},
+      {[](Provenance& n) { n.host_target = "x86_64-pc-linux-gnu"; }, "host target differs"},
+      {[](Provenance& n) { n.cuda_version = "13.1.0"; }, "CUDA version differs (old: 13.0.88, new: 13.1.0)"},
+      {[](Provenance& n) { n.host_compiler_version = "g++ 13"; }, "host compiler version differs (old: g++ 12.2.0, new: g++ 13)"},
+      {[](Provenance& n) { n.gpu_archs = {87}; }, "gpu archs differs (old: 90, new: 87)"},
+  };
+  for (const auto& c : cases) {
+    Provenance now = p;
+    c.mutate(now);
+    auto r = checkMergeable(p, now);
+    ASSERT_FALSE(r) << c.message;
+    EXPECT_EQ(r.errorKind(), ErrorKind::kUsage);
+    EXPECT_NE(r.error().find(c.message), std::string::npos) << r.error();
+    EXPECT_NE(r.error().find("re-run with --clean"), std::string::npos);
+  }
+  Provenance a = p, b = p;
+  a.cutlass_version = "4.1.0";
+  b.cutlass_version = "4.2.0";
+  EXPECT_FALSE(checkMergeable(a, b));
+}
+
+}  // namespace
+}  // namespace kiln::core

@@ -1,0 +1,80 @@
+// `kiln build`: options -> core::runBuild, with a sink that prints progress lines and, with
+// --verbose, every command and the tools' output.
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/builder.h"
+#include "core/report.h"
+#include "io/process.h"
+
+namespace kiln::cli {
+
+namespace {
+
+class PrintingSink final : public core::BuildSink {
+ public:
+  explicit PrintingSink(bool verbose) : verbose_(verbose) {}
+  void note(const std::string& line) override { fmt::print("note: {}\n", line); }
+  void command(const std::vector<std::string>& argv) override {
+    if (verbose_) fmt::print("$ {}\n", io::shellJoin(argv));
+  }
+  void toolOutput(const std::string& text) override {
+    if (verbose_ && !text.empty()) fmt::print("{}", text.back() == '\n' ? text : text + "\n");
+  }
+  void compiled(const core::CompileProgress& p) override {
+    fmt::print("[{}/{}] {} {} {:.1f}s (slowest so far: {} {:.1f}s)\n", p.done, p.total, p.variant, p.target,
+               p.seconds, p.slowest_variant, p.slowest_seconds);
+    std::fflush(stdout);
+  }
+
+ private:
+  bool verbose_;
+};
+
+std::string env(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : "";
+}
+
+}  // namespace
+
+Handler setupBuild(CLI::App& app) {
+  auto options = std::make_shared<core::BuildOptions>();
+  auto verbose = std::make_shared<bool>(false);
+  auto root = std::make_shared<std::string>(defaultRoot());
+  auto output = std::make_shared<std::string>();
+  auto runtime = std::make_shared<std::string>();
+  app.add_option("--gpu-arch", options->gpu_arch, "target SM: sm_90 (sm_87, sm_110, ...)")->required();
+  app.add_option("--arch", options->arch, "host arch of the library: x86_64 | aarch64 (default: this host)");
+  app.add_option("--kernels", options->kernels, "ALL, or a comma list of groups")->capture_default_str();
+  app.add_flag("--clean", options->clean, "replace the artifact instead of merging into it");
+  app.add_option("-j,--jobs", options->jobs, "parallel compiles (default: every core)")->check(CLI::NonNegativeNumber);
+  app.add_option("--output-dir", *output, "artifacts root (default: <root>/artifacts)");
+  app.add_option("--root", *root, "the repository holding kernels/ and runtime/")->capture_default_str();
+  app.add_option("--runtime-dir", *runtime, "the runtime sources (default: <root>/runtime)");
+  app.add_flag("-v,--verbose", *verbose, "print every command and the tools' output");
+  return [options, verbose, root, output, runtime]() -> int {
+    options->root = *root;
+    options->runtime_dir = *runtime;
+    options->output_dir = *output;
+    options->nvcc = env("KILN_NVCC");
+    options->cuda_home = env("CUDA_HOME");
+    options->cxx = env("KILN_CXX");
+    options->cutlass_include = env("KILN_CUTLASS_INCLUDE");
+    io::PosixProcessRunner runner;
+    PrintingSink sink(*verbose);
+    auto result = core::runBuild(*options, runner, sink);
+    if (!result) return reportError(result);
+    fmt::print("\n{}", core::resourceTable(result->metadata));
+    fmt::print("\nbuilt {} image(s){}; artifact: {}\n", result->built.size(),
+               result->kept.empty() ? "" : fmt::format(", kept {} variant(s) from the previous build", result->kept.size()),
+               result->artifact_dir.string());
+    return kExitOk;
+  };
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,32 @@
+// The subcommand table and the error-to-exit-code mapping shared by every command.
+#include "cli/commands.h"
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace kiln::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"build", "compile kernel variants for one SM into an artifact directory", setupBuild},
+      {"list", "list the kernel groups and variants of the registry", setupList},
+      {"inspect", "show an artifact's metadata (provenance, variants, resources)", setupInspect},
+      {"doctor", "check which variants of an artifact this machine's GPU can run", setupDoctor},
+  };
+  return table;
+}
+
+int reportError(const std::string& message, core::ErrorKind kind) {
+  fmt::print(stderr, "kiln: error: {}\n", message);
+  switch (kind) {
+    case core::ErrorKind::kUsage: return kExitUsage;
+    case core::ErrorKind::kEnvironment: return kExitEnvironment;
+    case core::ErrorKind::kFailure: break;
+  }
+  return kExitFailure;
+}
+
+std::string defaultRoot() { return KILN_SOURCE_DIR; }
+
+}  // namespace kiln::cli

@@ -1,0 +1,67 @@
+// `kiln build` as a library call: dependency checks, selection, staged compile (front end per
+// kind, in parallel), merge with an existing artifact, code generation, host library, metadata,
+// atomic publish (docs/artifact-format.md, contracts 2-6). Nothing here prints; progress goes to
+// a BuildSink, and every failure is a Result error whose kind picks the exit code.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/metadata.h"
+#include "core/result.h"
+#include "io/process.h"
+
+namespace kiln::core {
+
+struct BuildOptions {
+  std::string gpu_arch;          // "sm_90" (a comma list is a multi-SM build)
+  std::string arch;              // x86_64 | aarch64; empty: the host's
+  std::string kernels = "ALL";   // "ALL" or "g1,g2"
+  bool clean = false;
+  int jobs = 0;                  // parallel compiles; 0: every core
+  std::filesystem::path root;    // the repository (holds kernels/, runtime/)
+  std::filesystem::path output_dir;  // empty: <root>/artifacts
+  std::filesystem::path runtime_dir;  // the runtime sources (include/, src/, runners/); empty: <root>/runtime
+  // Tool overrides, normally from the environment (the CLI reads it; the library does not).
+  std::string nvcc;             // KILN_NVCC
+  std::string cuda_home;        // CUDA_HOME
+  std::string cxx;              // KILN_CXX
+  std::string cutlass_include;  // KILN_CUTLASS_INCLUDE
+  std::string kiln_version = KILN_VERSION;
+};
+
+struct CompileProgress {
+  int done = 0;
+  int total = 0;
+  std::string variant;
+  std::string target;  // "sm_90"
+  double seconds = 0;
+  std::string slowest_variant;
+  double slowest_seconds = 0;
+};
+
+// Receives progress; called from worker threads, but never concurrently (the builder serialises).
+class BuildSink {
+ public:
+  virtual ~BuildSink() = default;
+  virtual void note(const std::string& /*line*/) {}
+  virtual void command(const std::vector<std::string>& /*argv*/) {}
+  virtual void toolOutput(const std::string& /*text*/) {}
+  virtual void compiled(const CompileProgress& /*progress*/) {}
+};
+
+struct BuildSummary {
+  std::filesystem::path artifact_dir;
+  ArtifactMetadata metadata;
+  std::vector<std::pair<std::string, int>> built;  // (variant, SM) compiled by this build
+  std::vector<std::string> kept;                   // variants merged in from the old artifact
+};
+
+Result<BuildSummary> runBuild(const BuildOptions& options, io::ProcessRunner& runner, BuildSink& sink);
+
+// The staging and set-aside directory names next to `artifact_dir` (contract 6).
+std::filesystem::path stagingDir(const std::filesystem::path& artifact_dir, int pid);
+
+}  // namespace kiln::core

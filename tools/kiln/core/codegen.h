@@ -1,0 +1,27 @@
+// Generators for everything `kiln build` writes as source text: the per-(variant, SM) image
+// shim that embeds a cubin, the per-variant shim, the artifact table, and the headers of
+// docs/artifact-format.md. Pure functions of the metadata model, so they are tested as strings.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/metadata.h"
+
+namespace kiln::core {
+
+// Defines kiln_<name>__arch<NN>_image(): the cubin as a static byte array.
+std::string imageShimSource(const VariantRecord& variant, const ImageRecord& image,
+                            const std::string& cubin_bytes);
+// Defines kiln_<name>_variant(): the name, group, entries and every SM image.
+std::string variantShimSource(const VariantRecord& variant);
+// Defines kiln_artifact_variants / kiln_artifact_fingerprint / kiln_artifact_tag.
+std::string artifactTableSource(const ArtifactMetadata& metadata);
+
+std::string variantHeader(const VariantRecord& variant);
+// `variants`: the group's variants, sorted by name; the table's members follow the first
+// variant's constants (every variant of a group sets the same constants, in the same order).
+std::string groupHeader(const std::string& group, const std::vector<const VariantRecord*>& variants);
+std::string allHeader(const ArtifactMetadata& metadata);
+
+}  // namespace kiln::core

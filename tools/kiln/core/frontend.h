@@ -1,0 +1,53 @@
+// The front-end interface: one implementation per kernel source kind (CUDA C++ now, CuTe DSL
+// later). A front end turns (variant, target SM, output path) into a cubin, a per-entry
+// resource report and the commands it ran; everything downstream (shims, headers, metadata,
+// library) reads only this output, so a new kind plugs in here and nowhere else.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ptxas.h"
+#include "core/registry.h"
+#include "core/result.h"
+#include "core/toolchain.h"
+#include "io/process.h"
+
+namespace kiln::core {
+
+struct CompileRequest {
+  const Variant* variant = nullptr;
+  int sm = 0;
+  std::filesystem::path root;   // the repository root (holds kernels/)
+  std::filesystem::path cubin;  // where the cubin goes
+  const CudaToolchain* cuda = nullptr;
+  std::filesystem::path cutlass_include;  // empty unless the variant uses cutlass
+};
+
+struct CompileOutput {
+  std::string target;  // the device target: "sm_90" or "sm_90a"
+  std::map<std::string, KernelResources> kernels;  // entry -> resources
+  std::vector<std::vector<std::string>> commands;  // what ran, in order
+  double seconds = 0;
+  std::string log;  // the tools' diagnostics, for --verbose
+};
+
+class FrontEnd {
+ public:
+  virtual ~FrontEnd() = default;
+  // The commands compile() would run, for --verbose before the run and for tests.
+  virtual std::vector<std::vector<std::string>> commands(const CompileRequest& request) const = 0;
+  virtual Result<CompileOutput> compile(const CompileRequest& request,
+                                        io::ProcessRunner& runner) const = 0;
+};
+
+// The front end for a source kind; an error for a kind that has none yet.
+Result<const FrontEnd*> frontEndFor(SourceKind kind);
+
+// The CUDA C++ front end's nvcc argv (docs/registry.md): exposed for tests and --verbose.
+std::vector<std::string> nvccCommand(const CompileRequest& request);
+
+}  // namespace kiln::core

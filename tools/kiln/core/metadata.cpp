@@ -1,0 +1,269 @@
+// metadata.json mapping. Written with nlohmann::ordered_json so constants keep their kiln.toml
+// order across a write/read round trip (the generated group table depends on that order).
+#include "core/metadata.h"
+
+#include <ctime>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "io/fs.h"
+
+namespace kiln::core {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+Json constantJson(const Constant& constant) {
+  switch (constant.type) {
+    case ConstantType::kInt: return std::get<std::int64_t>(constant.value);
+    case ConstantType::kBool: return std::get<bool>(constant.value);
+    default: return std::get<std::string>(constant.value);
+  }
+}
+
+Json kernelJson(const KernelResources& k) {
+  return Json{{"registers", k.registers},
+              {"shared_bytes", k.shared_bytes},
+              {"stack_bytes", k.stack_bytes},
+              {"spill_store_bytes", k.spill_store_bytes},
+              {"spill_load_bytes", k.spill_load_bytes}};
+}
+
+}  // namespace
+
+std::string constantLiteral(const Constant& constant) {
+  switch (constant.type) {
+    case ConstantType::kInt: return std::to_string(std::get<std::int64_t>(constant.value));
+    case ConstantType::kBool: return std::get<bool>(constant.value) ? "true" : "false";
+    default: return "\"" + std::get<std::string>(constant.value) + "\"";
+  }
+}
+
+std::string toJson(const ArtifactMetadata& m) {
+  const Provenance& p = m.provenance;
+  Json j;
+  j["schema_version"] = m.schema_version;
+  j["kiln_version"] = p.kiln_version;
+  j["arch"] = p.arch;
+  j["host_target"] = p.host_target;
+  j["tag"] = p.tag;
+  Json archs = Json::array();
+  for (int sm : p.gpu_archs) archs.push_back(fmt::format("sm_{}", sm));
+  j["gpu_archs"] = archs;
+  j["compile_targets"] = p.compile_targets;
+  j["cuda_version"] = p.cuda_version;
+  j["host_compiler"] = {{"command", p.host_compiler_command}, {"version", p.host_compiler_version}};
+  j["cutlass_version"] = p.cutlass_version ? Json(*p.cutlass_version) : Json(nullptr);
+  j["build_date"] = m.build_date;
+  j["library"] = {{"path", m.library.path}, {"sha256", m.library.sha256}, {"size", m.library.size}};
+  j["fingerprint"] = m.fingerprint;
+  Json groups = Json::object();
+  for (const auto& [name, g] : m.groups) {
+    groups[name] = {{"kind", g.kind}, {"supported_sms", g.supported_sms}, {"variants", g.variants}};
+  }
+  j["groups"] = groups;
+  Json variants = Json::object();
+  for (const auto& [name, v] : m.variants) {
+    Json constants = Json::object();
+    for (const auto& c : v.constants) constants[c.name] = constantJson(c);
+    Json sms = Json::object();
+    for (const auto& [sm, image] : v.images) {
+      Json kernels = Json::object();
+      for (const auto& [entry, k] : image.kernels) kernels[entry] = kernelJson(k);
+      sms[std::to_string(sm)] = {{"target", image.target},
+                                 {"symbol", image.symbol},
+                                 {"cubin", image.cubin},
+                                 {"sha256", image.sha256},
+                                 {"size", image.size},
+                                 {"compile_seconds", image.compile_seconds},
+                                 {"command", image.command},
+                                 {"kernels", kernels}};
+    }
+    variants[name] = {{"group", v.group},
+                      {"kind", v.kind},
+                      {"object", v.name},
+                      {"header", fmt::format("include/kiln/variants/{}.h", v.name)},
+                      {"entries", v.entries},
+                      {"constants", constants},
+                      {"inputs", v.inputs},
+                      {"fingerprint", v.fingerprint},
+                      {"sms", sms}};
+  }
+  j["variants"] = variants;
+  return j.dump(2) + "\n";
+}
+
+Result<ArtifactMetadata> parseMetadata(const std::string& json_text) {
+  Json j;
+  try {
+    j = Json::parse(json_text);
+  } catch (const std::exception& e) {
+    return makeError(fmt::format("metadata.json is not valid JSON: {}", e.what()));
+  }
+  ArtifactMetadata m;
+  std::string field;
+  try {
+    field = "schema_version";
+    m.schema_version = j.at("schema_version").get<int>();
+    if (m.schema_version != kSchemaVersion) {
+      return makeError(fmt::format("metadata.json has schema_version {}; this kiln reads {} only",
+                                   m.schema_version, kSchemaVersion));
+    }
+    Provenance& p = m.provenance;
+    field = "kiln_version";
+    p.kiln_version = j.at(field).get<std::string>();
+    field = "arch";
+    p.arch = j.at(field).get<std::string>();
+    field = "host_target";
+    p.host_target = j.at(field).get<std::string>();
+    field = "tag";
+    p.tag = j.at(field).get<std::string>();
+    field = "gpu_archs";
+    for (const auto& a : j.at(field)) p.gpu_archs.push_back(parseSm(a.get<std::string>()));
+    field = "compile_targets";
+    p.compile_targets = j.at(field).get<std::vector<std::string>>();
+    field = "cuda_version";
+    p.cuda_version = j.at(field).get<std::string>();
+    field = "host_compiler";
+    p.host_compiler_command = j.at(field).at("command").get<std::string>();
+    p.host_compiler_version = j.at(field).at("version").get<std::string>();
+    field = "cutlass_version";
+    if (!j.at(field).is_null()) p.cutlass_version = j.at(field).get<std::string>();
+    field = "build_date";
+    m.build_date = j.at(field).get<std::string>();
+    field = "library";
+    m.library.path = j.at(field).at("path").get<std::string>();
+    m.library.sha256 = j.at(field).at("sha256").get<std::string>();
+    m.library.size = j.at(field).at("size").get<std::uint64_t>();
+    field = "fingerprint";
+    m.fingerprint = j.at(field).get<std::string>();
+    field = "groups";
+    for (const auto& [name, g] : j.at(field).items()) {
+      GroupRecord record;
+      record.kind = g.at("kind").get<std::string>();
+      record.supported_sms = g.at("supported_sms").get<std::vector<int>>();
+      record.variants = g.at("variants").get<std::vector<std::string>>();
+      m.groups[name] = record;
+    }
+    for (const auto& [name, v] : j.at("variants").items()) {
+      field = "variants." + name;
+      VariantRecord record;
+      record.name = name;
+      record.group = v.at("group").get<std::string>();
+      record.kind = v.at("kind").get<std::string>();
+      record.entries = v.at("entries").get<std::vector<std::string>>();
+      for (const auto& [cname, value] : v.at("constants").items()) {
+        Constant c;
+        c.name = cname;
+        if (value.is_boolean()) {
+          c.type = ConstantType::kBool;
+          c.value = value.get<bool>();
+        } else if (value.is_number_integer()) {
+          c.type = ConstantType::kInt;
+          c.value = value.get<std::int64_t>();
+        } else {
+          // dtype and enum constants generate the same header text; the type is not recorded.
+          c.type = ConstantType::kEnum;
+          c.value = value.get<std::string>();
+        }
+        record.constants.push_back(c);
+      }
+      record.inputs = v.at("inputs").get<std::map<std::string, std::string>>();
+      record.fingerprint = v.at("fingerprint").get<std::string>();
+      for (const auto& [sm_text, s] : v.at("sms").items()) {
+        ImageRecord image;
+        image.sm = parseSm(sm_text);
+        image.target = s.at("target").get<std::string>();
+        image.symbol = s.at("symbol").get<std::string>();
+        image.cubin = s.at("cubin").get<std::string>();
+        image.sha256 = s.at("sha256").get<std::string>();
+        image.size = s.at("size").get<std::uint64_t>();
+        image.compile_seconds = s.at("compile_seconds").get<double>();
+        image.command = s.at("command").get<std::vector<std::string>>();
+        for (const auto& [entry, k] : s.at("kernels").items()) {
+          KernelResources r;
+          r.registers = k.at("registers").get<int>();
+          r.shared_bytes = k.at("shared_bytes").get<long>();
+          r.stack_bytes = k.at("stack_bytes").get<long>();
+          r.spill_store_bytes = k.at("spill_store_bytes").get<long>();
+          r.spill_load_bytes = k.at("spill_load_bytes").get<long>();
+          image.kernels[entry] = r;
+        }
+        record.images[image.sm] = image;
+      }
+      m.variants[name] = record;
+    }
+  } catch (const std::exception& e) {
+    return makeError(fmt::format("metadata.json: field '{}' is missing or malformed: {}", field, e.what()));
+  }
+  return m;
+}
+
+std::string variantFingerprint(const VariantRecord& record, const Variant& variant,
+                               const Provenance& provenance) {
+  // One canonical text, then its hash: every line names what it is, so two inputs cannot
+  // collide by concatenation.
+  std::string text = fmt::format("variant {}\ngroup {}\nkind {}\n", record.name, record.group, record.kind);
+  for (const auto& [path, sha] : record.inputs) text += fmt::format("input {} {}\n", path, sha);
+  for (const auto& c : record.constants) text += fmt::format("constant {} {}\n", c.name, constantLiteral(c));
+  text += fmt::format("entries {}\n", fmt::join(record.entries, ","));
+  for (const auto& [sm, image] : record.images) text += fmt::format("target {}\n", image.target);
+  text += fmt::format("arch_specific {}\nsm_constant {}\n", variant.arch_specific, variant.sm_constant);
+  text += fmt::format("uses {}\nnvcc_flags {}\n", fmt::join(variant.uses, ","), fmt::join(variant.nvcc_flags, " "));
+  text += fmt::format("cuda {}\nhost_compiler {}\ncutlass {}\n", provenance.cuda_version,
+                      provenance.host_compiler_version, provenance.cutlass_version.value_or("none"));
+  return io::sha256Hex(text);
+}
+
+std::string artifactFingerprint(const ArtifactMetadata& m) {
+  const Provenance& p = m.provenance;
+  std::string text = fmt::format(
+      "kiln {}\narch {}\nhost_target {}\ntag {}\ngpu_archs {}\ncompile_targets {}\ncuda {}\n"
+      "host_compiler {} {}\ncutlass {}\n",
+      p.kiln_version, p.arch, p.host_target, p.tag, fmt::join(p.gpu_archs, ","),
+      fmt::join(p.compile_targets, ","), p.cuda_version, p.host_compiler_command,
+      p.host_compiler_version, p.cutlass_version.value_or("none"));
+  for (const auto& [name, v] : m.variants) text += fmt::format("variant {} {}\n", name, v.fingerprint);
+  return io::sha256Hex(text);
+}
+
+Result<void> checkMergeable(const Provenance& old_p, const Provenance& now) {
+  auto differs = [](const char* field, const std::string& a, const std::string& b) {
+    return makeError(fmt::format("the existing artifact's {} differs (old: {}, new: {}); re-run with --clean",
+                                 field, a, b),
+                     ErrorKind::kUsage);
+  };
+  if (old_p.kiln_version != now.kiln_version) return differs("kiln version", old_p.kiln_version, now.kiln_version);
+  if (old_p.arch != now.arch) return differs("arch", old_p.arch, now.arch);
+  if (old_p.host_target != now.host_target) return differs("host target", old_p.host_target, now.host_target);
+  if (old_p.tag != now.tag) return differs("tag", old_p.tag, now.tag);
+  if (old_p.gpu_archs != now.gpu_archs) {
+    return differs("gpu archs", fmt::format("{}", fmt::join(old_p.gpu_archs, ",")),
+                   fmt::format("{}", fmt::join(now.gpu_archs, ",")));
+  }
+  if (old_p.cuda_version != now.cuda_version) return differs("CUDA version", old_p.cuda_version, now.cuda_version);
+  if (old_p.host_compiler_command != now.host_compiler_command) {
+    return differs("host compiler", old_p.host_compiler_command, now.host_compiler_command);
+  }
+  if (old_p.host_compiler_version != now.host_compiler_version) {
+    return differs("host compiler version", old_p.host_compiler_version, now.host_compiler_version);
+  }
+  if (old_p.cutlass_version && now.cutlass_version && *old_p.cutlass_version != *now.cutlass_version) {
+    return differs("CUTLASS version", *old_p.cutlass_version, *now.cutlass_version);
+  }
+  return {};
+}
+
+std::string utcNow() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+}  // namespace kiln::core

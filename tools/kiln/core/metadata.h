@@ -1,0 +1,103 @@
+// The artifact's metadata.json (docs/artifact-format.md, schema_version 1) as plain structs, with
+// the JSON mapping, the fingerprints and the merge rule. The builder fills this model for a
+// fresh build, loads it from an old artifact to merge, and the generators read only this model,
+// so a merged-in old variant and a freshly compiled one go through the same code.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/ptxas.h"
+#include "core/registry.h"
+#include "core/result.h"
+
+namespace kiln::core {
+
+inline constexpr int kSchemaVersion = 1;
+
+struct ImageRecord {
+  int sm = 0;
+  std::string target;      // "sm_90" | "sm_90a"
+  std::string symbol;      // kiln_<name>__arch<NN>_image
+  std::string cubin;       // cubins/<name>.sm_<NN>.cubin
+  std::string sha256;
+  std::uint64_t size = 0;
+  double compile_seconds = 0;
+  std::vector<std::string> command;
+  std::map<std::string, KernelResources> kernels;
+
+  bool archSpecific() const { return !target.empty() && target.back() == 'a'; }
+};
+
+struct VariantRecord {
+  std::string name;
+  std::string group;
+  std::string kind;  // "cuda" | "cute_dsl"
+  std::vector<std::string> entries;
+  std::vector<Constant> constants;  // kiln.toml order
+  std::map<std::string, std::string> inputs;  // repo-relative path -> sha256
+  std::string fingerprint;
+  std::map<int, ImageRecord> images;  // by SM
+};
+
+struct GroupRecord {
+  std::string kind;
+  std::vector<int> supported_sms;
+  std::vector<std::string> variants;  // sorted
+};
+
+// The fields that must agree for two builds to share one artifact directory.
+struct Provenance {
+  std::string kiln_version;
+  std::string arch;
+  std::string host_target;
+  std::string tag;
+  std::vector<int> gpu_archs;
+  std::vector<std::string> compile_targets;  // sorted, unique
+  std::string cuda_version;
+  std::string host_compiler_command;
+  std::string host_compiler_version;
+  std::optional<std::string> cutlass_version;
+};
+
+struct LibraryRecord {
+  std::string path = "lib/libkiln.a";
+  std::string sha256;
+  std::uint64_t size = 0;
+};
+
+struct ArtifactMetadata {
+  int schema_version = kSchemaVersion;
+  Provenance provenance;
+  std::string build_date;
+  LibraryRecord library;
+  std::string fingerprint;
+  std::map<std::string, GroupRecord> groups;
+  std::map<std::string, VariantRecord> variants;
+};
+
+std::string toJson(const ArtifactMetadata& metadata);
+// Rejects other schema versions and missing fields, naming the field.
+Result<ArtifactMetadata> parseMetadata(const std::string& json_text);
+
+// sha256 over the variant's inputs, constants, entries, targets, flags and tool versions.
+std::string variantFingerprint(const VariantRecord& record, const Variant& variant,
+                               const Provenance& provenance);
+// sha256 over the provenance fields and every variant's fingerprint, by name.
+std::string artifactFingerprint(const ArtifactMetadata& metadata);
+
+// A single-SM build may merge into `old` only if every provenance field matches; else the error
+// names the field and both values and says to re-run with --clean. compile_targets may differ
+// (the merged artifact records their union); the cutlass version may be absent on one side.
+Result<void> checkMergeable(const Provenance& old_provenance, const Provenance& now);
+
+// A constant's value as it appears in a header or a table: 4096, true, "bf16".
+std::string constantLiteral(const Constant& constant);
+
+// UTC now, ISO 8601: "2025-01-31T12:00:00Z".
+std::string utcNow();
+
+}  // namespace kiln::core

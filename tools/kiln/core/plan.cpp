@@ -1,0 +1,110 @@
+// Build selection; see plan.h. Unknown groups and empty selections are usage errors (exit 2)
+// that list what exists, so the fix is visible in the message.
+#include "core/plan.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/naming.h"
+
+namespace kiln::core {
+
+namespace {
+
+std::vector<std::string> splitComma(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+}  // namespace
+
+Result<std::vector<int>> parseGpuArchs(const std::string& text) {
+  std::set<int> sms;
+  for (const auto& item : splitComma(text)) {
+    const int sm = parseSm(item);
+    if (sm <= 0 || item.back() == 'a') {
+      return makeError(fmt::format("--gpu-arch: '{}' is not an SM; write sm_NN (sm_90, sm_87); "
+                                   "arch-specific 'a' targets come from kiln.toml",
+                                   item),
+                       ErrorKind::kUsage);
+    }
+    sms.insert(sm);
+  }
+  if (sms.empty()) return makeError("--gpu-arch: no SM given (e.g. --gpu-arch sm_90)", ErrorKind::kUsage);
+  return std::vector<int>(sms.begin(), sms.end());
+}
+
+std::vector<std::string> parseGroupList(const std::string& text) {
+  if (text.empty() || text == "ALL" || text == "all") return {};
+  return splitComma(text);
+}
+
+Result<BuildPlan> planBuild(const Registry& registry, const std::vector<std::string>& groups,
+                            const std::vector<int>& sms) {
+  std::vector<std::string> known;
+  for (const auto& g : registry.groups) known.push_back(g.name);
+  std::vector<const Group*> selected;
+  if (groups.empty()) {
+    for (const auto& g : registry.groups) selected.push_back(&g);
+  } else {
+    for (const auto& name : groups) {
+      const Group* group = registry.findGroup(name);
+      if (group == nullptr) {
+        return makeError(fmt::format("--kernels: unknown group '{}'; known groups: {}", name,
+                                     known.empty() ? "(none)" : fmt::format("{}", fmt::join(known, ", "))),
+                         ErrorKind::kUsage);
+      }
+      if (std::find(selected.begin(), selected.end(), group) == selected.end()) selected.push_back(group);
+    }
+  }
+  std::sort(selected.begin(), selected.end(),
+            [](const Group* a, const Group* b) { return a->name < b->name; });
+
+  BuildPlan plan;
+  plan.sms = sms;
+  for (const Group* group : selected) {
+    std::vector<const Variant*> variants;
+    for (const auto& v : group->variants) variants.push_back(&v);
+    std::sort(variants.begin(), variants.end(),
+              [](const Variant* a, const Variant* b) { return a->name < b->name; });
+    bool any = false;
+    for (const Variant* v : variants) {
+      bool variant_any = false;
+      for (int sm : sms) {
+        if (std::find(v->supported_sms.begin(), v->supported_sms.end(), sm) == v->supported_sms.end()) {
+          plan.notes.push_back(fmt::format("skipped {} for {}: its supported_sms are [{}]", v->name,
+                                           smName(sm), fmt::join(v->supported_sms, ", ")));
+          continue;
+        }
+        plan.jobs.push_back({v, sm});
+        variant_any = true;
+      }
+      if (variant_any) plan.variants.push_back(v);
+      any = any || variant_any;
+    }
+    if (any) plan.groups.push_back(group);
+  }
+  if (plan.jobs.empty()) {
+    std::vector<std::string> names;
+    for (const Group* g : selected) names.push_back(g->name);
+    std::vector<std::string> sm_names;
+    for (int sm : sms) sm_names.push_back(smName(sm));
+    return makeError(fmt::format("nothing to build: no variant of [{}] lists {} in its supported_sms",
+                                 fmt::join(names, ", "), fmt::join(sm_names, " or ")),
+                     ErrorKind::kUsage);
+  }
+  return plan;
+}
+
+}  // namespace kiln::core

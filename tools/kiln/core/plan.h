@@ -1,0 +1,36 @@
+// Selection: which (variant, SM) pairs a build compiles, from --gpu-arch and --kernels and each
+// variant's supported_sms whitelist. Pure logic over the registry, with the notes (skips) and
+// errors (unknown group, nothing left) a user needs to correct the command line.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/registry.h"
+#include "core/result.h"
+
+namespace kiln::core {
+
+struct CompileJob {
+  const Variant* variant = nullptr;
+  int sm = 0;
+};
+
+struct BuildPlan {
+  std::vector<int> sms;                   // ascending
+  std::vector<const Group*> groups;       // groups with at least one job
+  std::vector<const Variant*> variants;   // variants with at least one job, by name
+  std::vector<CompileJob> jobs;           // by variant name, then SM
+  std::vector<std::string> notes;         // "skipped ..." lines
+};
+
+// "sm_90" -> {90}; "sm_87,sm_90" -> {87, 90}; errors name the bad item.
+Result<std::vector<int>> parseGpuArchs(const std::string& text);
+// "ALL" (or empty) -> {}; "g1,g2" -> {"g1", "g2"}.
+std::vector<std::string> parseGroupList(const std::string& text);
+
+// `groups` empty selects every group.
+Result<BuildPlan> planBuild(const Registry& registry, const std::vector<std::string>& groups,
+                            const std::vector<int>& sms);
+
+}  // namespace kiln::core

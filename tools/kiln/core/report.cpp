@@ -1,0 +1,144 @@
+// list / inspect / doctor. doctor rebuilds, from metadata.json and the cubins, exactly the
+// kiln_variant tables the generated shims would hold, so it checks what a consumer would link.
+#include "core/report.h"
+
+#include <deque>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/naming.h"
+#include "core/table.h"
+#include "io/fs.h"
+
+namespace fs = std::filesystem;
+
+namespace kiln::core {
+
+std::string listTable(const Registry& registry) {
+  TextTable table({"group", "kind", "variants", "SMs", "constants"});
+  for (const auto& g : registry.groups) {
+    std::vector<std::string> constants;
+    for (const auto& c : g.constants) constants.push_back(fmt::format("{}:{}", c.name, constantTypeName(c.type)));
+    table.add({g.name, sourceKindName(g.kind), std::to_string(g.variants.size()),
+               fmt::format("{}", fmt::join(g.supported_sms, ",")), fmt::format("{}", fmt::join(constants, " "))});
+  }
+  std::string out = table.render();
+  for (const auto& g : registry.groups) {
+    out += fmt::format("\n{}{}\n", g.name, g.description.empty() ? "" : ": " + g.description);
+    for (const auto& v : g.variants) {
+      std::vector<std::string> values;
+      for (const auto& c : v.constants) values.push_back(fmt::format("{}={}", c.name, constantLiteral(c)));
+      out += fmt::format("  {}  {}  sm [{}]{}\n", v.name, fmt::join(values, " "), fmt::join(v.supported_sms, ","),
+                         v.arch_specific ? " (arch-specific)" : "");
+    }
+  }
+  return out;
+}
+
+Result<ArtifactMetadata> loadArtifactMetadata(const fs::path& dir) {
+  auto text = io::readFile(dir / kMetadataFile);
+  if (!text) {
+    return makeError(fmt::format("{}: not a kiln artifact ({})", dir.string(), text.error()), ErrorKind::kUsage);
+  }
+  auto metadata = parseMetadata(*text);
+  if (!metadata) return makeError(fmt::format("{}: {}", dir.string(), metadata.error()), ErrorKind::kUsage);
+  return metadata;
+}
+
+std::string resourceTable(const ArtifactMetadata& m) {
+  TextTable table({"variant", "SM", "registers", "smem", "spills (st/ld)", "cubin", "compile"});
+  for (const auto& [name, v] : m.variants) {
+    for (const auto& [sm, image] : v.images) {
+      int registers = 0;
+      long smem = 0, stores = 0, loads = 0;
+      for (const auto& [entry, k] : image.kernels) {
+        registers = std::max(registers, k.registers);
+        smem = std::max(smem, k.shared_bytes);
+        stores += k.spill_store_bytes;
+        loads += k.spill_load_bytes;
+      }
+      table.add({name, image.target, std::to_string(registers), humanBytes(static_cast<unsigned long long>(smem)),
+                 fmt::format("{}/{}", stores, loads), humanBytes(image.size),
+                 fmt::format("{:.1f}s", image.compile_seconds)});
+    }
+  }
+  return table.render();
+}
+
+std::string inspectTable(const ArtifactMetadata& m) {
+  const Provenance& p = m.provenance;
+  std::string out;
+  out += fmt::format("tag            {}\n", p.tag);
+  out += fmt::format("arch           {} ({})\n", p.arch, p.host_target);
+  out += fmt::format("compile        {}\n", fmt::join(p.compile_targets, ", "));
+  out += fmt::format("cuda           {}\n", p.cuda_version);
+  out += fmt::format("host compiler  {} ({})\n", p.host_compiler_command, p.host_compiler_version);
+  out += fmt::format("cutlass        {}\n", p.cutlass_version.value_or("-"));
+  out += fmt::format("kiln           {}\n", p.kiln_version);
+  out += fmt::format("built          {}\n", m.build_date);
+  out += fmt::format("library        {} ({}, sha256 {})\n", m.library.path, humanBytes(m.library.size),
+                     m.library.sha256);
+  out += fmt::format("fingerprint    {}\n", m.fingerprint);
+  std::vector<std::string> groups;
+  for (const auto& [name, g] : m.groups) groups.push_back(fmt::format("{} ({})", name, g.variants.size()));
+  out += fmt::format("groups         {}\n\n", fmt::join(groups, ", "));
+  TextTable table({"variant", "SM", "constants", "registers", "smem", "spills (st/ld)", "cubin"});
+  for (const auto& [name, v] : m.variants) {
+    std::vector<std::string> values;
+    for (const auto& c : v.constants) values.push_back(fmt::format("{}={}", c.name, constantLiteral(c)));
+    for (const auto& [sm, image] : v.images) {
+      int registers = 0;
+      long smem = 0, stores = 0, loads = 0;
+      for (const auto& [entry, k] : image.kernels) {
+        registers = std::max(registers, k.registers);
+        smem = std::max(smem, k.shared_bytes);
+        stores += k.spill_store_bytes;
+        loads += k.spill_load_bytes;
+      }
+      table.add({name, image.target, fmt::format("{}", fmt::join(values, " ")), std::to_string(registers),
+                 humanBytes(static_cast<unsigned long long>(smem)), fmt::format("{}/{}", stores, loads),
+                 humanBytes(image.size)});
+    }
+  }
+  return out + table.render();
+}
+
+Result<DoctorReport> runDoctor(const fs::path& dir, int ordinal) {
+  auto metadata = loadArtifactMetadata(dir);
+  if (!metadata) return metadata.failure();
+  // Owning storage for the C tables; deque keeps element addresses stable.
+  std::deque<std::string> strings;
+  std::deque<std::string> blobs;
+  std::deque<std::vector<const char*>> entry_tables;
+  std::deque<std::vector<kiln_image>> image_tables;
+  std::deque<kiln_variant> variants;
+  std::vector<const kiln_variant*> pointers;
+  for (const auto& [name, v] : metadata->variants) {
+    auto& entries = entry_tables.emplace_back();
+    for (const auto& e : v.entries) entries.push_back(strings.emplace_back(e).c_str());
+    auto& images = image_tables.emplace_back();
+    for (const auto& [sm, image] : v.images) {
+      auto bytes = io::readFile(dir / image.cubin);
+      if (!bytes) return bytes.failure();
+      if (io::sha256Hex(*bytes) != image.sha256) {
+        return makeError(fmt::format("{}: sha256 differs from metadata.json ({}); the artifact was modified",
+                                     (dir / image.cubin).string(), image.sha256));
+      }
+      const std::string& blob = blobs.emplace_back(std::move(bytes).value());
+      images.push_back({sm, image.archSpecific() ? 1 : 0, reinterpret_cast<const unsigned char*>(blob.data()),
+                        blob.size(), strings.emplace_back(image.sha256).c_str()});
+    }
+    variants.push_back({strings.emplace_back(name).c_str(), strings.emplace_back(v.group).c_str(),
+                        entries.data(), static_cast<int>(entries.size()), images.data(),
+                        static_cast<int>(images.size())});
+    pointers.push_back(&variants.back());
+  }
+  DoctorReport report;
+  kiln::Status status = kiln::doctor(pointers, ordinal, &report);
+  if (!status.ok()) return makeError(status.toString(), ErrorKind::kEnvironment);
+  return report;
+}
+
+}  // namespace kiln::core
