@@ -1,0 +1,66 @@
+// The rmsnorm runner (kiln/runners/rmsnorm.h) over the artifact's generated variant table.
+// Compiled by `kiln build` into the artifact's library, next to the generated headers; kiln's own
+// CMake builds only selector.cpp. Every decision is the selector's; this file adds the device
+// (from the caller's stream) and the launch.
+#include "kiln/runners/rmsnorm.h"
+
+#include <array>
+#include <cstddef>
+#include <iterator>
+
+#include "kiln/groups/rmsnorm.h"
+#include "kiln/runtime.h"
+#include "selector.h"
+
+namespace kiln::rmsnorm {
+namespace {
+
+namespace generated = ::kiln::generated::rmsnorm;
+constexpr std::size_t kNumVariants = std::size(generated::kVariants);
+
+// The generated table in the selector's shape (a copy of four fields per variant).
+constexpr std::array<VariantInfo, kNumVariants> makeTable() {
+  std::array<VariantInfo, kNumVariants> table{};
+  for (std::size_t i = 0; i < kNumVariants; ++i) {
+    const auto& v = generated::kVariants[i];
+    table[i] = VariantInfo{v.name, v.hidden, v.dtype, v.variant};
+  }
+  return table;
+}
+constexpr std::array<VariantInfo, kNumVariants> kTable = makeTable();
+
+Status checkImage(const kiln_variant& variant, int device_sm) {
+  const kiln_image* image = nullptr;
+  return selectImage(variant, device_sm, &image);
+}
+
+}  // namespace
+
+Status canImplement(const Problem& problem) {
+  Plan plan;
+  return select(kTable, problem, nullptr, &plan);
+}
+
+Status canImplement(const Problem& problem, int device_sm) {
+  const DeviceQuery device{device_sm, &checkImage};
+  Plan plan;
+  return select(kTable, problem, &device, &plan);
+}
+
+std::size_t workspaceSize(const Problem& /*problem*/) {
+  return 0;
+}
+
+Status run(const Problem& problem, void* /*workspace*/, std::size_t /*workspace_bytes*/,
+           Stream stream) {
+  Plan plan;
+  KILN_RETURN_IF_ERROR(select(kTable, problem, nullptr, &plan));
+  if (plan.no_op) return Status::Ok();
+  DeviceInfo info;
+  KILN_RETURN_IF_ERROR(deviceForStream(stream, &info));
+  KILN_RETURN_IF_ERROR(checkDevice(plan, DeviceQuery{info.sm, &checkImage}));
+  void* args[] = {&plan.params};
+  return launch(*plan.variant, plan.entry, plan.config, stream, args);
+}
+
+}  // namespace kiln::rmsnorm

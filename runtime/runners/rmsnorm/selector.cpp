@@ -1,0 +1,182 @@
+// The rmsnorm selector (see selector.h): admission checks, variant choice and launch planning.
+#include "selector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rmsnorm/launch.h"
+
+namespace kiln::rmsnorm {
+namespace {
+
+std::string hexAddress(const void* p) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  auto value = reinterpret_cast<std::uintptr_t>(p);
+  std::string digits;
+  do {
+    digits.insert(digits.begin(), kDigits[value & 0xf]);
+    value >>= 4;
+  } while (value != 0);
+  return "0x" + digits;
+}
+
+std::string formatFloat(float v) {
+  // Shortest round-trip text is not needed; enough digits to tell 1e-6 from 0 and from -1e-6.
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", static_cast<double>(v));
+  return buffer;
+}
+
+Status invalid(const std::string& message) {
+  return Status(StatusCode::kInvalidArgument, "rmsnorm: " + message);
+}
+
+Status checkPointer(const char* name, const void* p, bool required) {
+  if (p == nullptr) {
+    if (required) return invalid(std::string(name) + " is null");
+    return Status::Ok();
+  }
+  if (reinterpret_cast<std::uintptr_t>(p) % kRequiredAlignment != 0) {
+    return invalid("pointer " + std::string(name) + " (" + hexAddress(p) + ") is not " +
+                   std::to_string(kRequiredAlignment) + "-byte aligned");
+  }
+  return Status::Ok();
+}
+
+// "1024, 2048, 4096" for the hidden sizes built for `dtype`, in table order.
+std::string builtHiddenSizes(std::span<const VariantInfo> table, const char* dtype) {
+  std::string list;
+  for (const VariantInfo& v : table) {
+    if (std::strcmp(v.dtype, dtype) != 0) continue;
+    if (!list.empty()) list += ", ";
+    list += std::to_string(v.hidden);
+  }
+  return list;
+}
+
+std::string builtDtypes(std::span<const VariantInfo> table) {
+  std::vector<std::string> names;
+  for (const VariantInfo& v : table) {
+    if (std::find(names.begin(), names.end(), v.dtype) == names.end()) names.emplace_back(v.dtype);
+  }
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  return list.empty() ? "none" : list;
+}
+
+int findEntry(const kiln_variant& variant, const char* entry) {
+  for (int i = 0; i < variant.num_entries; ++i) {
+    if (variant.entries[i] != nullptr && std::strcmp(variant.entries[i], entry) == 0) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+const char* dtypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return "fp16";
+    case DType::kBFloat16:
+      return "bf16";
+  }
+  return nullptr;
+}
+
+Status checkDevice(const Plan& plan, const DeviceQuery& device) {
+  if (plan.variant == nullptr) {
+    return Status(StatusCode::kInternal, "rmsnorm: checkDevice called without a selected variant");
+  }
+  if (!device.check_image) {
+    return Status(StatusCode::kInternal,
+                  "rmsnorm: no image check for device sm_" + std::to_string(device.sm));
+  }
+  return device.check_image(*plan.variant, device.sm);
+}
+
+Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
+              Plan* plan) {
+  if (plan == nullptr) return Status(StatusCode::kInternal, "rmsnorm: select without a plan");
+  *plan = Plan{};
+
+  const char* dtype = dtypeName(problem.dtype);
+  if (dtype == nullptr) {
+    return invalid("dtype " + std::to_string(static_cast<int>(problem.dtype)) +
+                   " is not a DType value (fp16 or bf16)");
+  }
+  const VariantInfo* info = nullptr;
+  bool dtype_built = false;
+  for (const VariantInfo& v : table) {
+    if (std::strcmp(v.dtype, dtype) != 0) continue;
+    dtype_built = true;
+    if (v.hidden == problem.hidden) {
+      info = &v;
+      break;
+    }
+  }
+  if (!dtype_built) {
+    return Status(StatusCode::kNotSupported,
+                  std::string("rmsnorm: dtype ") + dtype +
+                      " is not built; built dtypes: " + builtDtypes(table));
+  }
+  if (info == nullptr) {
+    return Status(StatusCode::kNotSupported, "rmsnorm: hidden " + std::to_string(problem.hidden) +
+                                                 " is not built for " + dtype + "; built for " +
+                                                 dtype + ": " + builtHiddenSizes(table, dtype));
+  }
+  if (problem.rows < 0) return invalid("rows " + std::to_string(problem.rows) + " is negative");
+  if (!std::isfinite(problem.eps) || problem.eps <= 0.0f) {
+    return invalid("eps " + formatFloat(problem.eps) + " is not a finite positive number");
+  }
+
+  const LaunchShape shape = launchShape(info->hidden, 2);  // fp16 and bf16: 2 bytes
+  if (!shape.valid) {
+    return Status(StatusCode::kInternal, std::string("rmsnorm: variant ") + info->name +
+                                             " has hidden " + std::to_string(info->hidden) +
+                                             ", which has no launch shape");
+  }
+  const kiln_variant* variant = info->variant != nullptr ? info->variant() : nullptr;
+  if (variant == nullptr) {
+    return Status(StatusCode::kInternal,
+                  std::string("rmsnorm: variant ") + info->name + " has no variant table");
+  }
+  const bool fused = problem.residual != nullptr;
+  const char* entry_name = fused ? kFusedEntry : kPlainEntry;
+  const int entry = findEntry(*variant, entry_name);
+  if (entry < 0) {
+    return Status(StatusCode::kInternal, std::string("rmsnorm: variant ") + info->name +
+                                             " has no entry kernel " + entry_name);
+  }
+  plan->info = info;
+  plan->variant = variant;
+  plan->entry = entry;
+  if (problem.rows == 0) {
+    plan->no_op = true;
+    return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
+  }
+  KILN_RETURN_IF_ERROR(checkPointer("out", problem.out, true));
+  KILN_RETURN_IF_ERROR(checkPointer("x", problem.x, true));
+  KILN_RETURN_IF_ERROR(checkPointer("residual", problem.residual, false));
+  KILN_RETURN_IF_ERROR(checkPointer("weight", problem.weight, true));
+
+  const long long blocks = blocksForRows(problem.rows, shape);
+  if (blocks > kMaxGridX) {
+    return invalid("rows " + std::to_string(problem.rows) + " exceeds the limit " +
+                   std::to_string(kMaxGridX * shape.rows_per_block) + " for hidden " +
+                   std::to_string(info->hidden));
+  }
+  plan->config.grid = Dim3{static_cast<unsigned>(blocks), 1, 1};
+  plan->config.block = Dim3{static_cast<unsigned>(shape.threads_per_block), 1, 1};
+  plan->config.shared_bytes = 0;  // the kernel's reduction uses static shared memory only
+  plan->params = RmsnormParams{problem.out,    problem.x,    problem.residual,
+                               problem.weight, problem.rows, problem.eps};
+  // Last, so that select(device) == select(host) followed by checkDevice, which is what run() does.
+  return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
+}
+
+}  // namespace kiln::rmsnorm

@@ -1,0 +1,72 @@
+// The rmsnorm selector: the one function that decides both "is this problem supported?"
+// (canImplement) and "which variant, entry and launch run it?" (run), so the two cannot disagree.
+// Pure logic over a table of variants: no generated header, no driver call, so it is unit-tested
+// on the host with a fake table and a fake image check. runner.cpp feeds it the artifact's table.
+#pragma once
+
+#include <functional>
+#include <span>
+
+#include "kiln/runners/rmsnorm.h"
+#include "kiln/runtime.h"
+#include "kiln/status.h"
+#include "kiln/variant.h"
+#include "rmsnorm/params.h"
+
+namespace kiln::rmsnorm {
+
+inline constexpr const char kPlainEntry[] = "kiln_rmsnorm";
+inline constexpr const char kFusedEntry[] = "kiln_add_rmsnorm";
+inline constexpr unsigned kRequiredAlignment = 16;  // the kernel's 16-byte vector accesses
+
+// One variant of the artifact: the generated kiln::generated::rmsnorm::kVariants entry's fields.
+struct VariantInfo {
+  const char* name;                  // "rmsnorm_h4096_bf16"
+  int hidden;                        // baked hidden size
+  const char* dtype;                 // "fp16" | "bf16"
+  const kiln_variant* (*variant)();  // the variant's images and entries
+};
+
+// Whether a device of SM `device_sm` can run `variant`: kiln::selectImage in the runner, a fake in
+// unit tests. Returns the runtime's status (kNoKernelImage, naming the SMs) on a miss.
+using ImageCheck = std::function<Status(const kiln_variant& variant, int device_sm)>;
+
+struct DeviceQuery {
+  int sm = 0;  // 10 * major + minor
+  ImageCheck check_image;
+};
+
+// What run() launches. Valid only when select() returned ok; nothing to launch when no_op.
+struct Plan {
+  const VariantInfo* info = nullptr;
+  const kiln_variant* variant = nullptr;
+  bool no_op = false;  // rows == 0
+  int entry = -1;      // index into variant->entries of kPlainEntry / kFusedEntry
+  LaunchConfig config;
+  RmsnormParams params{};
+};
+
+// "fp16" / "bf16"; nullptr for a value outside the enum.
+const char* dtypeName(DType dtype);
+
+// Admits `problem` against `table` and plans its launch. The checks, in order (the first failure
+// is returned, its message naming the value and the limit):
+//   dtype is a known value and built; hidden is built for it       (kInvalidArgument/kNotSupported)
+//   rows >= 0, eps finite and > 0                                   (kInvalidArgument)
+//   the variant has the entry the op needs                          (kInternal)
+//   rows == 0: plan.no_op, and the pointer and grid checks are skipped (an empty tensor may
+//              have a null pointer)
+//   out, x, weight non-null; out, x, residual, weight 16-byte aligned (kInvalidArgument)
+//   the grid fits (rows <= 2^31 - 1 blocks' worth)                  (kInvalidArgument)
+//   last, `device` (when given) has an image of the variant         (the check's status)
+// So select(device) equals select(nullptr) followed by checkDevice(), which is how run() uses it
+// once it knows the stream's device. run() skips the device step for a no-op (rows == 0): it
+// launches nothing and touches neither the device nor the stream.
+Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
+              Plan* plan);
+
+// The device step of select() alone, for a plan already admitted on the host (run() learns the
+// device from its stream only after the host checks pass).
+Status checkDevice(const Plan& plan, const DeviceQuery& device);
+
+}  // namespace kiln::rmsnorm
