@@ -1,0 +1,477 @@
+# Kiln.cmake: kiln_import_artifacts(), the consumer side of a kiln artifact (DESIGN.md contract 7).
+#
+#   kiln_import_artifacts(TARGETS t1 [t2...]
+#                         [ARCH x86_64|aarch64]          default: CMAKE_SYSTEM_PROCESSOR, normalised
+#                         [TAG sm_90|sm_87_sm_90|jetson-orin|...]  default: the only artifact
+#                         [GROUPS g1 g2...]              default: every group in the artifact
+#                         [ARTIFACTS_DIR dir])           default: ${KILN_ARTIFACTS_DIR}
+#
+# Resolves <ARTIFACTS_DIR>/<arch>/<tag>/, refuses it unless metadata.json, the library hash and
+# the recorded input fingerprints all agree, creates the imported target kiln::artifact, links it
+# to every TARGET and emits the KILN_*_ENABLED defines by one gating rule. Every refusal is a
+# FATAL_ERROR at configure time that names the offending value and, where one exists, the
+# `kiln build` command that fixes it. docs/cmake.md is the user's guide; docs/artifact-format.md
+# is the metadata schema read here. Prebuilt tarballs (dist/) are a later issue.
+include_guard(GLOBAL)
+
+set(_KILN_MODULE_DIR "${CMAKE_CURRENT_LIST_DIR}")
+get_filename_component(_KILN_REPO_DIR "${_KILN_MODULE_DIR}/.." ABSOLUTE)
+set(_KILN_SCHEMA_VERSION 1)
+# kiln's SM range starts at Ampere: the runtime and kernels assume sm_80 features.
+set(_KILN_MIN_SM 80)
+
+set(KILN_ARTIFACTS_DIR "${_KILN_REPO_DIR}/artifacts" CACHE PATH
+    "Where kiln_import_artifacts() looks for <arch>/<tag>/ artifact directories")
+set(KILN_SOURCE_ROOT "${_KILN_REPO_DIR}" CACHE PATH
+    "The kiln checkout whose kernels/ the staleness check compares against; empty disables it")
+
+# Embedded platforms by name -> SM. Names whose SM is below kiln's range are listed so that the
+# refusal says why instead of "unknown platform".
+set(_KILN_PLATFORMS
+    jetson-orin=87 igx-orin=87 drive-orin=87
+    jetson-thor=110 drive-thor=110
+    jetson-xavier=72 drive-xavier=72 jetson-tx2=62 jetson-nano=53)
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers. Each sets its result in the caller's scope through `out`.
+
+# x86_64 / AMD64 / amd64 -> x86_64; aarch64 / arm64 / ARM64 -> aarch64; anything else is fatal.
+function(_kiln_normalize_arch out processor)
+  string(TOLOWER "${processor}" p)
+  if(p MATCHES "^(x86_64|amd64|x64)$")
+    set(${out} x86_64 PARENT_SCOPE)
+  elseif(p MATCHES "^(aarch64|arm64)$")
+    set(${out} aarch64 PARENT_SCOPE)
+  else()
+    message(FATAL_ERROR "kiln: host arch '${processor}' is not one kiln builds for "
+                        "(x86_64, aarch64); pass ARCH explicitly")
+  endif()
+endfunction()
+
+# "sm_87_sm_90" -> "87;90".
+function(_kiln_tag_sms out tag)
+  string(REPLACE "sm_" "" sms "${tag}")
+  string(REPLACE "_" ";" sms "${sms}")
+  set(${out} "${sms}" PARENT_SCOPE)
+endfunction()
+
+# The command that builds `groups` (a list) for `tag` and `arch` into `artifacts_dir`.
+function(_kiln_build_command out tag arch groups artifacts_dir clean)
+  _kiln_tag_sms(sms "${tag}")
+  list(TRANSFORM sms PREPEND "sm_")
+  list(JOIN sms "," gpu_arch)
+  list(JOIN groups "," kernels)
+  if(kernels STREQUAL "")
+    set(kernels ALL)
+  endif()
+  set(cmd "kiln build --gpu-arch ${gpu_arch} --arch ${arch} --kernels ${kernels}")
+  if(clean)
+    string(APPEND cmd " --clean")
+  endif()
+  get_filename_component(default_dir "${_KILN_REPO_DIR}/artifacts" ABSOLUTE)
+  get_filename_component(dir "${artifacts_dir}" ABSOLUTE)
+  if(NOT dir STREQUAL default_dir)
+    string(APPEND cmd " --output-dir ${dir}")
+  endif()
+  set(${out} "${cmd}" PARENT_SCOPE)
+endfunction()
+
+# The artifact tags present under <artifacts_dir>/<arch>/ (staging directories excluded).
+function(_kiln_list_artifacts out arch_dir)
+  set(tags "")
+  if(IS_DIRECTORY "${arch_dir}")
+    file(GLOB entries LIST_DIRECTORIES true RELATIVE "${arch_dir}" "${arch_dir}/sm_*")
+    foreach(entry IN LISTS entries)
+      if(IS_DIRECTORY "${arch_dir}/${entry}" AND entry MATCHES "^sm_[0-9]+(_sm_[0-9]+)*$")
+        list(APPEND tags "${entry}")
+      endif()
+    endforeach()
+    list(SORT tags)
+  endif()
+  set(${out} "${tags}" PARENT_SCOPE)
+endfunction()
+
+# TAG as given (sm_NN..., or a platform name) -> the directory tag; no TAG -> the single artifact.
+function(_kiln_resolve_tag out requested artifacts_dir arch)
+  set(hint "(kiln is built at <kiln>/build/release/tools/kiln/kiln by scripts/build.sh)")
+  if(requested STREQUAL "")
+    _kiln_list_artifacts(tags "${artifacts_dir}/${arch}")
+    list(LENGTH tags n)
+    if(n EQUAL 0)
+      _kiln_build_command(cmd sm_90 "${arch}" "" "${artifacts_dir}" OFF)
+      message(FATAL_ERROR "kiln: no artifact under ${artifacts_dir}/${arch}/. Build one, e.g.\n"
+                          "  ${cmd}\n${hint}")
+    elseif(n GREATER 1)
+      list(JOIN tags ", " listed)
+      list(GET tags 0 first)
+      message(FATAL_ERROR "kiln: ${n} artifacts under ${artifacts_dir}/${arch}/ (${listed}); "
+                          "pass TAG to pick one, e.g. kiln_import_artifacts(... TAG ${first})")
+    endif()
+    set(${out} "${tags}" PARENT_SCOPE)
+    return()
+  endif()
+
+  string(TOLOWER "${requested}" name)
+  set(tag "${requested}")
+  foreach(entry IN LISTS _KILN_PLATFORMS)
+    if(entry MATCHES "^${name}=([0-9]+)$")
+      set(tag "sm_${CMAKE_MATCH_1}")
+      message(STATUS "kiln: platform ${requested} -> ${tag}")
+    endif()
+  endforeach()
+  if(NOT tag MATCHES "^sm_[0-9]+(_sm_[0-9]+)*$")
+    string(REGEX REPLACE "=[0-9]+" "" platforms "${_KILN_PLATFORMS}")
+    list(JOIN platforms ", " platforms)
+    message(FATAL_ERROR "kiln: TAG '${requested}' is neither an artifact tag (sm_90, sm_87_sm_90) "
+                        "nor a known platform (${platforms})")
+  endif()
+  _kiln_tag_sms(sms "${tag}")
+  foreach(sm IN LISTS sms)
+    if(sm LESS _KILN_MIN_SM)
+      message(FATAL_ERROR "kiln: TAG '${requested}' is sm_${sm}, below kiln's range "
+                          "(sm_${_KILN_MIN_SM} and newer); no kiln artifact can target it")
+    endif()
+  endforeach()
+  set(${out} "${tag}" PARENT_SCOPE)
+endfunction()
+
+# string(JSON GET) that names the file and the field when the field is missing.
+function(_kiln_json out json file)
+  string(JSON value ERROR_VARIABLE err GET "${json}" ${ARGN})
+  if(err)
+    list(JOIN ARGN "." field)
+    message(FATAL_ERROR "kiln: ${file}: field '${field}' is missing or malformed (${err})")
+  endif()
+  set(${out} "${value}" PARENT_SCOPE)
+endfunction()
+
+# The member names of a JSON object, as a list.
+function(_kiln_json_keys out json file)
+  string(JSON n ERROR_VARIABLE err LENGTH "${json}" ${ARGN})
+  if(err)
+    list(JOIN ARGN "." field)
+    message(FATAL_ERROR "kiln: ${file}: field '${field}' is missing or malformed (${err})")
+  endif()
+  set(keys "")
+  if(n GREATER 0)
+    math(EXPR last "${n} - 1")
+    foreach(i RANGE ${last})
+      string(JSON key MEMBER "${json}" ${ARGN} ${i})
+      list(APPEND keys "${key}")
+    endforeach()
+  endif()
+  set(${out} "${keys}" PARENT_SCOPE)
+endfunction()
+
+# The elements of a JSON array of strings, as a list.
+function(_kiln_json_strings out json file)
+  string(JSON n ERROR_VARIABLE err LENGTH "${json}" ${ARGN})
+  if(err)
+    list(JOIN ARGN "." field)
+    message(FATAL_ERROR "kiln: ${file}: field '${field}' is missing or malformed (${err})")
+  endif()
+  set(items "")
+  if(n GREATER 0)
+    math(EXPR last "${n} - 1")
+    foreach(i RANGE ${last})
+      string(JSON item GET "${json}" ${ARGN} ${i})
+      list(APPEND items "${item}")
+    endforeach()
+  endif()
+  set(${out} "${items}" PARENT_SCOPE)
+endfunction()
+
+# Reads <dir>/metadata.json and checks what identifies the artifact: schema, arch, tag, SMs.
+function(_kiln_read_metadata out dir arch tag)
+  set(file "${dir}/metadata.json")
+  if(NOT EXISTS "${file}")
+    message(FATAL_ERROR "kiln: ${dir} has no metadata.json; it is not a kiln artifact (or its "
+                        "build was interrupted). Rebuild it with --clean.")
+  endif()
+  file(READ "${file}" json)
+  string(JSON type ERROR_VARIABLE err TYPE "${json}")
+  if(err OR NOT type STREQUAL "OBJECT")
+    message(FATAL_ERROR "kiln: ${file} is not a JSON object (${err})")
+  endif()
+  _kiln_json(schema "${json}" "${file}" schema_version)
+  if(NOT schema STREQUAL "${_KILN_SCHEMA_VERSION}")
+    message(FATAL_ERROR "kiln: ${file}: schema_version ${schema} is not supported; this kiln "
+                        "reads schema_version ${_KILN_SCHEMA_VERSION}. Rebuild the artifact with "
+                        "this checkout's kiln, or use the kiln that built it.")
+  endif()
+  _kiln_json(meta_arch "${json}" "${file}" arch)
+  if(NOT meta_arch STREQUAL arch)
+    message(FATAL_ERROR "kiln: ${file}: arch is '${meta_arch}' but the artifact was requested "
+                        "for '${arch}' (directory ${dir})")
+  endif()
+  _kiln_json(meta_tag "${json}" "${file}" tag)
+  if(NOT meta_tag STREQUAL tag)
+    message(FATAL_ERROR "kiln: ${file}: tag is '${meta_tag}' but the directory is '${tag}'; "
+                        "the directory was renamed or copied by hand. Rebuild it with --clean.")
+  endif()
+  _kiln_json_strings(gpu_archs "${json}" "${file}" gpu_archs)
+  list(JOIN gpu_archs "_" joined)
+  if(NOT joined STREQUAL tag)
+    message(FATAL_ERROR "kiln: ${file}: gpu_archs (${gpu_archs}) do not make the tag '${tag}'")
+  endif()
+  set(${out} "${json}" PARENT_SCOPE)
+endfunction()
+
+# The library named by metadata `library`, checked against its recorded sha256.
+function(_kiln_check_library out json dir)
+  set(file "${dir}/metadata.json")
+  _kiln_json(path "${json}" "${file}" library path)
+  _kiln_json(expected "${json}" "${file}" library sha256)
+  if(IS_ABSOLUTE "${path}" OR path MATCHES "(^|/)\\.\\.(/|$)")
+    message(FATAL_ERROR "kiln: ${file}: library.path '${path}' must be relative to the artifact")
+  endif()
+  set(lib "${dir}/${path}")
+  if(NOT EXISTS "${lib}")
+    message(FATAL_ERROR "kiln: ${lib} is missing (named by ${file}); rebuild the artifact with "
+                        "--clean")
+  endif()
+  file(SHA256 "${lib}" actual)
+  string(TOLOWER "${expected}" expected)
+  if(NOT actual STREQUAL expected)
+    message(FATAL_ERROR "kiln: ${lib}: sha256 ${actual} does not match metadata.json "
+                        "library.sha256 ${expected}; the library was modified or replaced after "
+                        "the build. Rebuild the artifact with --clean.")
+  endif()
+  set(${out} "${lib}" PARENT_SCOPE)
+endfunction()
+
+# Staleness by content, against the kiln checkout. A variant records every file of its group
+# directory and of kernels/common/ with its sha256 (docs/artifact-format.md, `inputs`): each
+# recorded file must still hash the same (each path is hashed once), and no file may have been
+# added to those directories since. Skipped when the checkout has no kernels/.
+function(_kiln_check_inputs json dir arch tag groups artifacts_dir)
+  set(root "${KILN_SOURCE_ROOT}")
+  if(root STREQUAL "" OR NOT IS_DIRECTORY "${root}/kernels")
+    message(STATUS "kiln: no kernels/ under '${root}'; staleness check skipped")
+    return()
+  endif()
+  set(file "${dir}/metadata.json")
+  _kiln_build_command(rebuild "${tag}" "${arch}" "${groups}" "${artifacts_dir}" ON)
+  _kiln_json(variants "${json}" "${file}" variants)
+  _kiln_json_keys(names "${variants}" "${file}")
+  set(hashed "")
+  foreach(variant IN LISTS names)
+    _kiln_json(group "${variants}" "${file}" "${variant}" group)
+    _kiln_json(inputs "${variants}" "${file}" "${variant}" inputs)
+    _kiln_json_keys(paths "${inputs}" "${file}")
+    list(APPEND recorded_${group} ${paths})
+    foreach(path IN LISTS paths)
+      string(JSON expected GET "${inputs}" "${path}")
+      string(TOLOWER "${expected}" expected)
+      if(NOT path IN_LIST hashed)
+        set(actual "")
+        if(EXISTS "${root}/${path}" AND NOT IS_DIRECTORY "${root}/${path}")
+          file(SHA256 "${root}/${path}" actual)
+        endif()
+        set(sha_${path} "${actual}")
+        list(APPEND hashed "${path}")
+      endif()
+      if(sha_${path} STREQUAL "")
+        set(why "is gone from ${root}")
+      elseif(NOT sha_${path} STREQUAL expected)
+        set(why "changed since the build (sha256 ${sha_${path}}, recorded ${expected})")
+      else()
+        continue()
+      endif()
+      message(FATAL_ERROR "kiln: artifact ${dir} is stale: input ${path} of variant ${variant} "
+                          "${why}. Rebuild it:\n  ${rebuild}")
+    endforeach()
+  endforeach()
+
+  foreach(group IN LISTS groups)
+    if(NOT IS_DIRECTORY "${root}/kernels/${group}")
+      continue()  # a group gone from the checkout was caught above (its inputs are gone)
+    endif()
+    file(GLOB_RECURSE present LIST_DIRECTORIES false RELATIVE "${root}"
+         "${root}/kernels/${group}/*" "${root}/kernels/common/*")
+    foreach(path IN LISTS present)
+      if(NOT path IN_LIST recorded_${group})
+        message(FATAL_ERROR "kiln: artifact ${dir} is stale: ${path} is new since the build "
+                            "(no variant of group ${group} recorded it). Rebuild it:\n  ${rebuild}")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
+# The gating rule, in one place. A group is enabled when the artifact has it and GROUPS (if
+# given) asks for it; a variant is enabled when its group is; every SM of the artifact is
+# announced. A requested group that the artifact lacks is fatal, with the command that builds it.
+function(_kiln_gate out_defines out_groups out_variants json dir arch tag requested artifacts_dir)
+  set(file "${dir}/metadata.json")
+  _kiln_json(groups_json "${json}" "${file}" groups)
+  _kiln_json_keys(groups "${groups_json}" "${file}")
+  _kiln_json(variants_json "${json}" "${file}" variants)
+
+  set(missing "")
+  foreach(group IN LISTS requested)
+    if(NOT group IN_LIST groups)
+      list(APPEND missing "${group}")
+    endif()
+  endforeach()
+  if(NOT missing STREQUAL "")
+    list(JOIN missing ", " missing_listed)
+    list(JOIN groups ", " have)
+    _kiln_tag_sms(sms "${tag}")
+    list(LENGTH sms nsms)
+    if(nsms EQUAL 1)  # a single-SM build merges new groups into the existing artifact
+      _kiln_build_command(cmd "${tag}" "${arch}" "${missing}" "${artifacts_dir}" OFF)
+    else()            # a multi-SM build is rebuilt whole
+      set(all ${groups} ${missing})
+      _kiln_build_command(cmd "${tag}" "${arch}" "${all}" "${artifacts_dir}" ON)
+    endif()
+    set(unknown "")
+    foreach(group IN LISTS missing)
+      if(IS_DIRECTORY "${KILN_SOURCE_ROOT}/kernels" AND
+         NOT EXISTS "${KILN_SOURCE_ROOT}/kernels/${group}/kiln.toml")
+        string(APPEND unknown " (kernels/${group}/kiln.toml does not exist in ${KILN_SOURCE_ROOT}:"
+                              " check the name; `kiln list` shows the groups)")
+      endif()
+    endforeach()
+    message(FATAL_ERROR "kiln: GROUPS asks for ${missing_listed}, which artifact ${dir} does not "
+                        "have (it has: ${have})${unknown}. Build it with:\n  ${cmd}")
+  endif()
+
+  set(defines "")
+  set(enabled_groups "")
+  set(enabled_variants "")
+  foreach(group IN LISTS groups)
+    if(NOT requested STREQUAL "" AND NOT group IN_LIST requested)
+      continue()
+    endif()
+    string(TOUPPER "${group}" upper)
+    list(APPEND defines "KILN_${upper}_ENABLED=1")
+    list(APPEND enabled_groups "${group}")
+    _kiln_json_strings(members "${groups_json}" "${file}" "${group}" variants)
+    foreach(variant IN LISTS members)
+      _kiln_json(variant_group "${variants_json}" "${file}" "${variant}" group)
+      if(NOT variant_group STREQUAL group)
+        message(FATAL_ERROR "kiln: ${file}: groups.${group} lists ${variant}, whose group is "
+                            "'${variant_group}'")
+      endif()
+      string(TOUPPER "${variant}" upper)
+      list(APPEND defines "KILN_${upper}_ENABLED=1")
+      list(APPEND enabled_variants "${variant}")
+    endforeach()
+  endforeach()
+  _kiln_tag_sms(sms "${tag}")
+  foreach(sm IN LISTS sms)
+    list(APPEND defines "KILN_ARTIFACT_SM_${sm}=1")
+  endforeach()
+
+  set(${out_defines} "${defines}" PARENT_SCOPE)
+  set(${out_groups} "${enabled_groups}" PARENT_SCOPE)
+  set(${out_variants} "${enabled_variants}" PARENT_SCOPE)
+endfunction()
+
+# kiln::artifact in the current directory scope: one artifact per directory (two libkiln.a in
+# one link would define every runtime symbol twice).
+function(_kiln_make_target lib dir fingerprint)
+  if(TARGET kiln::artifact)
+    get_target_property(previous kiln::artifact IMPORTED_LOCATION)
+    if(NOT previous STREQUAL lib)
+      message(FATAL_ERROR "kiln: kiln::artifact already imports ${previous}; one artifact per "
+                          "project (asked for ${lib})")
+    endif()
+    return()
+  endif()
+  if(NOT TARGET Threads::Threads)
+    find_package(Threads REQUIRED)
+  endif()
+  add_library(kiln::artifact STATIC IMPORTED)
+  set_target_properties(kiln::artifact PROPERTIES
+    IMPORTED_LOCATION "${lib}"
+    IMPORTED_LINK_INTERFACE_LANGUAGES CXX
+    INTERFACE_INCLUDE_DIRECTORIES "${dir}/include"
+    INTERFACE_LINK_LIBRARIES "${CMAKE_DL_LIBS};Threads::Threads"
+    KILN_ARTIFACT_FINGERPRINT "${fingerprint}")
+endfunction()
+
+# ---------------------------------------------------------------------------------------------
+function(kiln_import_artifacts)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "ARCH;TAG;ARTIFACTS_DIR" "TARGETS;GROUPS")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "kiln_import_artifacts: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_TARGETS)
+    message(FATAL_ERROR "kiln_import_artifacts: TARGETS is required")
+  endif()
+  foreach(target IN LISTS arg_TARGETS)
+    if(NOT TARGET "${target}")
+      message(FATAL_ERROR "kiln_import_artifacts: '${target}' is not a target")
+    endif()
+  endforeach()
+  if(NOT arg_ARTIFACTS_DIR)
+    set(arg_ARTIFACTS_DIR "${KILN_ARTIFACTS_DIR}")
+  endif()
+  get_filename_component(artifacts_dir "${arg_ARTIFACTS_DIR}" ABSOLUTE)
+  if(NOT arg_ARCH)
+    set(arg_ARCH "${CMAKE_SYSTEM_PROCESSOR}")
+  endif()
+  _kiln_normalize_arch(arch "${arg_ARCH}")
+  _kiln_normalize_arch(target_arch "${CMAKE_SYSTEM_PROCESSOR}")
+  if(NOT arch STREQUAL target_arch)
+    message(WARNING "kiln: importing an ${arch} artifact into a build for ${target_arch}; "
+                    "it will not link")
+  endif()
+  if(NOT arg_GROUPS STREQUAL "")
+    list(REMOVE_DUPLICATES arg_GROUPS)
+  endif()
+
+  _kiln_resolve_tag(tag "${arg_TAG}" "${artifacts_dir}" "${arch}")
+  set(dir "${artifacts_dir}/${arch}/${tag}")
+  if(NOT IS_DIRECTORY "${dir}")
+    _kiln_list_artifacts(present "${artifacts_dir}/${arch}")
+    list(JOIN present ", " present)
+    if(present STREQUAL "")
+      set(present "none")
+    endif()
+    _kiln_build_command(cmd "${tag}" "${arch}" "${arg_GROUPS}" "${artifacts_dir}" OFF)
+    message(FATAL_ERROR "kiln: no artifact ${dir} (present for ${arch}: ${present}). Build it "
+                        "with:\n  ${cmd}")
+  endif()
+
+  _kiln_read_metadata(json "${dir}" "${arch}" "${tag}")
+  _kiln_check_library(lib "${json}" "${dir}")
+  _kiln_json(all_groups_json "${json}" "${dir}/metadata.json" groups)
+  _kiln_json_keys(all_groups "${all_groups_json}" "${dir}/metadata.json")
+  _kiln_check_inputs("${json}" "${dir}" "${arch}" "${tag}" "${all_groups}" "${artifacts_dir}")
+  _kiln_gate(defines groups variants "${json}" "${dir}" "${arch}" "${tag}" "${arg_GROUPS}"
+             "${artifacts_dir}")
+  _kiln_json(fingerprint "${json}" "${dir}/metadata.json" fingerprint)
+
+  _kiln_make_target("${lib}" "${dir}" "${fingerprint}")
+  foreach(target IN LISTS arg_TARGETS)
+    get_target_property(type "${target}" TYPE)
+    if(type STREQUAL "INTERFACE_LIBRARY")
+      set(scope INTERFACE)
+    else()
+      set(scope PUBLIC)
+    endif()
+    target_link_libraries("${target}" ${scope} kiln::artifact)
+    target_compile_definitions("${target}" ${scope} ${defines})
+  endforeach()
+
+  foreach(define IN LISTS defines)
+    string(REGEX REPLACE "=.*" "" name "${define}")
+    message(STATUS "kiln: ${name} set")
+  endforeach()
+  list(LENGTH groups ngroups)
+  list(LENGTH variants nvariants)
+  _kiln_tag_sms(sms "${tag}")
+  list(JOIN sms " " sms_listed)
+  message(STATUS "kiln: imported ${arch}/${tag}: ${ngroups} groups, ${nvariants} variants, "
+                 "SMs ${sms_listed}")
+
+  set(KILN_ARTIFACT_DIR "${dir}" PARENT_SCOPE)
+  set(KILN_ARTIFACT_ARCH "${arch}" PARENT_SCOPE)
+  set(KILN_ARTIFACT_TAG "${tag}" PARENT_SCOPE)
+  set(KILN_ARTIFACT_FINGERPRINT "${fingerprint}" PARENT_SCOPE)
+  set(KILN_ARTIFACT_GROUPS "${groups}" PARENT_SCOPE)
+  set(KILN_ARTIFACT_VARIANTS "${variants}" PARENT_SCOPE)
+  set(KILN_ARTIFACT_SMS "${sms}" PARENT_SCOPE)
+endfunction()

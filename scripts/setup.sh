@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# setup.sh: installs what kiln needs and is missing, and nothing else. Safe to run again.
+#
+#   Debian packages: only the missing ones, through apt-get (as root, or through sudo).
+#   Python: .venv/ at the repository root with the pinned nvidia-cutlass (its CUTLASS/CuTe C++
+#           headers, site-packages/cutlass_library/source/include, are what kernels include);
+#           skipped when the pinned version is already there. Nothing at run time needs Python.
+#   CUDA:   checked, not installed (CUDA 13.0 is not a Debian package): nvcc at
+#           $CUDA_HOME/bin/nvcc or /usr/local/cuda/bin/nvcc.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CUTLASS_VERSION="4.2.0.0"   # nvidia-cutlass on PyPI; headers only (--no-deps)
+PACKAGES=(
+  cmake ninja-build g++ pkg-config
+  libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libssl-dev libarchive-dev
+  libgtest-dev libbenchmark-dev
+  g++-aarch64-linux-gnu        # kiln build --arch aarch64
+  python3 python3-venv
+)
+
+log() { printf 'setup: %s\n' "$*"; }
+
+installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+install_debian_packages() {
+  local missing=()
+  for pkg in "${PACKAGES[@]}"; do
+    installed "$pkg" || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "Debian packages: all present"
+    return
+  fi
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null; then
+      log "missing Debian packages (${missing[*]}) and not root, no sudo: install them and re-run"
+      exit 1
+    fi
+    sudo=(sudo)
+  fi
+  log "installing: ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+check_cuda() {
+  local nvcc="${CUDA_HOME:-/usr/local/cuda}/bin/nvcc"
+  if [ ! -x "$nvcc" ]; then
+    log "nvcc not found at $nvcc: install the CUDA 13.0 toolkit (or set CUDA_HOME)"
+    exit 1
+  fi
+  log "CUDA: $("$nvcc" --version | grep -o 'release [0-9.]*')"
+}
+
+setup_venv() {
+  local venv="$ROOT/.venv"
+  if [ ! -x "$venv/bin/python" ]; then
+    log "creating $venv"
+    python3 -m venv "$venv"
+  fi
+  local have
+  have="$("$venv/bin/python" -c \
+    'import importlib.metadata as m; print(m.version("nvidia-cutlass"))' 2>/dev/null || true)"
+  if [ "$have" = "$CUTLASS_VERSION" ]; then
+    log "nvidia-cutlass $CUTLASS_VERSION: present"
+    return
+  fi
+  log "pip install nvidia-cutlass==$CUTLASS_VERSION (was: ${have:-absent})"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+    "nvidia-cutlass==$CUTLASS_VERSION"
+}
+
+install_debian_packages
+check_cuda
+setup_venv
+log "done"
