@@ -175,7 +175,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   plan->config.shared_bytes = 0;  // the kernel's reduction uses static shared memory only
   plan->params = RmsnormParams{problem.out,    problem.x,    problem.residual,
                                problem.weight, problem.rows, problem.eps};
-  // Last, so that select(device) == select(host) followed by checkDevice, which is what run() does.
+  // Last, so that select(device) == select(host) followed by checkDevice.
   return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
 }
 

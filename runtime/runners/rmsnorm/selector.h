@@ -59,14 +59,13 @@ const char* dtypeName(DType dtype);
 //   out, x, weight non-null; out, x, residual, weight 16-byte aligned (kInvalidArgument)
 //   the grid fits (rows <= 2^31 - 1 blocks' worth)                  (kInvalidArgument)
 //   last, `device` (when given) has an image of the variant         (the check's status)
-// So select(device) equals select(nullptr) followed by checkDevice(), which is how run() uses it
-// once it knows the stream's device. run() skips the device step for a no-op (rows == 0): it
-// launches nothing and touches neither the device nor the stream.
+// So select(device) equals select(nullptr) followed by checkDevice(). run() selects on the host
+// and leaves the device step to kiln::launch, which applies the same selectImage to the stream's
+// device; for a no-op (rows == 0) it launches nothing and touches neither device nor stream.
 Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
               Plan* plan);
 
-// The device step of select() alone, for a plan already admitted on the host (run() learns the
-// device from its stream only after the host checks pass).
+// The device step of select() alone, for a plan already admitted on the host.
 Status checkDevice(const Plan& plan, const DeviceQuery& device);
 
 }  // namespace kiln::rmsnorm
