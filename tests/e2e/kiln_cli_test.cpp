@@ -1,7 +1,8 @@
 // The real `kiln` binary end to end: a build of the two-variant fixture group for sm_90 with the
 // real nvcc and g++, its metadata and cubins, `inspect`, a merge re-run, a refused merge, a
-// --clean rebuild, and the exit codes of usage errors (docs/cli.md). The build lifecycle is one
-// sequential test so CI (2 cores) compiles the runtime as few times as possible.
+// --clean rebuild, a multi-SM build (sm_89 + sm_90), and the exit codes of usage errors
+// (docs/cli.md). Each build lifecycle is one sequential test so CI (2 cores) compiles the
+// runtime as few times as possible.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -113,6 +114,100 @@ TEST_F(KilnCli, BuildInspectMergeClean) {
   }
 }
 
+// Multi-SM: the fixture group for sm_90,sm_89 (given out of order) is one artifact tagged
+// sm_89_sm_90 with a cubin per SM, a per-SM image symbol per SM and one canonical variant symbol
+// per variant in the library; an existing multi-SM artifact is not merged into without --clean.
+TEST_F(KilnCli, MultiSmBuild) {
+  if (!haveNvcc()) GTEST_SKIP() << "nvcc is not installed";
+  kiln::io::PosixProcessRunner runner;
+  const fs::path artifact = work_ / "x86_64/sm_89_sm_90";
+  std::vector<std::string> args = {"build", "--gpu-arch", "sm_90,sm_89", "--kernels", "tiny", "--root",
+                                   KILN_E2E_FIXTURES, "--runtime-dir", KILN_E2E_RUNTIME, "--output-dir",
+                                   work_.string(), "--arch", "x86_64", "-j", "2"};
+  CliRun build = kiln(args);
+  ASSERT_EQ(build.code, 0) << build.out << build.err;
+  EXPECT_NE(build.out.find("[4/4] "), std::string::npos) << build.out;
+  for (const char* row : {"tiny_f2_fp32 sm_89", "tiny_f2_fp32 sm_90", "tiny_f3_fp32 sm_89", "tiny_f3_fp32 sm_90"}) {
+    EXPECT_NE(build.out.find(row), std::string::npos) << row << " not in\n" << build.out;
+  }
+
+  const auto metadata = nlohmann::json::parse(*kiln::io::readFile(artifact / "metadata.json"));
+  EXPECT_EQ(metadata["tag"], "sm_89_sm_90");
+  EXPECT_EQ(metadata["gpu_archs"], nlohmann::json::array({"sm_89", "sm_90"}));
+  EXPECT_EQ(metadata["compile_targets"], nlohmann::json::array({"sm_89", "sm_90"}));
+  ASSERT_EQ(metadata["variants"].size(), 2u);
+  for (const auto& [name, v] : metadata["variants"].items()) {
+    ASSERT_EQ(v["sms"].size(), 2u) << name;
+    for (const int sm : {89, 90}) {
+      const auto& image = v["sms"][std::to_string(sm)];
+      const fs::path cubin = artifact / image["cubin"].get<std::string>();
+      EXPECT_EQ(*kiln::io::elfMachine(cubin), kiln::io::kElfMachineCuda) << cubin;
+      // CUDA 13 cubins (EI_ABIVERSION 8) carry the SM in bits 15:8 of e_flags.
+      const std::string bytes = *kiln::io::readFile(cubin);
+      ASSERT_GE(bytes.size(), 64u);
+      EXPECT_EQ(static_cast<unsigned char>(bytes[0x31]), sm) << cubin;
+      EXPECT_EQ(*kiln::io::sha256File(cubin), image["sha256"]);
+      EXPECT_EQ(image["symbol"], "kiln_" + name + "__arch" + std::to_string(sm) + "_image");
+    }
+  }
+
+  auto nm = runner.run({"nm", "-g", "--defined-only", (artifact / "lib/libkiln.a").string()});
+  ASSERT_TRUE(nm) << nm.error();
+  ASSERT_EQ(nm->exit_code, 0) << nm->stderr_text;
+  auto count = [&](const std::string& symbol) {
+    int n = 0;
+    for (size_t at = nm->stdout_text.find(" T " + symbol + "\n"); at != std::string::npos;
+         at = nm->stdout_text.find(" T " + symbol + "\n", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  for (const std::string name : {"tiny_f2_fp32", "tiny_f3_fp32"}) {
+    EXPECT_EQ(count("kiln_" + name + "__arch89_image"), 1) << nm->stdout_text;
+    EXPECT_EQ(count("kiln_" + name + "__arch90_image"), 1);
+    EXPECT_EQ(count("kiln_" + name + "_variant"), 1);
+  }
+  // The canonical header has no per-SM declaration.
+  const auto header = *kiln::io::readFile(artifact / "include/kiln/variants/tiny_f2_fp32.h");
+  EXPECT_EQ(header.find("__arch"), std::string::npos) << header;
+
+  CliRun inspect = kiln({"inspect", artifact.string()});
+  ASSERT_EQ(inspect.code, 0) << inspect.err;
+  EXPECT_NE(inspect.out.find("sm_89_sm_90"), std::string::npos) << inspect.out;
+
+  const auto before = *kiln::io::sha256File(artifact / "metadata.json");
+  CliRun again = kiln(args);
+  EXPECT_EQ(again.code, 2) << again.out << again.err;
+  EXPECT_NE(again.err.find("never merge into an existing artifact; re-run with --clean"), std::string::npos)
+      << again.err;
+  EXPECT_EQ(*kiln::io::sha256File(artifact / "metadata.json"), before);
+}
+
+// A kernel whose parameter struct changes with the SM compiles on each SM, but the variant's
+// shared header and table cannot describe both: the real cubins' parameter sizes are compared and
+// the build fails (exit 1) before any host code is compiled, naming the variant and both SMs.
+TEST_F(KilnCli, MultiSmAbiMismatchFails) {
+  if (!haveNvcc()) GTEST_SKIP() << "nvcc is not installed";
+  const fs::path group = work_ / "root/kernels/skew";
+  ASSERT_TRUE(kiln::io::writeFile(group / "kiln.toml",
+                                  "[group]\nname = \"skew\"\nkind = \"cuda\"\nsource = \"skew.cu\"\n"
+                                  "entries = [\"kiln_skew\"]\nsupported_sms = [89, 90]\nsm_constant = true\n\n"
+                                  "[constants]\nfactor = \"int\"\n\n[[family]]\nname = \"skew_f{factor}\"\n"
+                                  "matrix = { factor = [2] }\n"));
+  ASSERT_TRUE(kiln::io::writeFile(group / "skew.cu",
+                                  "struct Args {\n#if KILN_TARGET_SM >= 90\n  long long extra;\n#endif\n"
+                                  "  float* out;\n};\n"
+                                  "extern \"C\" __global__ void kiln_skew(Args a) { a.out[0] = KILN_CONST_FACTOR; }\n"));
+  CliRun r = kiln({"build", "--gpu-arch", "sm_89,sm_90", "--root", (work_ / "root").string(), "--runtime-dir",
+                   KILN_E2E_RUNTIME, "--output-dir", (work_ / "out").string(), "--arch", "x86_64", "-j", "2"});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("skew_f2: ABI differs between sm_89 and sm_90: entry 'kiln_skew' takes 8 parameter bytes "
+                       "on sm_89 but 16 on sm_90"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(work_ / "out/x86_64/sm_89_sm_90"));
+}
+
 TEST_F(KilnCli, UsageErrorsExitWithTwo) {
   EXPECT_EQ(kiln({"build"}).code, 2);  // --gpu-arch is required
   EXPECT_EQ(kiln({}).code, 2);         // a subcommand is required
@@ -121,9 +216,9 @@ TEST_F(KilnCli, UsageErrorsExitWithTwo) {
   if (haveNvcc()) {
     EXPECT_EQ(unknown.code, 2) << unknown.err;
     EXPECT_NE(unknown.err.find("unknown group 'nope'; known groups: tiny"), std::string::npos) << unknown.err;
-    CliRun multi = kiln({"build", "--gpu-arch", "sm_87,sm_90", "--root", KILN_E2E_FIXTURES});
-    EXPECT_EQ(multi.code, 2);
-    EXPECT_NE(multi.err.find("not supported yet"), std::string::npos) << multi.err;
+    CliRun twice = kiln({"build", "--gpu-arch", "sm_90,sm_89,sm_90", "--root", KILN_E2E_FIXTURES});
+    EXPECT_EQ(twice.code, 2);
+    EXPECT_NE(twice.err.find("'sm_90' is listed twice"), std::string::npos) << twice.err;
   }
   CliRun missing = kiln({"inspect", (work_ / "nothing").string()});
   EXPECT_EQ(missing.code, 2);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/builder.h"
@@ -222,15 +223,138 @@ TEST_F(BuilderTest, SelectionErrorsAndNotes) {
   ASSERT_FALSE(nothing);
   EXPECT_NE(nothing.error().find("nothing to build"), std::string::npos);
   EXPECT_NE(nothing.error().find("lists sm_87"), std::string::npos) << nothing.error();
-  options_.gpu_arch = "sm_87,sm_90";
-  auto multi = build();
-  ASSERT_FALSE(multi);
-  EXPECT_NE(multi.error().find("multi-SM builds (--gpu-arch sm_87,sm_90) are not supported yet"),
-            std::string::npos);
+  options_.gpu_arch = "sm_90,sm_87,sm_90";
+  auto duplicate = build();
+  ASSERT_FALSE(duplicate);
+  EXPECT_EQ(duplicate.errorKind(), ErrorKind::kUsage);
+  EXPECT_NE(duplicate.error().find("'sm_90' is listed twice"), std::string::npos) << duplicate.error();
+  options_.gpu_arch = "sm_87,sm_95";
+  auto untargetable = build();
+  ASSERT_FALSE(untargetable);
+  EXPECT_EQ(untargetable.errorKind(), ErrorKind::kEnvironment);
+  EXPECT_NE(untargetable.error().find("--gpu-arch sm_95: nvcc 13.0.88 cannot target it"), std::string::npos)
+      << untargetable.error();
   options_.gpu_arch = "sm_95";
   auto unknown_sm = build();
   ASSERT_FALSE(unknown_sm);
   EXPECT_EQ(unknown_sm.errorKind(), ErrorKind::kEnvironment);
+}
+
+// ---- multi-SM builds --------------------------------------------------------------------
+
+// The SMs in any order give the ascending tag; every (variant, SM) is compiled, recorded and
+// reported; the headers are byte-identical to a single-SM build's.
+TEST_F(BuilderTest, MultiSmBuildCompilesEveryVariantSmPair) {
+  options_.gpu_arch = "sm_90,sm_80";
+  auto r = build();
+  ASSERT_TRUE(r) << r.error();
+  const fs::path dir = tmp_.path() / "artifacts/x86_64/sm_80_sm_90";
+  EXPECT_EQ(r->artifact_dir, dir);
+  EXPECT_EQ(r->built.size(), 8u);
+  ASSERT_EQ(sink_.progress.size(), 8u);
+  EXPECT_EQ(sink_.progress.back().done, 8);
+  EXPECT_EQ(sink_.progress.back().total, 8);
+  std::set<std::string> progressed;
+  for (const auto& p : sink_.progress) progressed.insert(p.variant + " " + p.target);
+  EXPECT_EQ(progressed.size(), 8u);
+  EXPECT_TRUE(progressed.count("beta_h2048_bf16 sm_80"));
+  EXPECT_TRUE(sink_.notes.empty());
+
+  const auto m = nlohmann::json::parse(*io::readFile(dir / "metadata.json"));
+  EXPECT_EQ(m["tag"], "sm_80_sm_90");
+  EXPECT_EQ(m["gpu_archs"], nlohmann::json::array({"sm_80", "sm_90"}));
+  EXPECT_EQ(m["compile_targets"], nlohmann::json::array({"sm_80", "sm_90"}));
+  for (const auto& [name, v] : m["variants"].items()) {
+    ASSERT_EQ(v["sms"].size(), 2u) << name;
+    for (const char* sm : {"80", "90"}) {
+      const auto& image = v["sms"][sm];
+      EXPECT_EQ(image["symbol"], "kiln_" + name + "__arch" + sm + "_image");
+      EXPECT_EQ(image["target"], std::string("sm_") + sm);
+      EXPECT_EQ(image["sha256"], *io::sha256File(dir / image["cubin"].get<std::string>()));
+    }
+  }
+
+  options_.gpu_arch = "sm_90";
+  ASSERT_TRUE(build());
+  for (const char* rel : {"include/kiln/variants/alpha_h1024_bf16.h", "include/kiln/groups/alpha.h",
+                          "include/kiln/kiln_all.h"}) {
+    EXPECT_EQ(*io::readFile(dir / rel), *io::readFile(artifact() / rel)) << rel;
+  }
+}
+
+TEST_F(BuilderTest, MultiSmSkipsPerVariantAndSmWithNotes) {
+  kiln::testing::writeGroup(tmp_.path(), "gamma");
+  // gamma supports sm_90 only: its sm_80 image is skipped, alpha keeps both.
+  auto toml = *io::readFile(tmp_.path() / "kernels/gamma/kiln.toml");
+  toml.replace(toml.find("[80, 90]"), 8, "[90]");
+  ASSERT_TRUE(io::writeFile(tmp_.path() / "kernels/gamma/kiln.toml", toml));
+  options_.gpu_arch = "sm_80,sm_90";
+  auto r = build("alpha,gamma");
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->built.size(), 6u);
+  EXPECT_EQ(sink_.notes, (std::vector<std::string>{"skipped gamma_h1024_bf16 for sm_80: its supported_sms are [90]",
+                                                   "skipped gamma_h2048_bf16 for sm_80: its supported_sms are [90]"}));
+  const auto m = nlohmann::json::parse(*io::readFile(tmp_.path() / "artifacts/x86_64/sm_80_sm_90/metadata.json"));
+  EXPECT_EQ(m["variants"]["gamma_h1024_bf16"]["sms"].size(), 1u);
+  EXPECT_TRUE(m["variants"]["gamma_h1024_bf16"]["sms"].contains("90"));
+  EXPECT_EQ(m["variants"]["alpha_h1024_bf16"]["sms"].size(), 2u);
+
+  // gamma alone for sm_80 and sm_87: nothing left at all is a usage error.
+  options_.gpu_arch = "sm_80,sm_87";
+  auto nothing = build("gamma", /*clean=*/true);
+  ASSERT_FALSE(nothing);
+  EXPECT_EQ(nothing.errorKind(), ErrorKind::kUsage);
+  EXPECT_NE(nothing.error().find("nothing to build"), std::string::npos) << nothing.error();
+}
+
+TEST_F(BuilderTest, MultiSmRefusesAnExistingArtifactWithoutClean) {
+  options_.gpu_arch = "sm_80,sm_90";
+  ASSERT_TRUE(build("alpha"));
+  const fs::path dir = tmp_.path() / "artifacts/x86_64/sm_80_sm_90";
+  const auto before = kiln::testing::snapshot(dir);
+  const int compiles = tools_.nvcc_compiles;
+  auto r = build("alpha");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorKind(), ErrorKind::kUsage);
+  EXPECT_NE(r.error().find("multi-SM builds (sm_80_sm_90) never merge into an existing artifact; re-run with "
+                           "--clean"),
+            std::string::npos)
+      << r.error();
+  EXPECT_EQ(tools_.nvcc_compiles, compiles);  // refused before compiling anything
+  EXPECT_EQ(kiln::testing::snapshot(dir), before);
+  auto clean = build("beta", /*clean=*/true);
+  ASSERT_TRUE(clean) << clean.error();
+  const auto m = nlohmann::json::parse(*io::readFile(dir / "metadata.json"));
+  EXPECT_EQ(m["variants"].size(), 2u);
+  EXPECT_TRUE(m["variants"].contains("beta_h1024_bf16"));
+}
+
+// An entry kernel present on one SM only (say, behind #if KILN_TARGET_SM >= 90) would make the
+// shared header and table lie for the other SM: the build fails naming the variant and both SMs.
+TEST_F(BuilderTest, MultiSmAbiMismatchFailsTheBuild) {
+  io::FakeProcessRunner runner([this](const std::vector<std::string>& argv) -> Result<io::ProcessResult> {
+    auto r = tools_.answer(argv);
+    const bool sm90_compile = std::find(argv.begin(), argv.end(), "-arch=sm_90") != argv.end();
+    const bool nvcc = fs::path(argv[0]).filename() == "nvcc";
+    if (r && nvcc && sm90_compile && FakeTools::valueAfter(argv, "-o").find("alpha_h2048") != std::string::npos) {
+      r->stderr_text += "ptxas info    : Compiling entry function 'kiln_fake_sm90_only' for 'sm_90'\n"
+                        "ptxas info    : Used 8 registers\n";
+    }
+    return r;
+  });
+  options_.gpu_arch = "sm_80,sm_90";
+  options_.kernels = "alpha";
+  auto r = runBuild(options_, runner, sink_);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorKind(), ErrorKind::kFailure);
+  EXPECT_NE(r.error().find("alpha_h2048_bf16: ABI differs between sm_80 and sm_90: entry 'kiln_fake_sm90_only' is "
+                           "in the sm_90 cubin only"),
+            std::string::npos)
+      << r.error();
+  EXPECT_FALSE(fs::exists(tmp_.path() / "artifacts/x86_64/sm_80_sm_90"));
+  for (const auto& e : fs::directory_iterator(tmp_.path() / "artifacts/x86_64")) {
+    ADD_FAILURE() << "left behind: " << e.path();
+  }
 }
 
 TEST_F(BuilderTest, AbandonedStagingDirectoriesAreRemoved) {

@@ -28,8 +28,7 @@ TEST(Codegen, VariantHeaderMatchesTheFormatDocument) {
   EXPECT_EQ(header.rfind("#pragma once\n", 0), 0u);
   for (const char* line : {
            "#include \"kiln/variant.h\"\n",
-           "const kiln_variant* kiln_rmsnorm_h4096_bf16_variant(void);\n",
-           "const kiln_image* kiln_rmsnorm_h4096_bf16__arch90_image(void);\n",
+           "const kiln_variant* kiln_rmsnorm_h4096_bf16_variant(void);",
            "namespace kiln::variants::rmsnorm_h4096_bf16 {\n",
            "inline constexpr const char kName[] = \"rmsnorm_h4096_bf16\";\n",
            "inline constexpr int kHidden = 4096;\n",
@@ -39,6 +38,50 @@ TEST(Codegen, VariantHeaderMatchesTheFormatDocument) {
   }
   // Constants in kiln.toml order.
   EXPECT_LT(header.find("kHidden"), header.find("kDtype"));
+  // Canonical: no per-SM symbol, so the header does not depend on the SMs built.
+  EXPECT_EQ(header.find("__arch"), std::string::npos) << header;
+}
+
+// A variant with two SM images: both are declared and listed by the one variant table, in SM
+// order, and its header and the aggregate header are byte-identical to the single-SM ones.
+TEST(Codegen, TwoSmVariantSharesTheSingleSmHeader) {
+  const VariantRecord single = makeRecord("rmsnorm_h4096_bf16", 4096, "bf16");
+  VariantRecord multi = single;
+  ImageRecord sm87 = single.images.at(90);
+  sm87.sm = 87;
+  sm87.target = "sm_87";
+  sm87.symbol = "kiln_rmsnorm_h4096_bf16__arch87_image";
+  sm87.cubin = "cubins/rmsnorm_h4096_bf16.sm_87.cubin";
+  multi.images[87] = sm87;
+
+  EXPECT_EQ(variantHeader(multi), variantHeader(single));
+  EXPECT_EQ(groupHeader("rmsnorm", {&multi}), groupHeader("rmsnorm", {&single}));
+  ArtifactMetadata m1, m2;
+  m1.provenance.tag = "sm_90";
+  m1.variants[single.name] = single;
+  m1.groups["rmsnorm"].variants = {single.name};
+  m2.provenance.tag = "sm_87_sm_90";
+  m2.variants[multi.name] = multi;
+  m2.groups["rmsnorm"].variants = {multi.name};
+  EXPECT_EQ(allHeader(m2), allHeader(m1));
+
+  const std::string shim = variantShimSource(multi);
+  for (const char* line : {
+           "const kiln_image* kiln_rmsnorm_h4096_bf16__arch87_image(void);\n",
+           "const kiln_image* kiln_rmsnorm_h4096_bf16__arch90_image(void);\n",
+           "      *kiln_rmsnorm_h4096_bf16__arch87_image(),\n"
+           "      *kiln_rmsnorm_h4096_bf16__arch90_image(),\n",
+           "{\"rmsnorm_h4096_bf16\", \"rmsnorm\", kEntries, 2, images, 2}",
+           "extern \"C\" const kiln_variant* kiln_rmsnorm_h4096_bf16_variant(void) {",
+       }) {
+    EXPECT_NE(shim.find(line), std::string::npos) << "missing: " << line << "in\n" << shim;
+  }
+  // Each image shim defines only its own SM's symbol.
+  const std::string shim87 = imageShimSource(multi, multi.images.at(87), "x");
+  EXPECT_NE(shim87.find("kiln_rmsnorm_h4096_bf16__arch87_image(void) {"), std::string::npos);
+  EXPECT_NE(shim87.find("{87, 0, kCubin"), std::string::npos) << shim87;
+  EXPECT_EQ(shim87.find("__arch90"), std::string::npos);
+  EXPECT_NE(artifactTableSource(m2).find("kiln_artifact_tag(void) { return \"sm_87_sm_90\"; }"), std::string::npos);
 }
 
 TEST(Codegen, BoolConstant) {

@@ -146,5 +146,47 @@ TEST(Merge, RefusesAnyProvenanceDifferenceNamingBothValues) {
   EXPECT_FALSE(checkMergeable(a, b));
 }
 
+// A multi-SM artifact: every SM in gpu_archs, every target in compile_targets, one `sms` entry
+// per SM image, all through a round trip; the tag is the SMs joined.
+TEST(Metadata, MultiSmRoundTrip) {
+  ArtifactMetadata m = makeMetadata();
+  m.provenance.tag = "sm_87_sm_90";
+  m.provenance.gpu_archs = {87, 90};
+  m.provenance.compile_targets = {"sm_87", "sm_90"};
+  VariantRecord& v = m.variants.begin()->second;
+  ImageRecord sm87 = v.images.at(90);
+  sm87.sm = 87;
+  sm87.target = "sm_87";
+  sm87.symbol = "kiln_rmsnorm_h4096_bf16__arch87_image";
+  sm87.cubin = "cubins/rmsnorm_h4096_bf16.sm_87.cubin";
+  v.images[87] = sm87;
+  ASSERT_TRUE(checkTag(m.provenance));
+  const auto j = nlohmann::json::parse(toJson(m));
+  EXPECT_EQ(j["gpu_archs"], nlohmann::json::array({"sm_87", "sm_90"}));
+  EXPECT_EQ(j["compile_targets"], nlohmann::json::array({"sm_87", "sm_90"}));
+  EXPECT_EQ(j["variants"]["rmsnorm_h4096_bf16"]["sms"]["87"]["symbol"], "kiln_rmsnorm_h4096_bf16__arch87_image");
+  EXPECT_EQ(j["variants"]["rmsnorm_h4096_bf16"]["sms"]["90"]["symbol"], "kiln_rmsnorm_h4096_bf16__arch90_image");
+  auto back = parseMetadata(toJson(m));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->provenance.gpu_archs, (std::vector<int>{87, 90}));
+  EXPECT_EQ(back->variants.begin()->second.images.size(), 2u);
+  EXPECT_EQ(toJson(*back), toJson(m));
+}
+
+TEST(Metadata, TagMustBeTheGpuArchsJoined) {
+  Provenance p = makeMetadata().provenance;
+  p.gpu_archs = {87, 90};
+  auto stale = checkTag(p);  // tag still "sm_90"
+  ASSERT_FALSE(stale);
+  EXPECT_EQ(stale.error(), "tag 'sm_90' does not match gpu_archs (expected 'sm_87_sm_90')");
+  p.tag = "sm_87_sm_90";
+  EXPECT_TRUE(checkTag(p));
+  p.gpu_archs = {90, 87};
+  p.tag = "sm_90_sm_87";
+  EXPECT_FALSE(checkTag(p));
+  p.gpu_archs = {90, 90};
+  EXPECT_FALSE(checkTag(p));
+}
+
 }  // namespace
 }  // namespace kiln::core

@@ -48,7 +48,9 @@ Handler setupBuild(CLI::App& app) {
   auto root = std::make_shared<std::string>(defaultRoot());
   auto output = std::make_shared<std::string>();
   auto runtime = std::make_shared<std::string>();
-  app.add_option("--gpu-arch", options->gpu_arch, "target SM: sm_90 (sm_87, sm_110, ...)")->required();
+  app.add_option("--gpu-arch", options->gpu_arch,
+                 "target SM: sm_90 (sm_87, sm_110, ...), or a comma list (sm_87,sm_90) for one multi-SM artifact")
+      ->required();
   app.add_option("--arch", options->arch, "host arch of the library: x86_64 | aarch64 (default: this host)");
   app.add_option("--kernels", options->kernels, "ALL, or a comma list of groups")->capture_default_str();
   app.add_flag("--clean", options->clean, "replace the artifact instead of merging into it");

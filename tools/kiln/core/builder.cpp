@@ -22,6 +22,7 @@
 #include <fmt/ranges.h>
 
 #include "core/codegen.h"
+#include "core/cubin_abi.h"
 #include "core/frontend.h"
 #include "core/naming.h"
 #include "core/parallel.h"
@@ -129,11 +130,6 @@ class Builder {
     auto sms = parseGpuArchs(options_.gpu_arch);
     if (!sms) return sms.failure();
     sms_ = *sms;
-    if (sms_.size() > 1) {
-      return usage(fmt::format("--gpu-arch {}: multi-SM builds (--gpu-arch sm_87,sm_90) are not "
-                               "supported yet; build one SM at a time",
-                               options_.gpu_arch));
-    }
     root_ = fs::absolute(options_.root).lexically_normal();
     if (!fs::is_directory(root_ / "kernels")) {
       return usage(fmt::format("--root {}: no kernels/ directory there", root_.string()));
@@ -197,8 +193,11 @@ class Builder {
     std::error_code ec;
     if (fs::exists(artifact_dir_, ec) && !options_.clean) {
       if (sms_.size() > 1) {
-        return usage(fmt::format("{} exists; multi-SM builds do not merge; re-run with --clean",
-                                 artifact_dir_.string()));
+        // Contract 6: which SMs a merged variant would need is ambiguous (a variant rebuilt for
+        // some SMs only, an old one missing an SM), so a multi-SM artifact is always whole.
+        return usage(fmt::format("{} exists and multi-SM builds ({}) never merge into an existing "
+                                 "artifact; re-run with --clean to replace it",
+                                 artifact_dir_.string(), p.tag));
       }
       auto text = io::readFile(artifact_dir_ / kMetadataFile);
       if (!text) {
@@ -207,6 +206,9 @@ class Builder {
       }
       auto old = parseMetadata(*text);
       if (!old) return usage(fmt::format("{}: {}; re-run with --clean", artifact_dir_.string(), old.error()));
+      if (auto ok = checkTag(old->provenance); !ok) {
+        return usage(fmt::format("{}: metadata.json: {}; re-run with --clean", artifact_dir_.string(), ok.error()));
+      }
       if (auto ok = checkMergeable(old->provenance, p); !ok) {
         return usage(fmt::format("cannot merge into {}: {}", artifact_dir_.string(), ok.error()));
       }
@@ -283,7 +285,7 @@ class Builder {
     std::string slowest;
     double slowest_seconds = -1;
     const int total = static_cast<int>(plan_.jobs.size());
-    return parallelFor(plan_.jobs.size(), jobs(), [&](std::size_t i) -> Result<void> {
+    auto compiled = parallelFor(plan_.jobs.size(), jobs(), [&](std::size_t i) -> Result<void> {
       const CompileJob& job = plan_.jobs[i];
       CompileRequest request;
       request.variant = job.variant;
@@ -309,7 +311,14 @@ class Builder {
       }
       auto bytes = io::readFile(request.cubin);
       if (!bytes) return bytes.failure();
+      ImageAbi abi;
+      abi.sm = job.sm;
+      for (const auto& [entry, resources] : output->kernels) abi.ptxas_entries.push_back(entry);
+      auto elf_abi = readCubinAbi(*bytes, request.cubin.string());
+      if (!elf_abi) return elf_abi.failure();
+      abi.elf = std::move(elf_abi).value();
       sink.with([&](BuildSink& s) {
+        abis_[job.variant->name].push_back(std::move(abi));
         // The record map is only read/written here under the sink lock once workers run.
         ImageRecord& image = metadata_.variants[job.variant->name].images[job.sm];
         image.sha256 = io::sha256Hex(*bytes);
@@ -333,6 +342,20 @@ class Builder {
       });
       return {};
     });
+    if (!compiled) return compiled;
+    return checkAbis();
+  }
+
+  // One header and one kiln_variant serve every SM image of a variant, so the images must agree
+  // on their entry kernels and parameter layouts (contract 4); checked before anything is
+  // generated, naming the variant and the two SMs.
+  Result<void> checkAbis() {
+    for (auto& [variant, images] : abis_) {
+      std::sort(images.begin(), images.end(), [](const ImageAbi& a, const ImageAbi& b) { return a.sm < b.sm; });
+      for (auto& image : images) std::sort(image.ptxas_entries.begin(), image.ptxas_entries.end());
+      if (std::string why = compareImageAbis(variant, images); !why.empty()) return makeError(std::move(why));
+    }
+    return {};
   }
 
   // ---- merge with the previous artifact ---------------------------------------------------
@@ -548,6 +571,7 @@ class Builder {
   ArtifactMetadata old_;
   ArtifactMetadata metadata_;
   std::vector<HostCompile> host_compiles_;
+  std::map<std::string, std::vector<ImageAbi>> abis_;  // variant -> its images compiled now
   BuildSummary summary_;
 };
 

@@ -63,6 +63,11 @@ std::string variantShimSource(const VariantRecord& variant) {
   std::string out = kGeneratedNote;
   out += fmt::format("// The variant table of {}: every SM image the artifact carries.\n", variant.name);
   out += fmt::format("#include \"kiln/variants/{}.h\"\n\n", variant.name);
+  // The per-SM image symbols are declared here, not in the variant header: the header is the
+  // same whichever SMs the artifact carries, and consumers reach images through this table only.
+  out += "extern \"C\" {\n";
+  for (const auto& [sm, image] : variant.images) out += fmt::format("const kiln_image* {}(void);\n", image.symbol);
+  out += "}\n\n";
   out += "namespace {\nconst char* const kEntries[] = {";
   for (const auto& entry : variant.entries) out += fmt::format("\"{}\", ", entry);
   out += "};\n}  // namespace\n\n";
@@ -100,10 +105,11 @@ std::string variantHeader(const VariantRecord& variant) {
   out += fmt::format("// Variant {} of group {}: its C symbols and baked constants (kiln.toml).\n",
                      variant.name, variant.group);
   out += "#include \"kiln/variant.h\"\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n";
-  out += fmt::format("const kiln_variant* {}(void);\n", variantSymbol(variant.name));
-  for (const auto& [sm, image] : variant.images) {
-    out += fmt::format("const kiln_image* {}(void);\n", image.symbol);
-  }
+  // Only the canonical symbol: the runtime picks the image for the caller's device from the
+  // table it returns. Nothing SM-specific goes in this header, so it is byte-identical in every
+  // artifact that carries the variant, single- or multi-SM.
+  out += fmt::format("const kiln_variant* {}(void);  // every SM image of the variant\n",
+                     variantSymbol(variant.name));
   out += "#ifdef __cplusplus\n}\n";
   out += fmt::format("namespace kiln::variants::{} {{\n", variant.name);
   out += fmt::format("inline constexpr const char kName[] = \"{}\";\n", variant.name);
@@ -140,13 +146,15 @@ std::string groupHeader(const std::string& group, const std::vector<const Varian
 std::string allHeader(const ArtifactMetadata& metadata) {
   std::string out = "#pragma once\n";
   out += kGeneratedNote;
-  out += fmt::format("// Every group of the {} artifact, and the artifact table.\n", metadata.provenance.tag);
+  // No tag or SM in the text: like the variant headers, this header depends only on which
+  // variants the artifact holds, not on the SMs it was built for.
+  out += "// Every group of the artifact, and the artifact table.\n";
   out += "#include <stddef.h>\n\n#include \"kiln/variant.h\"\n";
   for (const auto& [group, record] : metadata.groups) out += fmt::format("#include \"kiln/groups/{}.h\"\n", group);
   out += "\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n";
   out += "const kiln_variant* const* kiln_artifact_variants(size_t* count);  // every variant\n";
   out += "const char* kiln_artifact_fingerprint(void);  // metadata \"fingerprint\"\n";
-  out += fmt::format("const char* kiln_artifact_tag(void);  // \"{}\"\n", metadata.provenance.tag);
+  out += "const char* kiln_artifact_tag(void);  // metadata \"tag\": \"sm_90\", \"sm_87_sm_90\"\n";
   out += "#ifdef __cplusplus\n}\n#endif\n";
   return out;
 }

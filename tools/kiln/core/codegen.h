@@ -13,11 +13,14 @@ namespace kiln::core {
 // Defines kiln_<name>__arch<NN>_image(): the cubin as a static byte array.
 std::string imageShimSource(const VariantRecord& variant, const ImageRecord& image,
                             const std::string& cubin_bytes);
-// Defines kiln_<name>_variant(): the name, group, entries and every SM image.
+// Defines kiln_<name>_variant(): the name, group, entries and every SM image (the runtime's
+// selectImage dispatches on it by the SM of the caller's device). Declares the image symbols.
 std::string variantShimSource(const VariantRecord& variant);
 // Defines kiln_artifact_variants / kiln_artifact_fingerprint / kiln_artifact_tag.
 std::string artifactTableSource(const ArtifactMetadata& metadata);
 
+// The canonical header: kiln_<name>_variant() and the baked constants. It does not depend on
+// which SM images the variant has, so it is identical in every artifact that carries it.
 std::string variantHeader(const VariantRecord& variant);
 // `variants`: the group's variants, sorted by name; the table's members follow the first
 // variant's constants (every variant of a group sets the same constants, in the same order).

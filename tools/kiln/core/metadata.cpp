@@ -2,12 +2,14 @@
 // order across a write/read round trip (the generated group table depends on that order).
 #include "core/metadata.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/naming.h"
 #include "io/fs.h"
 
 namespace kiln::core {
@@ -228,6 +230,22 @@ std::string artifactFingerprint(const ArtifactMetadata& m) {
       p.host_compiler_version, p.cutlass_version.value_or("none"));
   for (const auto& [name, v] : m.variants) text += fmt::format("variant {} {}\n", name, v.fingerprint);
   return io::sha256Hex(text);
+}
+
+Result<void> checkTag(const Provenance& p) {
+  const auto& archs = p.gpu_archs;
+  const bool ascending =
+      std::adjacent_find(archs.begin(), archs.end(), [](int a, int b) { return a >= b; }) == archs.end();
+  if (archs.empty() || std::find_if(archs.begin(), archs.end(), [](int sm) { return sm <= 0; }) != archs.end() ||
+      !ascending) {
+    return makeError(fmt::format("gpu_archs [{}] must be SMs, ascending and without repeats", fmt::join(archs, ", ")),
+                     ErrorKind::kUsage);
+  }
+  if (p.tag != artifactTag(archs)) {
+    return makeError(fmt::format("tag '{}' does not match gpu_archs (expected '{}')", p.tag, artifactTag(archs)),
+                     ErrorKind::kUsage);
+  }
+  return {};
 }
 
 Result<void> checkMergeable(const Provenance& old_p, const Provenance& now) {

@@ -89,6 +89,11 @@ std::string variantFingerprint(const VariantRecord& record, const Variant& varia
 // sha256 over the provenance fields and every variant's fingerprint, by name.
 std::string artifactFingerprint(const ArtifactMetadata& metadata);
 
+// The tag is the gpu_archs joined ("sm_87_sm_90"), and gpu_archs are ascending and unique. The
+// builder writes them so; this rejects metadata (an old artifact to merge into) that disagrees.
+// parseMetadata does not apply it, so `kiln verify` can report the disagreement in its own words.
+Result<void> checkTag(const Provenance& provenance);
+
 // A single-SM build may merge into `old` only if every provenance field matches; else the error
 // names the field and both values and says to re-run with --clean. compile_targets may differ
 // (the merged artifact records their union); the cutlass version may be absent on one side.

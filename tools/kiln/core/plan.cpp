@@ -30,18 +30,37 @@ std::vector<std::string> splitComma(const std::string& text) {
 }  // namespace
 
 Result<std::vector<int>> parseGpuArchs(const std::string& text) {
+  // Not splitComma: an empty entry ("sm_87,,sm_90") is more likely a typo than intent, and a
+  // duplicate would silently change nothing while the user thinks they asked for two SMs.
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    items.push_back(item);
+  }
+  if (!text.empty() && text.back() == ',') items.emplace_back();
+  if (items.empty() || (items.size() == 1 && items[0].empty())) {
+    return makeError("--gpu-arch: no SM given (e.g. --gpu-arch sm_90, or sm_87,sm_90)", ErrorKind::kUsage);
+  }
   std::set<int> sms;
-  for (const auto& item : splitComma(text)) {
-    const int sm = parseSm(item);
-    if (sm <= 0 || item.back() == 'a') {
+  for (const auto& entry : items) {
+    if (entry.empty()) {
+      return makeError(fmt::format("--gpu-arch {}: empty entry in the comma list", text), ErrorKind::kUsage);
+    }
+    const int sm = parseSm(entry);
+    if (sm <= 0 || entry.back() == 'a' || entry.rfind("sm_", 0) != 0) {
       return makeError(fmt::format("--gpu-arch: '{}' is not an SM; write sm_NN (sm_90, sm_87); "
                                    "arch-specific 'a' targets come from kiln.toml",
-                                   item),
+                                   entry),
                        ErrorKind::kUsage);
     }
-    sms.insert(sm);
+    if (!sms.insert(sm).second) {
+      return makeError(fmt::format("--gpu-arch {}: '{}' is listed twice", text, entry), ErrorKind::kUsage);
+    }
   }
-  if (sms.empty()) return makeError("--gpu-arch: no SM given (e.g. --gpu-arch sm_90)", ErrorKind::kUsage);
+  // Ascending whatever the input order: the tag, the job order and the generated tables follow it.
   return std::vector<int>(sms.begin(), sms.end());
 }
 
@@ -90,7 +109,12 @@ Result<BuildPlan> planBuild(const Registry& registry, const std::vector<std::str
         plan.jobs.push_back({v, sm});
         variant_any = true;
       }
-      if (variant_any) plan.variants.push_back(v);
+      if (variant_any) {
+        plan.variants.push_back(v);
+      } else if (sms.size() > 1) {
+        // The per-SM notes above say why; this one says the variant is absent from the artifact.
+        plan.notes.push_back(fmt::format("skipped {}: none of the requested SMs is in its supported_sms", v->name));
+      }
       any = any || variant_any;
     }
     if (any) plan.groups.push_back(group);

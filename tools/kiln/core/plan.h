@@ -21,10 +21,12 @@ struct BuildPlan {
   std::vector<const Group*> groups;       // groups with at least one job
   std::vector<const Variant*> variants;   // variants with at least one job, by name
   std::vector<CompileJob> jobs;           // by variant name, then SM
-  std::vector<std::string> notes;         // "skipped ..." lines
+  std::vector<std::string> notes;         // "skipped ..." lines, per (variant, SM); plus one per
+                                          // variant left with no SM in a multi-SM build
 };
 
-// "sm_90" -> {90}; "sm_87,sm_90" -> {87, 90}; errors name the bad item.
+// "sm_90" -> {90}; "sm_90,sm_87" -> {87, 90} (ascending, whatever the input order). A
+// malformed, empty or repeated entry is a usage error naming it.
 Result<std::vector<int>> parseGpuArchs(const std::string& text);
 // "ALL" (or empty) -> {}; "g1,g2" -> {"g1", "g2"}.
 std::vector<std::string> parseGroupList(const std::string& text);

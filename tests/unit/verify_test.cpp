@@ -1,0 +1,298 @@
+// verify on artifact directories (issue 3, parts 3 and 6): a real artifact passes, and each way an
+// artifact can lie about itself (wrong host arch objects, a cubin for another SM, a variant
+// missing from the library, an extra cubin, a tag that disagrees with its directory or its SMs,
+// tampered bytes, links) is refused with a message naming the file and what was expected.
+#include <gtest/gtest.h>
+
+#include "artifact_fixture.h"
+#include "core/ar_archive.h"
+#include "core/cubin.h"
+#include "core/verify.h"
+
+namespace kiln::core {
+namespace {
+
+using kiln::testing::ArtifactSpec;
+using kiln::testing::editMetadata;
+using kiln::testing::makeArtifact;
+using kiln::testing::ScratchDir;
+using kiln::testing::Toolbox;
+namespace fs = std::filesystem;
+
+#define REQUIRE_TOOLS(arch)                                        \
+  do {                                                             \
+    const std::string why = Toolbox::get().missing(arch);          \
+    if (!why.empty()) GTEST_SKIP() << "needs real tools: " << why; \
+  } while (0)
+
+class VerifyDir : public ::testing::Test {
+ protected:
+  ScratchDir tmp_;
+};
+
+TEST_F(VerifyDir, RealArtifactVerifies) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  auto report = verifyArtifactDir(dir);
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_EQ(report->arch, "x86_64");
+  EXPECT_EQ(report->tag, "sm_90");
+  EXPECT_EQ(report->cuda_major, 13);
+  EXPECT_EQ(report->variants, 2);
+  EXPECT_EQ(report->cubins, 2);
+  EXPECT_EQ(report->library_members, 3);
+  EXPECT_EQ(summarize(*report),
+            "x86_64 sm_90 (CUDA 13.0.88): 2 variants, 2 cubins, 3 library objects verified");
+}
+
+TEST_F(VerifyDir, MultiSmArtifactVerifies) {
+  REQUIRE_TOOLS("x86_64");
+  ArtifactSpec spec;
+  spec.sms = {80, 90};
+  auto report = verifyArtifactDir(makeArtifact(tmp_.path(), spec));
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_EQ(report->tag, "sm_80_sm_90");
+  EXPECT_EQ(report->cubins, 4);
+}
+
+TEST_F(VerifyDir, Aarch64ArtifactVerifies) {
+  REQUIRE_TOOLS("aarch64");
+  ArtifactSpec spec;
+  spec.arch = "aarch64";
+  spec.sms = {87};
+  auto report = verifyArtifactDir(makeArtifact(tmp_.path(), spec));
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_EQ(report->arch, "aarch64");
+}
+
+TEST_F(VerifyDir, X86ObjectInAarch64ArtifactIsRejected) {
+  REQUIRE_TOOLS("aarch64");
+  REQUIRE_TOOLS("x86_64");
+  ArtifactSpec spec;
+  spec.arch = "aarch64";
+  spec.sms = {87};
+  const fs::path dir = makeArtifact(tmp_.path(), spec);
+  // One x86_64 object slipped into the aarch64 library, checksums updated to match.
+  Toolbox& box = Toolbox::get();
+  const std::string library = box.library(
+      {box.artifactObject("aarch64"), box.variantObject("aarch64", "rmsnorm_h1024_fp16", {87}),
+       box.variantObject("x86_64", "rmsnorm_h4096_bf16", {87})});
+  io::writeFile(dir / kLibraryPath, library).ok();
+  editMetadata(dir, [&](ArtifactMetadata& m) {
+    m.library.sha256 = io::sha256Hex(library);
+    m.library.size = library.size();
+  });
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(
+      report.error().find(
+          "lib/libkiln.a(rmsnorm_h4096_bf16.o): ELF machine 62 (x86_64), expected 183 (aarch64)"),
+      std::string::npos)
+      << report.error();
+  EXPECT_EQ(report.error().find("rmsnorm_h1024_fp16.o"), std::string::npos) << report.error();
+}
+
+TEST_F(VerifyDir, CubinForTheWrongSmIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  // An sm_80 cubin under the sm_90 name, with a matching checksum: only its ELF header tells.
+  const std::string sm80 = Toolbox::get().cubin(80);
+  io::writeFile(dir / "cubins/rmsnorm_h4096_bf16.sm_90.cubin", sm80).ok();
+  editMetadata(dir, [&](ArtifactMetadata& m) {
+    m.variants["rmsnorm_h4096_bf16"].images[90].sha256 = io::sha256Hex(sm80);
+    m.variants["rmsnorm_h4096_bf16"].images[90].size = sm80.size();
+  });
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("cubins/rmsnorm_h4096_bf16.sm_90.cubin: cubin is for sm_80"),
+            std::string::npos)
+      << report.error();
+  EXPECT_NE(report.error().find("metadata.json says sm_90"), std::string::npos) << report.error();
+}
+
+TEST_F(VerifyDir, TamperedCubinIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  const fs::path cubin = dir / "cubins/rmsnorm_h1024_fp16.sm_90.cubin";
+  std::string bytes = io::readFile(cubin).value();
+  bytes[bytes.size() / 2] ^= 1;
+  io::writeFile(cubin, bytes).ok();
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("cubins/rmsnorm_h1024_fp16.sm_90.cubin: sha256"), std::string::npos)
+      << report.error();
+}
+
+TEST_F(VerifyDir, VariantMissingFromTheLibraryIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  Toolbox& box = Toolbox::get();
+  const std::string library = box.library(
+      {box.artifactObject("x86_64"), box.variantObject("x86_64", "rmsnorm_h1024_fp16", {90})});
+  io::writeFile(dir / kLibraryPath, library).ok();
+  editMetadata(dir, [&](ArtifactMetadata& m) {
+    m.library.sha256 = io::sha256Hex(library);
+    m.library.size = library.size();
+  });
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("lib/libkiln.a: no member defines kiln_rmsnorm_h4096_bf16_variant"),
+            std::string::npos)
+      << report.error();
+  EXPECT_NE(report.error().find("no member defines kiln_rmsnorm_h4096_bf16__arch90_image"),
+            std::string::npos);
+}
+
+TEST_F(VerifyDir, LibraryChecksumMismatchIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  editMetadata(dir, [&](ArtifactMetadata& m) { m.library.sha256 = std::string(64, '0'); });
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("lib/libkiln.a: sha256"), std::string::npos) << report.error();
+  EXPECT_NE(report.error().find("metadata.json records 0000"), std::string::npos) << report.error();
+}
+
+TEST_F(VerifyDir, ExtraCubinIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  io::writeFile(dir / "cubins/stale_variant.sm_90.cubin", Toolbox::get().cubin(90)).ok();
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("cubins/stale_variant.sm_90.cubin: not listed in metadata.json"),
+            std::string::npos)
+      << report.error();
+}
+
+TEST_F(VerifyDir, MissingCubinAndHeaderAreRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  fs::remove(dir / "cubins/rmsnorm_h4096_bf16.sm_90.cubin");
+  fs::remove(dir / "include/kiln/variants/rmsnorm_h1024_fp16.h");
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("cubins/rmsnorm_h4096_bf16.sm_90.cubin: missing"),
+            std::string::npos)
+      << report.error();
+  EXPECT_NE(report.error().find("include/kiln/variants/rmsnorm_h1024_fp16.h: missing"),
+            std::string::npos);
+  EXPECT_NE(report.error().find("2 problems"), std::string::npos);
+}
+
+TEST_F(VerifyDir, TagThatDisagreesWithItsDirectoryIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  const fs::path moved = dir.parent_path() / "sm_80";
+  fs::rename(dir, moved);
+  auto report = verifyArtifactDir(moved);
+  ASSERT_FALSE(report);
+  EXPECT_NE(
+      report.error().find("sm_80/metadata.json: tag 'sm_90' disagrees with its directory 'sm_80'"),
+      std::string::npos)
+      << report.error();
+}
+
+TEST_F(VerifyDir, TagThatDisagreesWithGpuArchsIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  editMetadata(dir, [](ArtifactMetadata& m) { m.provenance.gpu_archs = {87, 90}; });
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find(
+                "metadata.json: tag 'sm_90' disagrees with gpu_archs (expected 'sm_87_sm_90')"),
+            std::string::npos)
+      << report.error();
+}
+
+TEST_F(VerifyDir, OtherSchemaVersionIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  std::string text = io::readFile(dir / "metadata.json").value();
+  text.replace(text.find("\"schema_version\": 1"), 19, "\"schema_version\": 2");
+  io::writeFile(dir / "metadata.json", text).ok();
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("schema_version 2"), std::string::npos) << report.error();
+}
+
+TEST_F(VerifyDir, SymlinkAndStrayFilesAreRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  fs::create_symlink("/etc/passwd", dir / "include/kiln/passwd.h");
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("passwd.h: is a symlink"), std::string::npos) << report.error();
+  fs::remove(dir / "include/kiln/passwd.h");
+  io::writeFile(dir / ".obj/leftover.o", "x").ok();
+  report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find(".obj/leftover.o: unexpected file"), std::string::npos)
+      << report.error();
+}
+
+// The e_flags decoding of cubin.h, on cubins nvcc writes now.
+TEST(Cubin, ReadsTheSmFromRealCubins) {
+  REQUIRE_TOOLS("x86_64");
+  for (int sm : {80, 86, 87, 90, 100, 120}) {
+    const std::string bytes = Toolbox::get().cubin(sm);
+    ASSERT_FALSE(bytes.empty()) << sm;
+    auto info = readCubin(bytes, "k.cubin");
+    ASSERT_TRUE(info) << info.error();
+    EXPECT_EQ(info->sm, sm);
+    EXPECT_EQ(info->ptxas_target, "sm_" + std::to_string(sm));
+  }
+}
+
+// sm_90a and sm_90 cubins share e_flags; the ptxas target in the toolkit note tells them apart.
+TEST(Cubin, ReadsTheArchSpecificTarget) {
+  REQUIRE_TOOLS("x86_64");
+  ScratchDir tmp;
+  io::writeFile(tmp.path() / "k.cu", "extern \"C\" __global__ void k(int* p) { *p = 1; }\n").ok();
+  ASSERT_TRUE(kiln::testing::runQuiet(kiln::testing::nvccPath() + " -cubin -arch=sm_90a " +
+                                      (tmp.path() / "k.cu").string() + " -o " +
+                                      (tmp.path() / "k.cubin").string()));
+  auto info = readCubin(io::readFile(tmp.path() / "k.cubin").value(), "k.cubin");
+  ASSERT_TRUE(info) << info.error();
+  EXPECT_EQ(info->sm, 90);
+  EXPECT_EQ(info->ptxas_target, "sm_90a");
+}
+
+TEST(Cubin, RejectsHostObjectsAndGarbage) {
+  EXPECT_FALSE(readCubin("not an elf", "x.cubin"));
+  std::string host(64, '\0');
+  host.replace(0, 4,
+               "\x7f"
+               "ELF");
+  host[4] = 2;
+  host[5] = 1;
+  host[18] = 62;
+  auto info = readCubin(host, "x.cubin");
+  ASSERT_FALSE(info);
+  EXPECT_NE(info.error().find("x.cubin: ELF machine 62, expected 190"), std::string::npos)
+      << info.error();
+}
+
+TEST(ArArchive, RejectsTruncatedAndThinArchives) {
+  EXPECT_NE(readArArchive("!<thin>\n", "lib.a").error().find("thin archive"), std::string::npos);
+  std::string archive =
+      "!<arch>\nfoo.o/          0           0     0     644     100       `\nshort";
+  auto members = readArArchive(archive, "lib.a");
+  ASSERT_FALSE(members);
+  EXPECT_NE(members.error().find("claims 100 bytes"), std::string::npos) << members.error();
+}
+
+TEST(TarballName, ParsesAndFormats) {
+  EXPECT_EQ(tarballFileName("x86_64", "sm_87_sm_90", 13), "kiln_x86_64_sm_87_sm_90_cuda13.tar.gz");
+  auto name = parseTarballFileName("kiln_x86_64_sm_87_sm_90_cuda13.tar.gz");
+  ASSERT_TRUE(name) << name.error();
+  EXPECT_EQ(name->arch, "x86_64");
+  EXPECT_EQ(name->tag, "sm_87_sm_90");
+  EXPECT_EQ(name->cuda_major, 13);
+  EXPECT_FALSE(parseTarballFileName("kiln_x86_64_cuda13.tar.gz"));
+  EXPECT_FALSE(parseTarballFileName("kiln_aarch64_sm_87.tar.gz"));
+  EXPECT_FALSE(cudaMajor("thirteen"));
+  EXPECT_EQ(cudaMajor("12.8.93").value(), 12);
+}
+
+}  // namespace
+}  // namespace kiln::core

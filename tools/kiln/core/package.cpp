@@ -1,0 +1,154 @@
+// Packaging and extraction over verify's in-memory view of an artifact: what is written is
+// exactly what was verified, with no second read of the files in between.
+#include "core/package.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <fstream>
+#include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/tarball.h"
+#include "io/fs.h"
+
+namespace fs = std::filesystem;
+
+namespace kiln::core {
+
+namespace {
+
+// metadata build_date ("2025-01-31T12:00:00Z") as seconds since the epoch: a timestamp that is
+// a property of the artifact, so packaging it twice gives the same bytes. 0 when unparsable.
+std::int64_t buildEpoch(const std::string& build_date) {
+  std::tm tm{};
+  if (::strptime(build_date.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm) == nullptr) return 0;
+  return static_cast<std::int64_t>(::timegm(&tm));
+}
+
+// The first difference between an existing directory and the tarball's contents, or "".
+std::string firstDifference(const ArtifactTree& existing, const ArtifactTree& wanted) {
+  for (const auto& [path, bytes] : wanted.files) {
+    const auto it = existing.files.find(path);
+    if (it == existing.files.end()) return fmt::format("{} is missing", path);
+    if (it->second != bytes) return fmt::format("{} differs", path);
+  }
+  for (const auto& [path, bytes] : existing.files) {
+    if (!wanted.files.count(path)) return fmt::format("{} is not in the tarball", path);
+  }
+  return {};
+}
+
+Result<void> writeTree(const ArtifactTree& tree, const fs::path& root) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) return makeError(fmt::format("cannot create {}: {}", root.string(), ec.message()));
+  for (const std::string& dir : tree.dirs) {
+    fs::create_directories(root / dir, ec);
+    if (ec)
+      return makeError(fmt::format("cannot create {}: {}", (root / dir).string(), ec.message()));
+  }
+  for (const auto& [path, bytes] : tree.files) {
+    const fs::path target = root / path;
+    fs::create_directories(target.parent_path(), ec);
+    if (ec)
+      return makeError(
+          fmt::format("cannot create {}: {}", target.parent_path().string(), ec.message()));
+    std::ofstream out(target, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) return makeError(fmt::format("{}: write failed (disk full?)", target.string()));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<PackageResult> packageArtifact(const fs::path& artifact_dir, const fs::path& dist_dir) {
+  auto verified = loadVerifiedDir(artifact_dir);
+  if (!verified) {
+    return makeError(
+        fmt::format("refusing to package {}:\n{}", artifact_dir.string(), verified.error()));
+  }
+  const VerifyReport& report = verified->report;
+  const std::string tag = report.tag;
+
+  // Sorted, so the order does not depend on the directory listing; a parent sorts before its
+  // children because '/' is the only separator and a prefix sorts first.
+  std::vector<TarEntry> entries;
+  entries.push_back({tag, TarEntryType::kDirectory, "directory", {}, {}});
+  for (const std::string& dir : verified->tree.dirs) {
+    entries.push_back({tag + "/" + dir, TarEntryType::kDirectory, "directory", {}, {}});
+  }
+  for (const auto& [path, bytes] : verified->tree.files) {
+    entries.push_back({tag + "/" + path, TarEntryType::kFile, "regular file", {}, bytes});
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const TarEntry& a, const TarEntry& b) { return a.path < b.path; });
+
+  auto bytes = writeTarGz(entries, buildEpoch(verified->metadata.build_date));
+  if (!bytes) return bytes.failure();
+
+  const std::string name = tarballFileName(report.arch, tag, report.cuda_major);
+  // The bytes about to be published go through the reader too, so a writer bug cannot ship.
+  auto round_trip = verifyTarballBytes(*bytes, name);
+  if (!round_trip) {
+    return makeError(fmt::format("the tarball written for {} does not verify (a kiln bug):\n{}",
+                                 artifact_dir.string(), round_trip.error()));
+  }
+
+  PackageResult result;
+  result.tarball = dist_dir / name;
+  result.sha256_file = dist_dir / (name + ".sha256");
+  result.sha256 = io::sha256Hex(*bytes);
+  result.size = bytes->size();
+  result.report = report;
+  if (auto written = io::writeFile(result.tarball, *bytes); !written) return written.failure();
+  if (auto written =
+          io::writeFile(result.sha256_file, fmt::format("{}  {}\n", result.sha256, name));
+      !written) {
+    return written.failure();
+  }
+  return result;
+}
+
+Result<fs::path> extractTarball(const fs::path& tarball, const fs::path& dest_root) {
+  auto verified = loadVerifiedTarball(tarball);
+  if (!verified) {
+    return makeError(fmt::format("refusing to extract {}; nothing was written:\n{}",
+                                 tarball.string(), verified.error()));
+  }
+  const std::string tag = verified->report.tag;
+  const fs::path dest = dest_root / tag;
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(dest, ec))) {
+    auto existing = readArtifactTree(dest);
+    const std::string difference =
+        existing ? firstDifference(*existing, verified->tree) : existing.error();
+    if (difference.empty()) return dest;  // already extracted, byte for byte
+    return makeError(
+        fmt::format("{} already exists and differs from {} ({}); not overwriting it: remove it or "
+                    "extract somewhere else",
+                    dest.string(), tarball.filename().string(), difference),
+        ErrorKind::kUsage);
+  }
+  const fs::path staging = dest_root / fmt::format(".{}.extract-{}", tag, ::getpid());
+  fs::remove_all(staging, ec);
+  if (auto written = writeTree(verified->tree, staging); !written) {
+    fs::remove_all(staging, ec);
+    return written.failure();
+  }
+  fs::rename(staging, dest, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);
+    return makeError(
+        fmt::format("cannot rename {} to {}: {}", staging.string(), dest.string(), ec.message()));
+  }
+  return dest;
+}
+
+}  // namespace kiln::core

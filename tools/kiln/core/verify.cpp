@@ -1,0 +1,589 @@
+// The artifact rules, applied to one in-memory view of an artifact (ArtifactTree) whichever way it
+// arrived: a directory is read into a tree, a tarball's entries are checked and become one. So a
+// directory and a tarball can never be held to different rules. Problems are collected, not
+// returned at the first, so one run of `kiln verify` shows everything that is wrong; only the
+// checks that make the rest meaningless (checksum, entry paths, unreadable metadata) stop early.
+#include "core/verify.h"
+
+#include <algorithm>
+#include <cctype>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/ar_archive.h"
+#include "core/cubin.h"
+#include "core/elf_bytes.h"
+#include "core/naming.h"
+#include "core/tarball.h"
+#include "io/fs.h"
+
+namespace fs = std::filesystem;
+
+namespace kiln::core {
+
+namespace {
+
+using Problems = std::vector<std::string>;
+
+Error problemsError(const std::string& source, const Problems& problems) {
+  return makeError(fmt::format("{}: verification failed ({} problem{}):\n  {}", source,
+                               problems.size(), problems.size() == 1 ? "" : "s",
+                               fmt::join(problems, "\n  ")));
+}
+
+int expectedMachine(const std::string& arch) {
+  if (arch == "x86_64") return io::kElfMachineX86_64;
+  if (arch == "aarch64") return io::kElfMachineAarch64;
+  return 0;
+}
+
+const char* machineName(int machine) {
+  switch (machine) {
+    case io::kElfMachineX86_64:
+      return "x86_64";
+    case io::kElfMachineAarch64:
+      return "aarch64";
+    case io::kElfMachineCuda:
+      return "CUDA";
+    default:
+      return "other";
+  }
+}
+
+bool startsWith(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+// The SMs as the tag spells them: {87, 90} -> "sm_87_sm_90".
+std::string joinTag(const std::vector<int>& sms) {
+  std::vector<std::string> names;
+  for (int sm : sms) names.push_back(smName(sm));
+  return fmt::format("{}", fmt::join(names, "_"));
+}
+
+// Checks the cubins of every variant against metadata.json, and that no other cubin is present.
+void checkCubins(const ArtifactMetadata& m, const ArtifactTree& tree, const std::string& at,
+                 Problems& problems, VerifyReport& report) {
+  std::set<std::string> listed;
+  for (const auto& [name, v] : m.variants) {
+    if (v.images.empty())
+      problems.push_back(fmt::format("{}metadata.json: variant {} lists no SM", at, name));
+    for (const auto& [sm, image] : v.images) {
+      const std::string expected_path = cubinPath(name, sm);
+      listed.insert(image.cubin);
+      if (std::find(m.provenance.gpu_archs.begin(), m.provenance.gpu_archs.end(), sm) ==
+          m.provenance.gpu_archs.end()) {
+        problems.push_back(
+            fmt::format("{}metadata.json: variant {} has an image for sm_{}, which is not in "
+                        "gpu_archs ({})",
+                        at, name, sm, m.provenance.tag));
+      }
+      if (image.cubin != expected_path) {
+        problems.push_back(
+            fmt::format("{}metadata.json: variant {} sm_{} records cubin '{}', expected '{}'", at,
+                        name, sm, image.cubin, expected_path));
+      }
+      if (image.symbol != imageSymbol(name, sm)) {
+        problems.push_back(
+            fmt::format("{}metadata.json: variant {} sm_{} records symbol '{}', expected '{}'", at,
+                        name, sm, image.symbol, imageSymbol(name, sm)));
+      }
+      const auto file = tree.files.find(image.cubin);
+      if (file == tree.files.end()) {
+        problems.push_back(fmt::format("{}{}: missing (variant {} sm_{} in metadata.json)", at,
+                                       image.cubin, name, sm));
+        continue;
+      }
+      ++report.cubins;
+      const std::string& bytes = file->second;
+      const std::string what = at + image.cubin;
+      if (bytes.size() != image.size) {
+        problems.push_back(
+            fmt::format("{}: {} bytes, metadata.json records {}", what, bytes.size(), image.size));
+      }
+      const std::string sha = io::sha256Hex(bytes);
+      if (sha != image.sha256) {
+        problems.push_back(
+            fmt::format("{}: sha256 {}, metadata.json records {}", what, sha, image.sha256));
+      }
+      auto cubin = readCubin(bytes, what);
+      if (!cubin) {
+        problems.push_back(cubin.error());
+        continue;
+      }
+      if (cubin->sm != sm) {
+        problems.push_back(
+            fmt::format("{}: cubin is for sm_{} (ELF e_flags {:#010x}), metadata.json says sm_{}",
+                        what, cubin->sm, cubin->flags, sm));
+      }
+      if (!cubin->ptxas_target.empty() && cubin->ptxas_target != image.target) {
+        problems.push_back(
+            fmt::format("{}: compiled by ptxas for {}, metadata.json records target {}", what,
+                        cubin->ptxas_target, image.target));
+      }
+    }
+  }
+  for (const auto& [path, bytes] : tree.files) {
+    if (startsWith(path, "cubins/") && !listed.count(path)) {
+      problems.push_back(fmt::format(
+          "{}{}: not listed in metadata.json (an artifact holds no extra objects)", at, path));
+    }
+  }
+}
+
+// Checks lib/libkiln.a: checksum, every member's ELF machine, and the symbols metadata promises.
+void checkLibrary(const ArtifactMetadata& m, const ArtifactTree& tree, const std::string& at,
+                  Problems& problems, VerifyReport& report) {
+  if (m.library.path != kLibraryPath) {
+    problems.push_back(fmt::format("{}metadata.json: library path is '{}', expected '{}'", at,
+                                   m.library.path, kLibraryPath));
+    return;
+  }
+  const auto file = tree.files.find(kLibraryPath);
+  if (file == tree.files.end()) {
+    problems.push_back(fmt::format("{}{}: missing (metadata.json lists it)", at, kLibraryPath));
+    return;
+  }
+  const std::string what = at + kLibraryPath;
+  const std::string& bytes = file->second;
+  if (bytes.size() != m.library.size) {
+    problems.push_back(
+        fmt::format("{}: {} bytes, metadata.json records {}", what, bytes.size(), m.library.size));
+  }
+  const std::string sha = io::sha256Hex(bytes);
+  if (sha != m.library.sha256) {
+    problems.push_back(
+        fmt::format("{}: sha256 {}, metadata.json records {}", what, sha, m.library.sha256));
+  }
+  auto members = readArArchive(bytes, what);
+  if (!members) {
+    problems.push_back(members.error());
+    return;
+  }
+  if (members->empty()) problems.push_back(fmt::format("{}: holds no object", what));
+  const int machine = expectedMachine(m.provenance.arch);
+  std::map<std::string, std::string> defined_by;  // symbol -> member
+  for (const ArMember& member : *members) {
+    ++report.library_members;
+    const std::string member_what = fmt::format("{}({})", what, member.name);
+    auto header = readElfHeader(member.data, member_what);
+    if (!header) {
+      problems.push_back(header.error());
+      continue;
+    }
+    if (machine != 0 && header->machine != machine) {
+      problems.push_back(fmt::format("{}: ELF machine {} ({}), expected {} ({}) for arch {}",
+                                     member_what, header->machine, machineName(header->machine),
+                                     machine, m.provenance.arch, m.provenance.arch));
+    }
+    auto symbols = elfGlobalSymbolsOf(member.data, member_what);
+    if (!symbols) {
+      problems.push_back(symbols.error());
+      continue;
+    }
+    for (const std::string& symbol : *symbols) {
+      auto [it, inserted] = defined_by.emplace(symbol, member.name);
+      if (!inserted) {
+        problems.push_back(fmt::format("{}: global symbol {} is defined by both {} and {}", what,
+                                       symbol, it->second, member.name));
+      }
+    }
+  }
+  for (const auto& [name, v] : m.variants) {
+    const std::string variant_symbol = variantSymbol(name);
+    if (!defined_by.count(variant_symbol)) {
+      problems.push_back(
+          fmt::format("{}: no member defines {} (variant {} is listed in metadata.json)", what,
+                      variant_symbol, name));
+    }
+    for (const auto& [sm, image] : v.images) {
+      if (!defined_by.count(image.symbol)) {
+        problems.push_back(
+            fmt::format("{}: no member defines {} (variant {} sm_{} in metadata.json)", what,
+                        image.symbol, name, sm));
+      }
+    }
+  }
+}
+
+// Every rule on an artifact's contents. `dir_name` is the directory (or the tarball's top-level
+// directory) the tag must equal; `at` prefixes every file name in messages.
+bool checkArtifact(const ArtifactTree& tree, const std::string& dir_name, const std::string& at,
+                   Problems& problems, VerifyReport& report, ArtifactMetadata& metadata) {
+  const auto metadata_file = tree.files.find(kMetadataFile);
+  if (metadata_file == tree.files.end()) {
+    problems.push_back(fmt::format("{}{}: missing; every artifact has one", at, kMetadataFile));
+    return false;
+  }
+  auto parsed = parseMetadata(metadata_file->second);
+  if (!parsed) {
+    problems.push_back(fmt::format("{}{}", at, parsed.error()));
+    return false;
+  }
+  metadata = std::move(*parsed);
+  const ArtifactMetadata& m = metadata;
+  const Provenance& p = m.provenance;
+  const std::string meta = at + kMetadataFile;
+  report.arch = p.arch;
+  report.tag = p.tag;
+  report.sms = p.gpu_archs;
+  report.cuda_version = p.cuda_version;
+  report.variants = static_cast<int>(m.variants.size());
+
+  if (expectedMachine(p.arch) == 0) {
+    problems.push_back(fmt::format("{}: arch '{}', expected x86_64 or aarch64", meta, p.arch));
+  }
+  bool sms_valid = !p.gpu_archs.empty();
+  for (size_t i = 0; i < p.gpu_archs.size(); ++i) {
+    if (p.gpu_archs[i] <= 0 || (i > 0 && p.gpu_archs[i] <= p.gpu_archs[i - 1])) sms_valid = false;
+  }
+  if (!sms_valid) {
+    problems.push_back(fmt::format(
+        "{}: gpu_archs {} must be valid SMs (sm_NN), ascending and unique", meta, p.gpu_archs));
+  } else if (p.tag != joinTag(p.gpu_archs)) {
+    problems.push_back(fmt::format("{}: tag '{}' disagrees with gpu_archs (expected '{}')", meta,
+                                   p.tag, joinTag(p.gpu_archs)));
+  }
+  if (p.tag != dir_name) {
+    problems.push_back(
+        fmt::format("{}: tag '{}' disagrees with its directory '{}'", meta, p.tag, dir_name));
+  }
+  auto major = cudaMajor(p.cuda_version);
+  if (major) {
+    report.cuda_major = *major;
+  } else {
+    problems.push_back(fmt::format("{}: {}", meta, major.error()));
+  }
+
+  for (const auto& [group_name, group] : m.groups) {
+    for (const std::string& variant : group.variants) {
+      const auto it = m.variants.find(variant);
+      if (it == m.variants.end()) {
+        problems.push_back(
+            fmt::format("{}: group {} lists variant {}, which has no entry in variants", meta,
+                        group_name, variant));
+      } else if (it->second.group != group_name) {
+        problems.push_back(fmt::format("{}: group {} lists variant {}, whose group is '{}'", meta,
+                                       group_name, variant, it->second.group));
+      }
+    }
+  }
+  for (const auto& [name, v] : m.variants) {
+    const auto group = m.groups.find(v.group);
+    if (group == m.groups.end() ||
+        std::find(group->second.variants.begin(), group->second.variants.end(), name) ==
+            group->second.variants.end()) {
+      problems.push_back(
+          fmt::format("{}: variant {} is not listed by its group '{}'", meta, name, v.group));
+    }
+    if (!tree.files.count(variantHeaderPath(name))) {
+      problems.push_back(fmt::format("{}{}: missing (variant {} in metadata.json)", at,
+                                     variantHeaderPath(name), name));
+    }
+  }
+
+  checkCubins(m, tree, at, problems, report);
+  checkLibrary(m, tree, at, problems, report);
+
+  for (const auto& [path, bytes] : tree.files) {
+    const bool known = path == kMetadataFile || path == kLibraryPath ||
+                       startsWith(path, "include/") || startsWith(path, "cubins/");
+    if (!known) {
+      problems.push_back(
+          fmt::format("{}{}: unexpected file (an artifact holds metadata.json, {}, include/ and "
+                      "cubins/ only)",
+                      at, path, kLibraryPath));
+    }
+  }
+  return true;
+}
+
+// The directory's own name, also for "artifacts/x86_64/sm_90/".
+std::string dirName(const fs::path& dir) {
+  fs::path normal = dir.lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();
+  if (normal.filename().empty() || normal.filename() == "." || normal.filename() == "..") {
+    std::error_code ec;
+    normal = fs::weakly_canonical(fs::absolute(dir), ec);
+  }
+  return normal.filename().string();
+}
+
+// A tar entry path, split into components, if it is relative and has no "..", "." or empty
+// component (a directory's trailing '/' excepted); else the reason it is refused.
+std::string checkEntryPath(const std::string& path, bool is_dir, std::vector<std::string>& parts) {
+  if (path.empty()) return "empty path";
+  if (path.front() == '/') return "absolute path";
+  std::string_view rest = path;
+  if (is_dir && rest.back() == '/') rest.remove_suffix(1);
+  size_t start = 0;
+  for (;;) {
+    const size_t slash = rest.find('/', start);
+    const std::string_view part =
+        rest.substr(start, slash == std::string_view::npos ? rest.npos : slash - start);
+    if (part == "..") return "'..' component";
+    if (part.empty()) return "empty path component ('//' or a trailing '/')";
+    if (part == ".") return "'.' component";
+    parts.emplace_back(part);
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string summarize(const VerifyReport& r) {
+  return fmt::format("{} {} (CUDA {}): {} variant{}, {} cubin{}, {} library object{} verified",
+                     r.arch, r.tag, r.cuda_version, r.variants, r.variants == 1 ? "" : "s",
+                     r.cubins, r.cubins == 1 ? "" : "s", r.library_members,
+                     r.library_members == 1 ? "" : "s");
+}
+
+std::string tarballFileName(const std::string& arch, const std::string& tag, int cuda_major) {
+  return fmt::format("kiln_{}_{}_cuda{}.tar.gz", arch, tag, cuda_major);
+}
+
+Result<TarballName> parseTarballFileName(const std::string& file_name) {
+  auto bad = [&] {
+    return makeError(
+        fmt::format("tarball name '{}' does not follow kiln_<arch>_<tag>_cuda<major>.tar.gz "
+                    "(e.g. kiln_x86_64_sm_90_cuda13.tar.gz)",
+                    file_name));
+  };
+  constexpr std::string_view kPrefix = "kiln_";
+  constexpr std::string_view kSuffix = ".tar.gz";
+  std::string_view s = file_name;
+  if (s.size() <= kPrefix.size() + kSuffix.size() || !startsWith(s, kPrefix) ||
+      s.substr(s.size() - kSuffix.size()) != kSuffix) {
+    return bad();
+  }
+  s = s.substr(kPrefix.size(), s.size() - kPrefix.size() - kSuffix.size());
+  const size_t cuda = s.rfind("_cuda");
+  const size_t tag = s.find("_sm_");
+  if (cuda == std::string_view::npos || tag == std::string_view::npos || tag == 0 || tag >= cuda)
+    return bad();
+  TarballName name;
+  name.arch = std::string(s.substr(0, tag));
+  name.tag = std::string(s.substr(tag + 1, cuda - tag - 1));
+  const std::string_view major = s.substr(cuda + 5);
+  if (major.empty() || major.size() > 3 || !std::all_of(major.begin(), major.end(), ::isdigit))
+    return bad();
+  name.cuda_major = std::stoi(std::string(major));
+  return name;
+}
+
+Result<int> cudaMajor(const std::string& cuda_version) {
+  const std::string major = cuda_version.substr(0, cuda_version.find('.'));
+  if (major.empty() || major.size() > 3 || !std::all_of(major.begin(), major.end(), ::isdigit)) {
+    return makeError(fmt::format("cuda_version '{}' is not a version like 13.0.88", cuda_version));
+  }
+  return std::stoi(major);
+}
+
+Result<ArtifactTree> readArtifactTree(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(dir, ec))) {
+    return makeError(fmt::format("{}: not a directory", dir.string()));
+  }
+  ArtifactTree tree;
+  Problems problems;
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path& path = it->path();
+    const std::string rel = path.lexically_relative(dir).generic_string();
+    const fs::file_status status = it->symlink_status(ec);
+    if (ec) break;
+    if (fs::is_directory(status)) {
+      tree.dirs.insert(rel);
+    } else if (fs::is_regular_file(status)) {
+      auto bytes = io::readFile(path);
+      if (!bytes) return bytes.failure();
+      tree.files.emplace(rel, std::move(*bytes));
+    } else {
+      problems.push_back(
+          fmt::format("{}: is a {}; an artifact holds regular files and directories only",
+                      path.string(), fs::is_symlink(status) ? "symlink" : "special file"));
+    }
+  }
+  if (ec) return makeError(fmt::format("{}: cannot list: {}", dir.string(), ec.message()));
+  if (!problems.empty()) return problemsError(dir.string(), problems);
+  return tree;
+}
+
+Result<VerifiedArtifact> loadVerifiedDir(const fs::path& dir) {
+  auto tree = readArtifactTree(dir);
+  if (!tree) return tree.failure();
+  VerifiedArtifact out;
+  out.tree = std::move(*tree);
+  out.report.source = dir.string();
+  Problems problems;
+  std::string at = dir.string();
+  if (!at.empty() && at.back() != '/') at += '/';
+  checkArtifact(out.tree, dirName(dir), at, problems, out.report, out.metadata);
+  if (!problems.empty()) return problemsError(dir.string(), problems);
+  return out;
+}
+
+Result<VerifiedArtifact> loadVerifiedTarballBytes(std::string_view bytes,
+                                                  const std::string& file_name) {
+  Problems problems;
+  auto name = parseTarballFileName(file_name);
+  if (!name) problems.push_back(name.error());
+
+  auto entries = readTarGz(bytes, file_name);
+  if (!entries) return entries.failure();
+
+  // Headers first: nothing about the contents is believed until every path and type is safe.
+  std::string top;
+  std::set<std::string> seen;
+  std::set<std::string> file_paths;
+  VerifiedArtifact out;
+  out.report.source = file_name;
+  for (const TarEntry& e : *entries) {
+    const std::string where = fmt::format("{}: entry '{}'", file_name, e.path);
+    if (e.type != TarEntryType::kFile && e.type != TarEntryType::kDirectory) {
+      problems.push_back(fmt::format("{} is a {}{}; expected a regular file or directory", where,
+                                     e.type_name,
+                                     e.link_target.empty() ? "" : " to '" + e.link_target + "'"));
+      continue;
+    }
+    std::vector<std::string> parts;
+    const std::string reason = checkEntryPath(e.path, e.type == TarEntryType::kDirectory, parts);
+    if (!reason.empty()) {
+      problems.push_back(
+          fmt::format("{}: {}; expected a relative path under <tag>/", where, reason));
+      continue;
+    }
+    if (top.empty()) top = parts.front();
+    if (parts.front() != top) {
+      problems.push_back(
+          fmt::format("{} lies outside '{}/', the tarball's top-level directory", where, top));
+      continue;
+    }
+    std::string normal = parts.front();
+    for (size_t i = 1; i < parts.size(); ++i) normal += "/" + parts[i];
+    if (!seen.insert(normal).second) {
+      problems.push_back(fmt::format("{} appears more than once", where));
+      continue;
+    }
+    if (parts.size() == 1) {
+      if (e.type != TarEntryType::kDirectory) {
+        problems.push_back(
+            fmt::format("{} is a file at the top level; expected everything under <tag>/", where));
+      }
+      continue;
+    }
+    const std::string rel = normal.substr(top.size() + 1);
+    if (e.type == TarEntryType::kDirectory) {
+      out.tree.dirs.insert(rel);
+    } else {
+      file_paths.insert(rel);
+      out.tree.files.emplace(rel, e.data);
+    }
+  }
+  // A file that is also used as a directory ("lib" the file and "lib/libkiln.a") cannot be
+  // extracted; refuse it here rather than half way through writing.
+  for (const std::string& path : file_paths) {
+    for (size_t slash = path.find('/'); slash != std::string::npos;
+         slash = path.find('/', slash + 1)) {
+      if (file_paths.count(path.substr(0, slash))) {
+        problems.push_back(fmt::format("{}: entry '{}/{}' is a file but also the parent of '{}'",
+                                       file_name, top, path.substr(0, slash), path));
+      }
+    }
+  }
+  if (top.empty())
+    problems.push_back(
+        fmt::format("{}: holds no entry; expected <tag>/metadata.json and the rest", file_name));
+  if (!problems.empty()) return problemsError(file_name, problems);
+
+  checkArtifact(out.tree, top, fmt::format("{}:{}/", file_name, top), problems, out.report,
+                out.metadata);
+  if (name && !out.report.arch.empty()) {
+    if (name->arch != out.report.arch) {
+      problems.push_back(fmt::format("{}: file name says arch {}, metadata.json says {}", file_name,
+                                     name->arch, out.report.arch));
+    }
+    if (name->tag != out.report.tag) {
+      problems.push_back(fmt::format("{}: file name says tag {}, metadata.json says {}", file_name,
+                                     name->tag, out.report.tag));
+    }
+    if (out.report.cuda_major != 0 && name->cuda_major != out.report.cuda_major) {
+      problems.push_back(
+          fmt::format("{}: file name says cuda{}, metadata.json's cuda_version is {}", file_name,
+                      name->cuda_major, out.report.cuda_version));
+    }
+  }
+  if (!problems.empty()) return problemsError(file_name, problems);
+  out.report.tarball_sha256 = io::sha256Hex(std::string(bytes));
+  return out;
+}
+
+Result<VerifiedArtifact> loadVerifiedTarball(const fs::path& tarball) {
+  auto bytes = io::readFile(tarball);
+  if (!bytes) return bytes.failure();
+  const std::string file_name = tarball.filename().string();
+  // The checksum before anything else: a tarball whose bytes are not the published ones is not
+  // parsed at all.
+  fs::path sidecar = tarball;
+  sidecar += ".sha256";
+  std::error_code ec;
+  if (!fs::exists(sidecar, ec)) {
+    return makeError(fmt::format("{}: checksum file {} is missing; expected '<sha256>  {}'",
+                                 tarball.string(), sidecar.string(), file_name));
+  }
+  auto text = io::readFile(sidecar);
+  if (!text) return text.failure();
+  const std::string line = text->substr(0, text->find('\n'));
+  const std::string recorded = line.substr(0, std::min<size_t>(line.size(), 64));
+  std::string recorded_name = line.size() > 66 ? line.substr(66) : "";
+  if (!recorded_name.empty() && recorded_name.front() == '*')
+    recorded_name.erase(0, 1);  // sha256sum -b
+  const bool well_formed =
+      line.size() > 66 && line.substr(64, 2) == "  " &&
+      std::all_of(recorded.begin(), recorded.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f');
+      });
+  if (!well_formed) {
+    return makeError(
+        fmt::format("{}: first line is '{}'; expected the sha256sum format '<64 hex digits>  {}'",
+                    sidecar.string(), line.substr(0, 200), file_name));
+  }
+  if (recorded_name != file_name) {
+    return makeError(
+        fmt::format("{}: names '{}', expected '{}'", sidecar.string(), recorded_name, file_name));
+  }
+  const std::string actual = io::sha256Hex(*bytes);
+  if (actual != recorded) {
+    return makeError(
+        fmt::format("{}: sha256 {}, but {} records {}; the tarball is corrupt or was modified",
+                    tarball.string(), actual, sidecar.filename().string(), recorded));
+  }
+  auto verified = loadVerifiedTarballBytes(*bytes, file_name);
+  if (!verified) return verified.failure();
+  verified->report.source = tarball.string();
+  return verified;
+}
+
+Result<VerifyReport> verifyArtifactDir(const fs::path& dir) {
+  auto verified = loadVerifiedDir(dir);
+  if (!verified) return verified.failure();
+  return verified->report;
+}
+
+Result<VerifyReport> verifyTarball(const fs::path& tarball) {
+  auto verified = loadVerifiedTarball(tarball);
+  if (!verified) return verified.failure();
+  return verified->report;
+}
+
+Result<VerifyReport> verifyTarballBytes(std::string_view bytes, const std::string& file_name) {
+  auto verified = loadVerifiedTarballBytes(bytes, file_name);
+  if (!verified) return verified.failure();
+  return verified->report;
+}
+
+}  // namespace kiln::core
