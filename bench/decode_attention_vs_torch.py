@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""kiln decodeattn vs cuDNN and FlashAttention (torch SDPA), in one process, on the same data.
+
+Loads the ctypes bridge (libkiln_bench_decodeattn.so, see bench/CMakeLists.txt), then for each
+(batch, keys) row, bf16, GQA 32 query / 8 KV heads, head dim 128, one query token per sequence:
+
+  1. builds the same logical K and V twice: contiguous [B, Hkv, S, d] for the peers, and a paged
+     cache [num_pages, page_size, Hkv, d] whose pages are handed out in a random permutation (page
+     table [B, S / page_size], every sequence S keys) for kiln;
+  2. checks kiln, and each peer, against a float64 torch reference (relative L2; kiln within the
+     PERF.md bf16 bound 1.2e-2) before any timing;
+  3. times kiln (runner: attention kernel + split-KV merge when it splits) and each peer
+     (torch.nn.functional.scaled_dot_product_attention under sdpa_kernel(CUDNN_ATTENTION) and
+     sdpa_kernel(FLASH_ATTENTION), q [B, Hq, 1, d], k / v [B, Hkv, S, d], enable_gqa=True; a peer
+     that refuses GQA is retried on K / V expanded to Hq heads, and the row says so) with CUDA
+     events: warm-up, then the median of the timed runs, rotating through enough input sets that
+     they exceed 4x the L2; before each timed run torch.cuda._sleep keeps the GPU busy while the
+     host enqueues, so the events bracket device time only;
+  4. reports TB/s of K + V bytes (2 * B * S * Hkv * d * 2), % of the device-to-device copy
+     bandwidth measured in this run, the floor (bytes / copy bandwidth), and kiln / peer ratios.
+
+A peer that fails records its error and the run continues. SM and memory clocks are logged
+(nvidia-smi) before and after. Writes JSON to --json and prints a table. Exit code 1 when kiln's
+correctness check fails.
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import statistics
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+
+L2_BYTES = 60 * 1024 * 1024  # H200; only sizes the rotation, read from the device when possible
+REL_L2_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}  # PERF.md, Method 2; README.md
+DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
+DTYPE_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+ROWS = [(1, 32768), (8, 8192), (32, 4096), (64, 2048), (256, 1024)]  # (batch, keys): issue 6
+Q_HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
+
+
+class Kiln:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.kiln_bench_decodeattn_shape_fields.restype = ctypes.c_int
+        self.fields = self.lib.kiln_bench_decodeattn_shape_fields()
+        shape_t = ctypes.POINTER(ctypes.c_int)
+        f = self.lib.kiln_bench_decodeattn
+        f.argtypes = [shape_t, ctypes.c_float] + [ctypes.c_void_p] * 7 + [
+            ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+        f.restype = ctypes.c_int
+        self.lib.kiln_bench_decodeattn_workspace.argtypes = [shape_t, ctypes.c_float]
+        self.lib.kiln_bench_decodeattn_workspace.restype = ctypes.c_size_t
+        self.lib.kiln_bench_decodeattn_splits.argtypes = [shape_t, ctypes.c_float, ctypes.c_int]
+        self.lib.kiln_bench_decodeattn_splits.restype = ctypes.c_int
+        self.lib.kiln_bench_artifact_tag.restype = ctypes.c_char_p
+        self.lib.kiln_bench_artifact_fingerprint.restype = ctypes.c_char_p
+        self.message = ctypes.create_string_buffer(1024)
+        self.tag = self.lib.kiln_bench_artifact_tag().decode()
+        self.fingerprint = self.lib.kiln_bench_artifact_fingerprint().decode()
+        self.variants = []
+        i = 0
+        while True:
+            name = ctypes.create_string_buffer(128)
+            head_dim, dtype = ctypes.c_int(), ctypes.c_int()
+            if self.lib.kiln_bench_variant(i, name, 128, ctypes.byref(head_dim),
+                                           ctypes.byref(dtype)) != 0:
+                break
+            self.variants.append((name.value.decode(), head_dim.value, dtype.value))
+            i += 1
+
+    def has(self, head_dim, dtype):
+        return any(h == head_dim and d == DTYPE_CODE[dtype] for _, h, d in self.variants)
+
+    def shape(self, dtype, batch, page_size, num_pages, max_pages, max_seq_len, sms):
+        values = [DTYPE_CODE[dtype], batch, Q_HEADS, KV_HEADS, HEAD_DIM, page_size, num_pages,
+                  max_pages, max_seq_len, sms]
+        assert len(values) == self.fields
+        return (ctypes.c_int * self.fields)(*values)
+
+    def workspace_bytes(self, shape, scale):
+        return self.lib.kiln_bench_decodeattn_workspace(shape, scale)
+
+    def splits(self, shape, scale, sms):
+        return self.lib.kiln_bench_decodeattn_splits(shape, scale, sms)
+
+    def __call__(self, shape, scale, out, q, k_cache, v_cache, table, lens, workspace):
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.kiln_bench_decodeattn(
+            shape, scale, out.data_ptr(), q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
+            table.data_ptr(), lens.data_ptr(),
+            workspace.data_ptr() if workspace is not None else None,
+            workspace.numel() if workspace is not None else 0,
+            stream, self.message, len(self.message))
+        if rc != 0:
+            raise RuntimeError(f"kiln decodeattn: {self.message.value.decode()}")
+
+
+def clocks():
+    try:
+        return subprocess.run(
+            ["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"nvidia-smi failed: {e}"
+
+
+def timed(fn, sets, runs, warmup, busy_cycles):
+    """Median and min device time (ms) of fn(set) over `runs` runs, rotating through `sets`."""
+    for i in range(warmup):
+        fn(sets[i % len(sets)])
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
+    for i in range(runs):
+        torch.cuda._sleep(busy_cycles)  # the host enqueues the events and the op meanwhile
+        starts[i].record()
+        fn(sets[i % len(sets)])
+        ends[i].record()
+    torch.cuda.synchronize()
+    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    return statistics.median(times), min(times)
+
+
+def copy_bandwidth(gib=2.0, runs=20):
+    """Device-to-device copy of `gib` GiB: bytes read + written per second (TB/s)."""
+    n = int(gib * (1 << 30))
+    src = torch.empty(n, dtype=torch.uint8, device="cuda")
+    src.fill_(1)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    med, _ = timed(lambda _s: dst.copy_(src), [None], runs, 2, 1000)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * n / (med * 1e-3) / 1e12
+
+
+def make_set(batch, keys, dtype, page_size, gen):
+    """One input set: the contiguous tensors of the peers and kiln's paged cache of the same K/V."""
+    q = torch.randn(batch, Q_HEADS, 1, HEAD_DIM, device="cuda", generator=gen).to(dtype)
+    k = torch.randn(batch, KV_HEADS, keys, HEAD_DIM, device="cuda", generator=gen).to(dtype)
+    v = torch.randn(batch, KV_HEADS, keys, HEAD_DIM, device="cuda", generator=gen).to(dtype)
+    pages_per_seq = keys // page_size
+    num_pages = batch * pages_per_seq
+    # Logical page i (sequence i // pages_per_seq, keys page_size * (i % pages_per_seq) ...) is
+    # stored at physical page perm[i].
+    perm = torch.randperm(num_pages, device="cuda", generator=gen)
+    k_pages = k.permute(0, 2, 1, 3).reshape(num_pages, page_size, KV_HEADS, HEAD_DIM)
+    v_pages = v.permute(0, 2, 1, 3).reshape(num_pages, page_size, KV_HEADS, HEAD_DIM)
+    k_cache = torch.empty_like(k_pages)
+    v_cache = torch.empty_like(v_pages)
+    k_cache[perm] = k_pages
+    v_cache[perm] = v_pages
+    table = perm.to(torch.int32).reshape(batch, pages_per_seq).contiguous()
+    lens = torch.full((batch,), keys, dtype=torch.int32, device="cuda")
+    out = torch.empty(batch, Q_HEADS, HEAD_DIM, dtype=dtype, device="cuda")
+    return {"q": q, "k": k, "v": v, "k_cache": k_cache, "v_cache": v_cache, "table": table,
+            "lens": lens, "out": out, "num_pages": num_pages, "pages_per_seq": pages_per_seq}
+
+
+def reference(s, scale):
+    """float64 attention of one query token per sequence, GQA by head groups: [B, Hq, d]."""
+    b = s["q"].shape[0]
+    g = Q_HEADS // KV_HEADS
+    q = s["q"].double().reshape(b, KV_HEADS, g, HEAD_DIM)
+    scores = torch.einsum("bhgd,bhsd->bhgs", q, s["k"].double()) * scale
+    p = torch.softmax(scores, dim=-1)
+    return torch.einsum("bhgs,bhsd->bhgd", p, s["v"].double()).reshape(b, Q_HEADS, HEAD_DIM)
+
+
+def rel_l2(got, ref):
+    return ((got.double() - ref).norm() / ref.norm()).item()
+
+
+class Peer:
+    """torch SDPA under one backend; enable_gqa first, K/V expanded to Hq heads if refused."""
+
+    def __init__(self, name, backend):
+        self.name, self.backend = name, backend
+        self.mode = "enable_gqa"
+
+    def __call__(self, s, scale):
+        from torch.nn.attention import sdpa_kernel
+        with sdpa_kernel(self.backend):
+            if self.mode == "enable_gqa":
+                return F.scaled_dot_product_attention(s["q"], s["k"], s["v"], scale=scale,
+                                                      enable_gqa=True)
+            return F.scaled_dot_product_attention(s["q"], s["k_expanded"], s["v_expanded"],
+                                                  scale=scale)
+
+    def prepare(self, sets, scale):
+        """Finds a mode that runs; returns (output of set 0 or None, error text or "")."""
+        errors = []
+        for mode in ("enable_gqa", "expanded"):
+            self.mode = mode
+            try:
+                if mode == "expanded":
+                    g = Q_HEADS // KV_HEADS
+                    for s in sets:
+                        s["k_expanded"] = s["k"].repeat_interleave(g, dim=1)
+                        s["v_expanded"] = s["v"].repeat_interleave(g, dim=1)
+                out = self(sets[0], scale)
+                torch.cuda.synchronize()
+                return out, ""
+            except Exception as e:  # noqa: BLE001 - any backend refusal is recorded
+                errors.append(f"{mode}: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        return None, "; ".join(errors)
+
+
+def bench_row(kiln, batch, keys, dtype, page_size, copy_tbps, l2_bytes, sms, gen, busy_cycles,
+              peers):
+    scale = 1.0 / math.sqrt(HEAD_DIM)
+    kv_bytes = 2 * batch * keys * KV_HEADS * HEAD_DIM * dtype.itemsize
+    set_bytes = 2 * kv_bytes  # contiguous + paged copies
+    nsets = max(2, min(8, math.ceil(4 * l2_bytes / kv_bytes)))
+    sets = [make_set(batch, keys, dtype, page_size, gen) for _ in range(nsets)]
+    s0 = sets[0]
+    shape = kiln.shape(dtype, batch, page_size, s0["num_pages"], s0["pages_per_seq"], keys, 0)
+    ws_bytes = kiln.workspace_bytes(shape, scale)
+    workspace = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device="cuda")
+    splits = kiln.splits(shape, scale, sms)
+    row = {"dtype": DTYPE_NAME[dtype], "batch": batch, "keys": keys, "q_heads": Q_HEADS,
+           "kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "page_size": page_size,
+           "kv_bytes": kv_bytes, "input_sets": nsets, "kiln_splits": splits,
+           "kiln_workspace_bytes": ws_bytes,
+           "floor_us": kv_bytes / (copy_tbps * 1e12) * 1e6}
+
+    ref = reference(s0, scale)
+    s0["out"].fill_(float("nan"))
+    kiln(shape, scale, s0["out"], s0["q"], s0["k_cache"], s0["v_cache"], s0["table"],
+         s0["lens"], workspace)
+    torch.cuda.synchronize()
+    rel = rel_l2(s0["out"], ref)
+    ok = bool(torch.isfinite(s0["out"]).all().item()) and rel <= REL_L2_BOUND[dtype]
+    row.update({"kiln_rel_l2": rel, "correct": ok})
+    if not ok:
+        row["why"] = f"kiln rel L2 {rel:.3g} > {REL_L2_BOUND[dtype]} or non-finite output"
+
+    runs = 50
+    if ok:
+        med, mn = timed(lambda s: kiln(shape, scale, s["out"], s["q"], s["k_cache"], s["v_cache"],
+                                       s["table"], s["lens"], workspace),
+                        sets, runs, 10, busy_cycles)
+        row.update({"kiln_us": med * 1e3, "kiln_min_us": mn * 1e3,
+                    "kiln_tbps": kv_bytes / (med * 1e-3) / 1e12})
+        row["kiln_pct_of_copy"] = 100 * row["kiln_tbps"] / copy_tbps
+    for peer in peers:
+        out, err = peer.prepare(sets, scale)
+        key = peer.name
+        if out is None:
+            row[f"{key}_error"] = err
+            continue
+        row[f"{key}_gqa"] = peer.mode
+        if err:
+            row[f"{key}_note"] = err
+        row[f"{key}_rel_l2"] = rel_l2(out.reshape(batch, Q_HEADS, HEAD_DIM), ref)
+        try:
+            med, mn = timed(lambda s: peer(s, scale), sets, runs, 10, busy_cycles)
+        except Exception as e:  # noqa: BLE001
+            row[f"{key}_error"] = f"timing: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            continue
+        row.update({f"{key}_us": med * 1e3, f"{key}_min_us": mn * 1e3,
+                    f"{key}_tbps": kv_bytes / (med * 1e-3) / 1e12})
+        if "kiln_us" in row:
+            row[f"kiln_vs_{key}"] = med / (row["kiln_us"] * 1e-3)  # > 1: kiln is faster
+    del sets, workspace
+    torch.cuda.empty_cache()
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lib", required=True, help="path of libkiln_bench_decodeattn.so")
+    ap.add_argument("--json", required=True, help="where to write the results")
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    ap.add_argument("--page-size", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=None)
+    args = ap.parse_args()
+
+    kiln = Kiln(args.lib)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    props = torch.cuda.get_device_properties(0)
+    l2_bytes = getattr(props, "L2_cache_size", L2_BYTES) or L2_BYTES
+    sms = props.multi_processor_count
+    seed = args.seed if args.seed is not None else int(datetime.datetime.now().timestamp())
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    busy_cycles = 400000  # ~200 us of GPU work ahead of each timed call: ctypes or SDPA dispatch fit in it
+
+    from torch.nn.attention import SDPBackend
+    peers = [Peer("cudnn", SDPBackend.CUDNN_ATTENTION), Peer("flash", SDPBackend.FLASH_ATTENTION)]
+
+    result = {
+        "bench": "decode_attention_vs_torch",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "gpu": props.name, "sm": props.major * 10 + props.minor, "multiprocessors": sms,
+        "l2_bytes": l2_bytes, "torch": torch.__version__, "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "driver": subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
+                                  "--format=csv,noheader"], capture_output=True,
+                                 text=True).stdout.strip(),
+        "artifact_tag": kiln.tag, "artifact_fingerprint": kiln.fingerprint, "seed": seed,
+        "clocks_before": clocks(),
+    }
+    copy_tbps = copy_bandwidth()
+    result["copy_tbps"] = copy_tbps
+    result["clocks_after_copy"] = clocks()
+    print(f"{props.name} sm_{result['sm']} ({sms} SMs), driver {result['driver']}, torch "
+          f"{torch.__version__}, cuDNN {result['cudnn']}; artifact {kiln.tag} "
+          f"{kiln.fingerprint[:16]}; seed {seed}")
+    print(f"device-to-device copy: {copy_tbps:.2f} TB/s (2 GiB, read + written); "
+          f"clocks (sm, mem): {result['clocks_after_copy']}")
+
+    rows = []
+    if not kiln.has(HEAD_DIM, dtype):
+        print(f"decodeattn_d{HEAD_DIM}_{args.dtype} is not in the artifact")
+        result["rows"] = rows
+        result["failed_checks"] = 1
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+        return 1
+    for batch, keys in ROWS:
+        rows.append(bench_row(kiln, batch, keys, dtype, args.page_size, copy_tbps, l2_bytes, sms,
+                              gen, busy_cycles, peers))
+    result["rows"] = rows
+    result["clocks_after"] = clocks()
+
+    def fmt(row, key, spec):
+        return format(row[key], spec) if key in row else "-"
+
+    header = (f"{'B x S':>11} {'splits':>6} {'floor us':>8} {'kiln us':>8} {'TB/s':>6} "
+              f"{'% copy':>6} {'cuDNN us':>8} {'TB/s':>6} {'FA us':>8} {'TB/s':>6} "
+              f"{'/cuDNN':>7} {'/FA':>6} {'rel L2':>8}  ok")
+    print(header)
+    print("-" * len(header))
+    failed = 0
+    for r in rows:
+        failed += not r["correct"]
+        print(f"{r['batch']:>4} x {r['keys']:<5} {r['kiln_splits']:>6} {r['floor_us']:8.1f} "
+              f"{fmt(r, 'kiln_us', '8.1f'):>8} {fmt(r, 'kiln_tbps', '6.2f'):>6} "
+              f"{fmt(r, 'kiln_pct_of_copy', '5.1f'):>5}% "
+              f"{fmt(r, 'cudnn_us', '8.1f'):>8} {fmt(r, 'cudnn_tbps', '6.2f'):>6} "
+              f"{fmt(r, 'flash_us', '8.1f'):>8} {fmt(r, 'flash_tbps', '6.2f'):>6} "
+              f"{fmt(r, 'kiln_vs_cudnn', '6.2f'):>6}x {fmt(r, 'kiln_vs_flash', '5.2f'):>5}x "
+              f"{r['kiln_rel_l2']:8.2e}  {'yes' if r['correct'] else 'NO ' + r.get('why', '')}")
+        for peer in ("cudnn", "flash"):
+            if f"{peer}_error" in r:
+                print(f"    {peer}: {r[f'{peer}_error']}")
+            elif r.get(f"{peer}_gqa") == "expanded":
+                print(f"    {peer}: GQA refused, ran on K/V expanded to {Q_HEADS} heads "
+                      f"({r.get(f'{peer}_note', '')})")
+    print(f"clocks (sm, mem) after: {result['clocks_after']}")
+    result["failed_checks"] = failed
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"wrote {args.json}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

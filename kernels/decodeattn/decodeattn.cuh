@@ -1,0 +1,392 @@
+// Device code of the decodeattn group: attention of one query token per sequence over a paged KV
+// cache, on tensor cores through mma.sync (portable from sm_80 to sm_120), with split-KV.
+//
+// Why this shape. Decode attention reads every K and V byte of the sequence once and does ~2-8
+// FLOPs per byte: it is bound by HBM bandwidth, and the kernel's job is to keep enough bytes in
+// flight and to stay out of their way. So:
+//   - all query heads of one KV head (a GQA group, up to 16) are the 16 rows of one mma tile, so K
+//     and V are read once per (sequence, KV head, split) and the dot products cost a few mma.sync
+//     instructions instead of CUDA-core FMAs plus shuffle reductions (rows past the group are
+//     zero padding: tensor cores have >10x the throughput this needs);
+//   - each warp owns every 4th 16-key subtile of the block's key range and runs its own
+//     kStages-deep cp.async pipeline in its own shared memory, with its own online softmax
+//     (running max m, sum l, output o): no block barrier until the final combine of the 4 warps;
+//   - a 16-key subtile never straddles a page (page sizes are powers of two >= 16), so each
+//     subtile costs one page-table entry; a warp prefetches 32 of them with one load per lane and
+//     takes each by shuffle;
+//   - keys past the range are zero-filled by cp.async (no read of the poisoned / next sequence's
+//     rows) and masked to -inf, so neither NaN nor stale data can leak into P.V;
+//   - shared memory rows are XOR-swizzled by 16-byte chunk so ldmatrix and cp.async are
+//     bank-conflict free.
+// Scores stay in fp32 (scaled into the log2 domain); P is rounded once to the dtype for the P.V
+// mma, and the row sums l add the same rounded values, so the output is an exact convex
+// combination of V rows with weights rounded to the dtype (README.md states the error bound).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/dtype.cuh"
+#include "common/sm80_mma.cuh"
+#include "common/vec16.cuh"
+#include "decodeattn/launch.h"
+#include "decodeattn/params.h"
+
+namespace kiln::decodeattn {
+
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ int ceilDiv(int a, int b) {
+  return (a + b - 1) / b;
+}
+
+// The key range [start, end) of split `split` of a sequence of `len` keys: every split but the
+// last empty ones gets ceil(len / splits) keys rounded up to kBlockKeys, so ranges start on
+// 16-key subtile (and page) boundaries. Depends on the sequence's own length only: every key is
+// covered whatever the host assumed about lengths.
+struct KeyRange {
+  int start;
+  int end;
+};
+__device__ __forceinline__ KeyRange splitRange(int len, int splits, int split) {
+  const long long per_split =
+      static_cast<long long>(ceilDiv(ceilDiv(len, splits), kBlockKeys)) * kBlockKeys;
+  const long long start = static_cast<long long>(split) * per_split;
+  KeyRange r;
+  r.start = static_cast<int>(start < len ? start : len);
+  r.end = static_cast<int>(start + per_split < len ? start + per_split : len);
+  return r;
+}
+
+// Byte offset of 16-byte chunk `chunk` of key row `row` in a [16 keys][head_dim] tile: the chunk
+// index is XORed with row % 8, so the 8 rows an ldmatrix reads (same logical chunk) land in 8
+// different 16-byte bank groups.
+template <int kRowBytes>
+__device__ __forceinline__ unsigned swizzled(int row, int chunk) {
+  return static_cast<unsigned>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
+}
+
+// One block: (split blockIdx.x, KV head x head chunk blockIdx.y, sequence blockIdx.z).
+// smem: sharedBytes(kD) bytes of dynamic shared memory, 16-byte aligned.
+template <typename T, int kD>
+__device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
+                                                unsigned char* smem) {
+  static_assert(kD % 32 == 0 && kD >= 32 && kD <= 256, "head_dim: a multiple of 32, <= 256");
+  constexpr int kChunks = kD / 8;  // 16-byte chunks per key row
+  constexpr int kRowBytes = kD * kElementBytes;
+  constexpr int kTileBytes = kSubtileKeys * kRowBytes;  // one of K or V, one subtile
+  constexpr int kStageBytes = 2 * kTileBytes;
+  constexpr int kCopies = kSubtileKeys * kChunks / 32;  // cp.async per lane per tensor per subtile
+  constexpr int kKSteps = kD / 16;                      // k-steps of Q.K^T
+  constexpr int kNTiles = kD / 8;                       // 8-dim n-tiles of P.V
+  static_assert(kStageBytes == stageBytes(kD), "launch.h and the kernel disagree on a stage");
+  static_assert(combineBytesPerWarp(kD) <= kStages * kStageBytes,
+                "the combine scratch must fit in a warp's own pipeline buffers");
+  static_assert(kSubtileKeys * kChunks % 32 == 0, "a subtile must split evenly over the lanes");
+
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int warp = static_cast<int>(threadIdx.x) >> 5;
+  const int group = lane >> 2;  // mma fragment row (query head) group
+  const int tid4 = lane & 3;    // mma fragment column pair
+  const int split = static_cast<int>(blockIdx.x);
+  const int kvh = static_cast<int>(blockIdx.y) / p.head_chunks;
+  const int head_chunk = static_cast<int>(blockIdx.y) - kvh * p.head_chunks;
+  const int b = static_cast<int>(blockIdx.z);
+  const int page_size = 1 << p.page_size_log2;
+
+  // The sequence's length, clamped to what its page-table row can address (the kernel trusts
+  // lengths and page ids only that far: see README.md, "What the kernel trusts").
+  const int capacity = p.max_pages_per_seq << p.page_size_log2;
+  int len = __ldg(p.seq_lens + b);
+  len = len < 0 ? 0 : (len > capacity ? capacity : len);
+  const KeyRange range = splitRange(len, p.num_splits, split);
+  const int num_subtiles = ceilDiv(range.end - range.start, kSubtileKeys);
+  const int my_subtiles = num_subtiles > warp ? ceilDiv(num_subtiles - warp, kWarps) : 0;
+
+  const int head0 = kvh * p.group_size + head_chunk * kHeadsPerBlock;
+  const int rows = min(kHeadsPerBlock, p.group_size - head_chunk * kHeadsPerBlock);
+  const long long row0 = static_cast<long long>(b) * p.q_heads + head0;  // first (b, head) row
+
+  // Q as mma A fragments, kept in registers for the whole key range: rows = query heads of this
+  // chunk (zero past `rows`), columns = head dims. Loaded as is: the scale is applied to scores.
+  unsigned qa[kKSteps][4];
+  {
+    const auto* q = static_cast<const unsigned short*>(p.q) + row0 * kD;
+    const bool lo = group < rows, hi = group + 8 < rows;
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      const int col = ks * 16 + 2 * tid4;
+      const auto* q_lo = reinterpret_cast<const unsigned*>(q + group * kD + col);
+      const auto* q_hi = reinterpret_cast<const unsigned*>(q + (group + 8) * kD + col);
+      qa[ks][0] = lo ? __ldg(q_lo) : 0u;
+      qa[ks][1] = hi ? __ldg(q_hi) : 0u;
+      qa[ks][2] = lo ? __ldg(q_lo + 4) : 0u;  // + 8 elements
+      qa[ks][3] = hi ? __ldg(q_hi + 4) : 0u;
+    }
+  }
+
+  unsigned char* my_smem = smem + warp * (kStages * kStageBytes);
+  const unsigned my_smem_s = common::sharedAddress(my_smem);
+  const auto* k_cache = static_cast<const unsigned short*>(p.k_cache);
+  const auto* v_cache = static_cast<const unsigned short*>(p.v_cache);
+  const std::int32_t* table = p.page_table + static_cast<long long>(b) * p.max_pages_per_seq;
+  const long long key_stride = static_cast<long long>(p.kv_heads) * kD;  // elements between keys
+
+  // The first key of this warp's t-th subtile.
+  auto subtileKey = [&](int t) { return range.start + (warp + kWarps * t) * kSubtileKeys; };
+  // Lane l's page id for subtile 32 * batch + l of this warp (0 past the last subtile), clamped
+  // into the cache so that a corrupt table cannot address outside it.
+  auto lookupPages = [&](int batch) {
+    const int t = 32 * batch + lane;
+    if (t >= my_subtiles) return 0;
+    int page = __ldg(table + (subtileKey(t) >> p.page_size_log2));
+    page = page < 0 ? 0 : (page >= p.num_pages ? p.num_pages - 1 : page);
+    return page;
+  };
+  int pages_now = lookupPages(0);
+  int pages_next = lookupPages(1);
+  int pages_batch = 0;
+
+  // Issues the copies of subtile t (keys of K and V) into stage t % kStages, and commits a group
+  // (an empty one past the last subtile, so that group counting stays uniform). Warp-uniform.
+  auto issue = [&](int t) {
+    if (t < my_subtiles) {
+      if ((t >> 5) != pages_batch) {  // t advances by one per call: at most one batch ahead
+        pages_now = pages_next;
+        ++pages_batch;
+        pages_next = lookupPages(pages_batch + 1);
+      }
+      const int page = __shfl_sync(kFullMask, pages_now, t & 31);
+      const int key0 = subtileKey(t);
+      const int in_page = key0 & (page_size - 1);
+      const long long base =
+          ((static_cast<long long>(page) * page_size + in_page) * p.kv_heads + kvh) * kD;
+      const unsigned stage = my_smem_s + static_cast<unsigned>((t % kStages) * kStageBytes);
+#pragma unroll
+      for (int i = 0; i < kCopies; ++i) {
+        const int id = i * 32 + lane;
+        const int r = id / kChunks;
+        const int c = id % kChunks;
+        const bool valid = key0 + r < range.end;
+        const long long offset = valid ? base + r * key_stride + c * 8 : 0;
+        const unsigned dst = stage + swizzled<kRowBytes>(r, c);
+        common::cpAsync16(dst, k_cache + offset, valid);
+        common::cpAsync16(dst + kTileBytes, v_cache + offset, valid);
+      }
+    }
+    common::cpAsyncCommit();
+  };
+
+  float o[kNTiles][4];
+#pragma unroll
+  for (int n = 0; n < kNTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m_lo = -INFINITY, m_hi = -INFINITY;  // running max (log2 domain) of rows group, group + 8
+  float l_lo = 0.0f, l_hi = 0.0f;            // this lane's part of the running sums
+
+#pragma unroll
+  for (int t = 0; t < kStages - 1; ++t) issue(t);
+
+  for (int i = 0; i < my_subtiles; ++i) {
+    issue(i + kStages - 1);  // into the stage computed at i - 1 (released by its __syncwarp)
+    common::cpAsyncWait<kStages - 1>();
+    __syncwarp();
+    const unsigned k_s = my_smem_s + static_cast<unsigned>((i % kStages) * kStageBytes);
+    const unsigned v_s = k_s + kTileBytes;
+
+    // S = Q K^T for 16 keys: two n-tiles of 8 keys, kKSteps k-steps each.
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kq = 0; kq < kD / 32; ++kq) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        unsigned kb[4];  // keys nt*8 + 0..7, dims kq*32 + 8 * {0, 1, 2, 3} + 0..7
+        common::ldmatrixX4(kb, k_s + swizzled<kRowBytes>(nt * 8 + (lane & 7), kq * 4 + (lane >> 3)));
+        common::mma16816<T>(s[nt], qa[2 * kq], kb[0], kb[1]);
+        common::mma16816<T>(s[nt], qa[2 * kq + 1], kb[2], kb[3]);
+      }
+    }
+
+    // Online softmax in the log2 domain; keys past the range are -inf.
+    const int valid_keys = range.end - subtileKey(i);  // >= 1
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = nt * 8 + 2 * tid4 + (e & 1);
+        s[nt][e] = key < valid_keys ? s[nt][e] * p.scale_log2 : -INFINITY;
+      }
+    }
+    float max_lo = fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]));
+    float max_hi = fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]));
+    max_lo = fmaxf(max_lo, __shfl_xor_sync(kFullMask, max_lo, 1));
+    max_hi = fmaxf(max_hi, __shfl_xor_sync(kFullMask, max_hi, 1));
+    max_lo = fmaxf(max_lo, __shfl_xor_sync(kFullMask, max_lo, 2));
+    max_hi = fmaxf(max_hi, __shfl_xor_sync(kFullMask, max_hi, 2));
+    const float new_lo = fmaxf(m_lo, max_lo);  // finite: the subtile has a valid key
+    const float new_hi = fmaxf(m_hi, max_hi);
+    const float alpha_lo = common::fastExp2(m_lo - new_lo);  // 0 on the first subtile (-inf)
+    const float alpha_hi = common::fastExp2(m_hi - new_hi);
+    m_lo = new_lo;
+    m_hi = new_hi;
+
+    // P rounded once to T, as the A fragment of P.V (C layout of two n-tiles = A layout of k16).
+    unsigned pa[4];
+    pa[0] = common::pack2<T>(common::fastExp2(s[0][0] - new_lo), common::fastExp2(s[0][1] - new_lo));
+    pa[1] = common::pack2<T>(common::fastExp2(s[0][2] - new_hi), common::fastExp2(s[0][3] - new_hi));
+    pa[2] = common::pack2<T>(common::fastExp2(s[1][0] - new_lo), common::fastExp2(s[1][1] - new_lo));
+    pa[3] = common::pack2<T>(common::fastExp2(s[1][2] - new_hi), common::fastExp2(s[1][3] - new_hi));
+    const float2 p0 = common::unpack2<T>(pa[0]), p1 = common::unpack2<T>(pa[1]);
+    const float2 p2 = common::unpack2<T>(pa[2]), p3 = common::unpack2<T>(pa[3]);
+    l_lo = l_lo * alpha_lo + ((p0.x + p0.y) + (p2.x + p2.y));
+    l_hi = l_hi * alpha_hi + ((p1.x + p1.y) + (p3.x + p3.y));
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+      o[n][0] *= alpha_lo;
+      o[n][1] *= alpha_lo;
+      o[n][2] *= alpha_hi;
+      o[n][3] *= alpha_hi;
+    }
+
+    // O += P V: V as B fragments through ldmatrix.trans, two 8-dim n-tiles per load.
+#pragma unroll
+    for (int dp = 0; dp < kD / 16; ++dp) {
+      unsigned vb[4];  // keys {0..7, 8..15} x dims dp*16 + {0..7, 8..15}
+      common::ldmatrixX4Trans(
+          vb, v_s + swizzled<kRowBytes>((lane & 7) + ((lane >> 3) & 1) * 8, dp * 2 + (lane >> 4)));
+      common::mma16816<T>(o[2 * dp], pa, vb[0], vb[1]);
+      common::mma16816<T>(o[2 * dp + 1], pa, vb[2], vb[3]);
+    }
+    __syncwarp();  // every lane is done with this stage before it is refilled
+  }
+
+  // Combine the 4 warps: each writes (o, m, l) into its own pipeline buffers (no other warp reads
+  // or writes them), then every thread merges whole 8-dim chunks of rows.
+  common::cpAsyncWait<0>();
+  __syncwarp();
+  l_lo += __shfl_xor_sync(kFullMask, l_lo, 1);
+  l_hi += __shfl_xor_sync(kFullMask, l_hi, 1);
+  l_lo += __shfl_xor_sync(kFullMask, l_lo, 2);
+  l_hi += __shfl_xor_sync(kFullMask, l_hi, 2);
+  {
+    float* scratch = reinterpret_cast<float*>(my_smem);  // [16 rows][kD] o, then m[16], l[16]
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+      const int col = n * 8 + 2 * tid4;
+      *reinterpret_cast<float2*>(scratch + group * kD + col) = make_float2(o[n][0], o[n][1]);
+      *reinterpret_cast<float2*>(scratch + (group + 8) * kD + col) = make_float2(o[n][2], o[n][3]);
+    }
+    if (tid4 == 0) {
+      float* ml = scratch + kHeadsPerBlock * kD;
+      ml[group] = m_lo;
+      ml[group + 8] = m_hi;
+      ml[kHeadsPerBlock + group] = l_lo;
+      ml[kHeadsPerBlock + group + 8] = l_hi;
+    }
+  }
+  __syncthreads();
+
+  const bool final_output = p.num_splits == 1;
+  for (int item = static_cast<int>(threadIdx.x); item < rows * kChunks; item += kThreads) {
+    const int r = item / kChunks;
+    const int c = item % kChunks;
+    float m_w[kWarps], m_max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float* ml = reinterpret_cast<const float*>(smem + w * (kStages * kStageBytes)) +
+                        kHeadsPerBlock * kD;
+      m_w[w] = ml[r];
+      m_max = fmaxf(m_max, m_w[w]);
+    }
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    float sum = 0.0f;
+    if (m_max != -INFINITY) {  // else no key in this block: zeros, lse -inf
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float* scratch = reinterpret_cast<const float*>(smem + w * (kStages * kStageBytes));
+        const float e = common::fastExp2(m_w[w] - m_max);  // 0 for a warp without keys
+        sum += e * scratch[kHeadsPerBlock * kD + kHeadsPerBlock + r];
+        const float4 a = *reinterpret_cast<const float4*>(scratch + r * kD + c * 8);
+        const float4 bq = *reinterpret_cast<const float4*>(scratch + r * kD + c * 8 + 4);
+        acc[0] += e * a.x;
+        acc[1] += e * a.y;
+        acc[2] += e * a.z;
+        acc[3] += e * a.w;
+        acc[4] += e * bq.x;
+        acc[5] += e * bq.y;
+        acc[6] += e * bq.z;
+        acc[7] += e * bq.w;
+      }
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[j] *= inv;
+    const long long row = row0 + r;
+    if (final_output) {
+      auto* out = static_cast<common::Vec16*>(p.out) + (row * kD) / 8 + c;
+      common::store(out, common::pack8<T>(acc));
+    } else {
+      float* po = p.partial_out + (row * p.num_splits + split) * kD + c * 8;
+      *reinterpret_cast<float4*>(po) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      *reinterpret_cast<float4*>(po + 4) = make_float4(acc[4], acc[5], acc[6], acc[7]);
+      if (c == 0) {
+        p.partial_lse[row * p.num_splits + split] = sum > 0.0f ? m_max + __log2f(sum) : -INFINITY;
+      }
+    }
+  }
+}
+
+// The split-KV merge: one warp per (sequence, query head) row. out = sum_s w_s o_s / sum_s w_s
+// with w_s = 2^(lse_s - max lse); empty splits have lse -inf and weigh 0; a row whose splits are
+// all empty (length 0) is zeros.
+template <typename T, int kD>
+__device__ __forceinline__ void mergeSplits(const DecodeAttentionParams& p) {
+  static_assert(kD == 64 || kD == 128, "merge: 2 or 4 dims per lane");
+  constexpr int kPerLane = kD / 32;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const long long row = static_cast<long long>(blockIdx.x) * kMergeRowsPerBlock +
+                        (static_cast<int>(threadIdx.x) >> 5);
+  if (row >= static_cast<long long>(p.batch) * p.q_heads) return;
+  const int splits = p.num_splits;
+  const float* lse = p.partial_lse + row * splits;
+  float m_max = -INFINITY;
+  for (int s = lane; s < splits; s += 32) m_max = fmaxf(m_max, lse[s]);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    m_max = fmaxf(m_max, __shfl_xor_sync(kFullMask, m_max, offset));
+  }
+  float acc[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) acc[j] = 0.0f;
+  float sum = 0.0f;
+  if (m_max != -INFINITY) {
+    const float* po = p.partial_out + row * splits * kD + lane * kPerLane;
+#pragma unroll 4
+    for (int s = 0; s < splits; ++s) {
+      const float e = common::fastExp2(lse[s] - m_max);  // 0 for an empty split (-inf)
+      sum += e;
+      if constexpr (kPerLane == 4) {
+        const float4 v = *reinterpret_cast<const float4*>(po + s * kD);
+        acc[0] += e * v.x;
+        acc[1] += e * v.y;
+        acc[2] += e * v.z;
+        acc[3] += e * v.w;
+      } else {
+        const float2 v = *reinterpret_cast<const float2*>(po + s * kD);
+        acc[0] += e * v.x;
+        acc[1] += e * v.y;
+      }
+    }
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  auto* out = static_cast<unsigned*>(p.out) + (row * kD + lane * kPerLane) / 2;
+  if constexpr (kPerLane == 4) {
+    const uint2 v = make_uint2(common::pack2<T>(acc[0] * inv, acc[1] * inv),
+                               common::pack2<T>(acc[2] * inv, acc[3] * inv));
+    *reinterpret_cast<uint2*>(out) = v;
+  } else {
+    *out = common::pack2<T>(acc[0] * inv, acc[1] * inv);
+  }
+}
+
+}  // namespace kiln::decodeattn

@@ -1,0 +1,66 @@
+// The decodeattn launch shape, from the baked head dim alone: block size, keys per pipeline stage,
+// stages and dynamic shared memory. The kernel evaluates it at compile time (smem carve-up, unroll
+// counts, __launch_bounds__) and the runner at run time (grid, block, shared bytes, the split
+// heuristic's blocks per SM), so the two never disagree and no number is typed twice.
+//
+// Work decomposition (kernels/decodeattn/README.md has the picture):
+//   block  = (split, kv head x 16-query-head chunk, sequence); 4 warps.
+//   warp   = every 4th 16-key subtile of the block's key range, with its own cp.async pipeline
+//            of kStages subtiles of K and V in shared memory, its own running (max, sum, out);
+//            the 4 warps' partial results are combined once, at the end.
+#pragma once
+
+#include "common/host_device.h"
+
+namespace kiln::decodeattn {
+
+inline constexpr int kWarps = 4;
+inline constexpr int kThreads = kWarps * 32;
+// One mma.sync m16n8k16 tile: 16 query heads (rows; GQA groups <= 16 fit one block) and 16 keys
+// (the k of the P.V product) per warp and stage.
+inline constexpr int kHeadsPerBlock = 16;
+inline constexpr int kSubtileKeys = 16;
+inline constexpr int kBlockKeys = kWarps * kSubtileKeys;  // split ranges are multiples of this
+// Tuning (H200 design estimate, see NOTES.md): 3 stages per warp keep 2 subtiles of K and V
+// (16 KiB at d128) in flight per warp while the third is computed: 128 KiB per SM at 2 blocks,
+// far above the ~30 KiB per SM that Little's law asks of HBM3e (4.8 TB/s x ~800 ns / 132 SMs).
+inline constexpr int kStages = 3;
+// Page sizes a run may use: powers of two, so that a 16-key subtile (16-aligned) never straddles
+// a page (one page-table lookup per subtile) and page / row come from a shift and a mask.
+inline constexpr int kMinPageSize = 16;
+inline constexpr int kMaxPageSize = 256;
+inline constexpr int kElementBytes = 2;  // fp16 / bf16
+
+// Shared memory of one warp's stage: a 16-key subtile of K and one of V.
+KILN_HOST_DEVICE constexpr int stageBytes(int head_dim) {
+  return 2 * kSubtileKeys * head_dim * kElementBytes;
+}
+// Dynamic shared memory of the attention kernel: every warp's pipeline. The end-of-loop combine
+// reuses each warp's own region (16 x head_dim floats + 2 x 16 floats fits in kStages stages).
+KILN_HOST_DEVICE constexpr int sharedBytes(int head_dim) {
+  return kWarps * kStages * stageBytes(head_dim);
+}
+KILN_HOST_DEVICE constexpr int combineBytesPerWarp(int head_dim) {
+  return (kHeadsPerBlock * head_dim + 2 * kHeadsPerBlock) * 4;
+}
+
+// Blocks of the attention kernel resident per SM on a 228 KiB-shared-memory SM (sm_90, sm_100;
+// 1 KiB per block is reserved by the hardware), capped at 4 (registers: ~128 per thread at d64).
+// The split heuristic sizes one wave with it; on SMs with less shared memory the same grid is
+// simply more waves.
+inline constexpr int kSharedBytesPerSmHopper = 228 * 1024;
+KILN_HOST_DEVICE constexpr int blocksPerSm(int head_dim) {
+  const int by_smem = kSharedBytesPerSmHopper / (sharedBytes(head_dim) + 1024);
+  return by_smem < 1 ? 1 : (by_smem > 4 ? 4 : by_smem);
+}
+
+// The merge kernel: one warp per (sequence, query head) row, 4 rows per block.
+inline constexpr int kMergeRowsPerBlock = 4;
+inline constexpr int kMergeThreads = kMergeRowsPerBlock * 32;
+
+// Split-KV bounds. A split shorter than 4 subtiles per warp would spend more on its pipeline
+// ramp and its partial write than on its keys; 128 splits cover 32k keys at 256 keys per split.
+inline constexpr int kMinKeysPerSplit = 4 * kBlockKeys;  // 256
+inline constexpr int kMaxSplits = 128;
+
+}  // namespace kiln::decodeattn

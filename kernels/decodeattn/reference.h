@@ -1,0 +1,134 @@
+// Host reference for the decodeattn group, in float64, for the GPU numerics test and the CPU
+// tests: decode attention of one query token per sequence over the paged KV cache, read through
+// the page table exactly as the kernel's contract describes it (kernels/decodeattn/params.h).
+// Header-only, no CUDA headers: 16-bit values travel as their bit patterns (uint16_t) and are
+// decoded exactly. It is deliberately the plainest loop nest; any head dim and page size work, so
+// the CPU tests can check it on hand-computed cases of two dimensions.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace kiln::decodeattn::reference {
+
+enum class Format { kFloat16, kBFloat16 };
+
+inline constexpr const char* formatName(Format f) {
+  return f == Format::kFloat16 ? "fp16" : "bf16";
+}
+
+// The exact value of a binary16 (1-5-10) or bfloat16 (1-8-7) bit pattern.
+inline double toDouble(std::uint16_t bits, Format f) {
+  const int mantissa_bits = f == Format::kFloat16 ? 10 : 7;
+  const int exponent_bits = f == Format::kFloat16 ? 5 : 8;
+  const int bias = (1 << (exponent_bits - 1)) - 1;
+  const unsigned exponent_mask = (1u << exponent_bits) - 1u;
+  const unsigned exponent = (bits >> mantissa_bits) & exponent_mask;
+  const unsigned mantissa = bits & ((1u << mantissa_bits) - 1u);
+  const double sign = (bits & 0x8000) ? -1.0 : 1.0;
+  if (exponent == exponent_mask) {
+    return mantissa != 0 ? std::numeric_limits<double>::quiet_NaN()
+                         : sign * std::numeric_limits<double>::infinity();
+  }
+  if (exponent == 0) return sign * std::ldexp(static_cast<double>(mantissa), 1 - bias - mantissa_bits);
+  return sign * std::ldexp(static_cast<double>(mantissa + (1u << mantissa_bits)),
+                           static_cast<int>(exponent) - bias - mantissa_bits);
+}
+
+// toDouble for every bit pattern, precomputed: the reference decodes each K and V element once
+// per query head, so a table lookup instead of ldexp keeps the GPU test's 32k-key cases fast.
+class Decoder {
+ public:
+  explicit Decoder(Format f) : table_(1u << 16) {
+    for (std::uint32_t bits = 0; bits < (1u << 16); ++bits) {
+      table_[bits] = toDouble(static_cast<std::uint16_t>(bits), f);
+    }
+  }
+  double operator()(std::uint16_t bits) const { return table_[bits]; }
+
+ private:
+  std::vector<double> table_;
+};
+
+// One problem in the kernel's layouts (params.h):
+//   q [batch, q_heads, head_dim], k_cache / v_cache [num_pages, page_size, kv_heads, head_dim],
+//   page_table [batch, max_pages_per_seq], seq_lens [batch], 0 <= seq_lens[b] <= capacity.
+struct PagedProblem {
+  Format format = Format::kBFloat16;
+  int batch = 0;
+  int q_heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int page_size = 0;
+  int max_pages_per_seq = 0;
+  double scale = 1.0;
+  const std::uint16_t* q = nullptr;
+  const std::uint16_t* k_cache = nullptr;
+  const std::uint16_t* v_cache = nullptr;
+  const std::int32_t* page_table = nullptr;
+  const std::int32_t* seq_lens = nullptr;
+};
+
+// Element index of (key j of sequence b, kv head, dim 0) in a cache, through the page table.
+inline std::size_t cacheIndex(const PagedProblem& p, int b, int j, int kv_head) {
+  const std::int32_t page =
+      p.page_table[static_cast<std::size_t>(b) * p.max_pages_per_seq + j / p.page_size];
+  const std::size_t slot = static_cast<std::size_t>(page) * p.page_size + j % p.page_size;
+  return (slot * p.kv_heads + kv_head) * p.head_dim;
+}
+
+// out[b, h, :] = sum_j softmax_j(scale * q[b, h] . k_j) v_j over the seq_lens[b] keys of sequence
+// b, with kv head h / (q_heads / kv_heads). A sequence of length 0 gives zeros (the kernel's
+// documented convention for an empty softmax). `out` is [batch, q_heads, head_dim], unrounded.
+inline void decodeAttention(const PagedProblem& p, double* out) {
+  const int group = p.q_heads / p.kv_heads;
+  const auto d = static_cast<std::size_t>(p.head_dim);
+  const Decoder dec(p.format);
+  std::vector<double> scores;
+  for (int b = 0; b < p.batch; ++b) {
+    const int len = p.seq_lens[b];
+    for (int h = 0; h < p.q_heads; ++h) {
+      const int kvh = h / group;
+      const std::uint16_t* q = p.q + (static_cast<std::size_t>(b) * p.q_heads + h) * d;
+      double* o = out + (static_cast<std::size_t>(b) * p.q_heads + h) * d;
+      std::fill(o, o + d, 0.0);
+      if (len <= 0) continue;
+      scores.assign(static_cast<std::size_t>(len), 0.0);
+      double max_score = -std::numeric_limits<double>::infinity();
+      for (int j = 0; j < len; ++j) {
+        const std::uint16_t* k = p.k_cache + cacheIndex(p, b, j, kvh);
+        double dot = 0.0;
+        for (std::size_t i = 0; i < d; ++i) dot += dec(q[i]) * dec(k[i]);
+        scores[j] = p.scale * dot;
+        max_score = std::max(max_score, scores[j]);
+      }
+      double sum = 0.0;
+      for (int j = 0; j < len; ++j) {
+        const double w = std::exp(scores[j] - max_score);
+        sum += w;
+        const std::uint16_t* v = p.v_cache + cacheIndex(p, b, j, kvh);
+        for (std::size_t i = 0; i < d; ++i) o[i] += w * dec(v[i]);
+      }
+      for (std::size_t i = 0; i < d; ++i) o[i] /= sum;
+    }
+  }
+}
+
+// ||got - ref||_2 / ||ref||_2 over n elements (||got - ref||_2 when ref is all zero). NaN in
+// `got` gives NaN, which fails every `<= bound` check.
+inline double relativeL2(Format f, std::size_t n, const std::uint16_t* got, const double* ref) {
+  const Decoder dec(f);
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double e = dec(got[i]) - ref[i];
+    diff += e * e;
+    norm += ref[i] * ref[i];
+  }
+  return norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+}  // namespace kiln::decodeattn::reference

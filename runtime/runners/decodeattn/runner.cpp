@@ -1,0 +1,92 @@
+// The decodeattn runner (kiln/runners/decodeattn.h) over the artifact's generated variant table.
+// Compiled by `kiln build` into the artifact's library, next to the generated headers; kiln's own
+// CMake builds only selector.cpp. Every decision is the selector's; this file adds the device
+// (from the caller's stream: its SM picks the image, its SM count the split count), places the
+// partials in the caller's workspace, and launches.
+#include "kiln/runners/decodeattn.h"
+
+#include <array>
+#include <cstddef>
+#include <iterator>
+
+#include "kiln/groups/decodeattn.h"
+#include "kiln/runtime.h"
+#include "selector.h"
+
+namespace kiln::decodeattn {
+namespace {
+
+namespace generated = ::kiln::generated::decodeattn;
+constexpr std::size_t kNumVariants = std::size(generated::kVariants);
+
+// The generated table in the selector's shape (a copy of four fields per variant).
+constexpr std::array<VariantInfo, kNumVariants> makeTable() {
+  std::array<VariantInfo, kNumVariants> table{};
+  for (std::size_t i = 0; i < kNumVariants; ++i) {
+    const auto& v = generated::kVariants[i];
+    table[i] = VariantInfo{v.name, v.head_dim, v.dtype, v.variant};
+  }
+  return table;
+}
+constexpr std::array<VariantInfo, kNumVariants> kTable = makeTable();
+
+Status checkImage(const kiln_variant& variant, int device_sm) {
+  const kiln_image* image = nullptr;
+  return selectImage(variant, device_sm, &image);
+}
+
+// Admission does not depend on the SM count; any positive value plans the same checks.
+int hostMultiprocessors(const Problem& problem) {
+  return problem.multiprocessors > 0 ? problem.multiprocessors : kMaxMultiprocessors;
+}
+
+}  // namespace
+
+Status canImplement(const Problem& problem) {
+  Plan plan;
+  return select(kTable, problem, hostMultiprocessors(problem), nullptr, &plan);
+}
+
+Status canImplement(const Problem& problem, int device_sm) {
+  const DeviceQuery device{device_sm, &checkImage};
+  Plan plan;
+  return select(kTable, problem, hostMultiprocessors(problem), &device, &plan);
+}
+
+std::size_t workspaceSize(const Problem& problem) {
+  Plan plan;
+  if (!select(kTable, problem, hostMultiprocessors(problem), nullptr, &plan).ok()) return 0;
+  return plan.workspace_bytes;
+}
+
+int numSplits(const Problem& problem, int multiprocessors) {
+  Plan plan;
+  if (!select(kTable, problem, multiprocessors, nullptr, &plan).ok() || plan.no_op) return 0;
+  return plan.num_splits;
+}
+
+Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes, Stream stream) {
+  Plan plan;
+  KILN_RETURN_IF_ERROR(select(kTable, problem, hostMultiprocessors(problem), nullptr, &plan));
+  if (plan.no_op) return Status::Ok();
+  DeviceInfo info;
+  KILN_RETURN_IF_ERROR(deviceForStream(stream, &info));
+  const int multiprocessors =
+      problem.multiprocessors > 0 ? problem.multiprocessors : info.multiprocessors;
+  KILN_RETURN_IF_ERROR(select(kTable, problem, multiprocessors, nullptr, &plan));
+  KILN_RETURN_IF_ERROR(checkDevice(plan, DeviceQuery{info.sm, &checkImage}));
+  KILN_RETURN_IF_ERROR(checkWorkspace(plan, workspace, workspace_bytes));
+  if (plan.num_splits > 1) {
+    auto* base = static_cast<unsigned char*>(workspace);
+    plan.params.partial_out = reinterpret_cast<float*>(base);
+    plan.params.partial_lse = reinterpret_cast<float*>(base + plan.lse_offset);
+  }
+  void* args[] = {&plan.params};
+  KILN_RETURN_IF_ERROR(launch(*plan.variant, plan.attention_entry, plan.attention, stream, args));
+  if (plan.num_splits > 1) {
+    KILN_RETURN_IF_ERROR(launch(*plan.variant, plan.merge_entry, plan.merge, stream, args));
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln::decodeattn

@@ -1,0 +1,280 @@
+// The decodeattn selector (see selector.h): admission checks, variant choice, split count and
+// launch planning.
+#include "selector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "decodeattn/launch.h"
+
+namespace kiln::decodeattn {
+namespace {
+
+std::string hexAddress(const void* p) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "0x%llx",
+                static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
+  return buffer;
+}
+
+Status invalid(const std::string& message) {
+  return Status(StatusCode::kInvalidArgument, "decodeattn: " + message);
+}
+
+Status checkPointer(const char* name, const void* p, unsigned alignment) {
+  if (p == nullptr) return invalid(std::string(name) + " is null");
+  if (reinterpret_cast<std::uintptr_t>(p) % alignment != 0) {
+    return invalid("pointer " + std::string(name) + " (" + hexAddress(p) + ") is not " +
+                   std::to_string(alignment) + "-byte aligned");
+  }
+  return Status::Ok();
+}
+
+std::string builtHeadDims(std::span<const VariantInfo> table, const char* dtype) {
+  std::string list;
+  for (const VariantInfo& v : table) {
+    if (std::strcmp(v.dtype, dtype) != 0) continue;
+    if (!list.empty()) list += ", ";
+    list += std::to_string(v.head_dim);
+  }
+  return list;
+}
+
+std::string builtDtypes(std::span<const VariantInfo> table) {
+  std::vector<std::string> names;
+  for (const VariantInfo& v : table) {
+    if (std::find(names.begin(), names.end(), v.dtype) == names.end()) names.emplace_back(v.dtype);
+  }
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  return list.empty() ? "none" : list;
+}
+
+int findEntry(const kiln_variant& variant, const char* entry) {
+  for (int i = 0; i < variant.num_entries; ++i) {
+    if (variant.entries[i] != nullptr && std::strcmp(variant.entries[i], entry) == 0) return i;
+  }
+  return -1;
+}
+
+std::size_t alignUp(std::size_t n, std::size_t a) {
+  return (n + a - 1) / a * a;
+}
+
+bool isPowerOfTwo(int v) {
+  return v > 0 && (v & (v - 1)) == 0;
+}
+
+int log2Exact(int v) {
+  int l = 0;
+  while ((1 << l) < v) ++l;
+  return l;
+}
+
+}  // namespace
+
+const char* dtypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return "fp16";
+    case DType::kBFloat16:
+      return "bf16";
+  }
+  return nullptr;
+}
+
+int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim) {
+  const long long slots = static_cast<long long>(std::max(multiprocessors, 1)) * blocksPerSm(head_dim);
+  if (pairs <= 0 || pairs >= slots) return 1;
+  const long long by_keys = std::max(1LL, (max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
+  const long long splits = std::min({slots / pairs, by_keys, static_cast<long long>(kMaxSplits)});
+  return static_cast<int>(std::max(1LL, splits));
+}
+
+Status checkDevice(const Plan& plan, const DeviceQuery& device) {
+  if (plan.variant == nullptr) {
+    return Status(StatusCode::kInternal, "decodeattn: checkDevice called without a selected variant");
+  }
+  if (!device.check_image) {
+    return Status(StatusCode::kInternal,
+                  "decodeattn: no image check for device sm_" + std::to_string(device.sm));
+  }
+  return device.check_image(*plan.variant, device.sm);
+}
+
+Status checkWorkspace(const Plan& plan, const void* workspace, std::size_t workspace_bytes) {
+  if (plan.workspace_bytes == 0) return Status::Ok();
+  if (workspace_bytes < plan.workspace_bytes) {
+    return invalid("workspace of " + std::to_string(workspace_bytes) + " bytes is smaller than the " +
+                   std::to_string(plan.workspace_bytes) + " bytes that " +
+                   std::to_string(plan.num_splits) +
+                   " splits need (workspaceSize; set Problem::multiprocessors to the device's)");
+  }
+  return checkPointer("workspace", workspace, kTensorAlignment);
+}
+
+Status select(std::span<const VariantInfo> table, const Problem& problem, int multiprocessors,
+              const DeviceQuery* device, Plan* plan) {
+  if (plan == nullptr) return Status(StatusCode::kInternal, "decodeattn: select without a plan");
+  *plan = Plan{};
+
+  const char* dtype = dtypeName(problem.dtype);
+  if (dtype == nullptr) {
+    return invalid("dtype " + std::to_string(static_cast<int>(problem.dtype)) +
+                   " is not a DType value (fp16 or bf16)");
+  }
+  const VariantInfo* info = nullptr;
+  bool dtype_built = false;
+  for (const VariantInfo& v : table) {
+    if (std::strcmp(v.dtype, dtype) != 0) continue;
+    dtype_built = true;
+    if (v.head_dim == problem.head_dim) {
+      info = &v;
+      break;
+    }
+  }
+  if (!dtype_built) {
+    return Status(StatusCode::kNotSupported, std::string("decodeattn: dtype ") + dtype +
+                                                 " is not built; built dtypes: " +
+                                                 builtDtypes(table));
+  }
+  if (info == nullptr) {
+    return Status(StatusCode::kNotSupported,
+                  "decodeattn: head_dim " + std::to_string(problem.head_dim) + " is not built for " +
+                      dtype + "; built for " + dtype + ": " + builtHeadDims(table, dtype));
+  }
+  const kiln_variant* variant = info->variant != nullptr ? info->variant() : nullptr;
+  if (variant == nullptr) {
+    return Status(StatusCode::kInternal,
+                  std::string("decodeattn: variant ") + info->name + " has no variant table");
+  }
+  const int attention_entry = findEntry(*variant, kAttentionEntry);
+  const int merge_entry = findEntry(*variant, kMergeEntry);
+  if (attention_entry < 0 || merge_entry < 0) {
+    return Status(StatusCode::kInternal,
+                  std::string("decodeattn: variant ") + info->name + " has no entry kernel " +
+                      (attention_entry < 0 ? kAttentionEntry : kMergeEntry));
+  }
+  plan->info = info;
+  plan->variant = variant;
+  plan->attention_entry = attention_entry;
+  plan->merge_entry = merge_entry;
+
+  if (problem.batch < 0) return invalid("batch " + std::to_string(problem.batch) + " is negative");
+  if (problem.batch == 0) {
+    plan->no_op = true;
+    return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
+  }
+  if (problem.kv_heads < 1) {
+    return invalid("kv_heads " + std::to_string(problem.kv_heads) + " is not positive");
+  }
+  if (problem.q_heads < 1 || problem.q_heads % problem.kv_heads != 0) {
+    return invalid("q_heads " + std::to_string(problem.q_heads) +
+                   " is not a positive multiple of kv_heads " + std::to_string(problem.kv_heads));
+  }
+  if (!isPowerOfTwo(problem.page_size) || problem.page_size < kMinPageSize ||
+      problem.page_size > kMaxPageSize) {
+    return invalid("page_size " + std::to_string(problem.page_size) +
+                   " is not a power of two in " + std::to_string(kMinPageSize) + ".." +
+                   std::to_string(kMaxPageSize));
+  }
+  if (problem.num_pages < 1) {
+    return invalid("num_pages " + std::to_string(problem.num_pages) + " is not positive");
+  }
+  if (problem.max_pages_per_seq < 1) {
+    return invalid("max_pages_per_seq " + std::to_string(problem.max_pages_per_seq) +
+                   " is not positive");
+  }
+  const long long capacity = static_cast<long long>(problem.max_pages_per_seq) * problem.page_size;
+  if (capacity > kMaxKeysPerSequence) {
+    return invalid("max_pages_per_seq * page_size = " + std::to_string(capacity) +
+                   " keys exceeds the limit " + std::to_string(kMaxKeysPerSequence));
+  }
+  if (problem.max_seq_len < 0) {
+    return invalid("max_seq_len " + std::to_string(problem.max_seq_len) + " is negative");
+  }
+  if (problem.multiprocessors < 0) {
+    return invalid("multiprocessors " + std::to_string(problem.multiprocessors) + " is negative");
+  }
+  if (!std::isfinite(problem.scale)) {
+    return invalid("scale " + std::to_string(problem.scale) + " is not finite");
+  }
+  KILN_RETURN_IF_ERROR(checkPointer("out", problem.out, kTensorAlignment));
+  KILN_RETURN_IF_ERROR(checkPointer("q", problem.q, kTensorAlignment));
+  KILN_RETURN_IF_ERROR(checkPointer("k_cache", problem.k_cache, kTensorAlignment));
+  KILN_RETURN_IF_ERROR(checkPointer("v_cache", problem.v_cache, kTensorAlignment));
+  KILN_RETURN_IF_ERROR(checkPointer("page_table", problem.page_table, kIndexAlignment));
+  KILN_RETURN_IF_ERROR(checkPointer("seq_lens", problem.seq_lens, kIndexAlignment));
+
+  const int group_size = problem.q_heads / problem.kv_heads;
+  const int head_chunks = (group_size + kHeadsPerBlock - 1) / kHeadsPerBlock;
+  if (problem.batch > kMaxGridYZ) {
+    return invalid("batch " + std::to_string(problem.batch) + " exceeds the limit " +
+                   std::to_string(kMaxGridYZ));
+  }
+  const long long head_blocks = static_cast<long long>(problem.kv_heads) * head_chunks;
+  if (head_blocks > kMaxGridYZ) {
+    return invalid("kv_heads * ceil(q_heads / kv_heads / 16) = " + std::to_string(head_blocks) +
+                   " exceeds the limit " + std::to_string(kMaxGridYZ));
+  }
+  // num_pages * page_size * kv_heads * head_dim < 2^62, tested without overflowing.
+  const double cache_elements = static_cast<double>(problem.num_pages) * problem.page_size *
+                                problem.kv_heads * info->head_dim;
+  if (cache_elements >= 4.0e18) {
+    return invalid("num_pages * page_size * kv_heads * head_dim = " +
+                   std::to_string(cache_elements) + " elements exceeds the limit 2^62");
+  }
+
+  const long long max_keys =
+      problem.max_seq_len > 0 ? std::min<long long>(problem.max_seq_len, capacity) : capacity;
+  const long long pairs = static_cast<long long>(problem.batch) * head_blocks;
+  const int splits = chooseSplits(pairs, max_keys, std::max(multiprocessors, 1), info->head_dim);
+  plan->num_splits = splits;
+
+  plan->attention.grid = Dim3{static_cast<unsigned>(splits), static_cast<unsigned>(head_blocks),
+                              static_cast<unsigned>(problem.batch)};
+  plan->attention.block = Dim3{static_cast<unsigned>(kThreads), 1, 1};
+  plan->attention.shared_bytes = static_cast<unsigned>(sharedBytes(info->head_dim));
+  const long long rows = static_cast<long long>(problem.batch) * problem.q_heads;
+  plan->merge.grid =
+      Dim3{static_cast<unsigned>((rows + kMergeRowsPerBlock - 1) / kMergeRowsPerBlock), 1, 1};
+  plan->merge.block = Dim3{static_cast<unsigned>(kMergeThreads), 1, 1};
+  plan->merge.shared_bytes = 0;
+  if (splits > 1) {
+    const std::size_t partial_rows = static_cast<std::size_t>(rows) * splits;
+    plan->lse_offset =
+        alignUp(partial_rows * static_cast<std::size_t>(info->head_dim) * sizeof(float),
+                kWorkspaceAlignment);
+    plan->workspace_bytes =
+        plan->lse_offset + alignUp(partial_rows * sizeof(float), kWorkspaceAlignment);
+  }
+
+  DecodeAttentionParams& params = plan->params;
+  params.out = problem.out;
+  params.q = problem.q;
+  params.k_cache = problem.k_cache;
+  params.v_cache = problem.v_cache;
+  params.page_table = problem.page_table;
+  params.seq_lens = problem.seq_lens;
+  params.partial_out = nullptr;
+  params.partial_lse = nullptr;
+  params.batch = problem.batch;
+  params.q_heads = problem.q_heads;
+  params.kv_heads = problem.kv_heads;
+  params.group_size = group_size;
+  params.head_chunks = head_chunks;
+  params.page_size_log2 = log2Exact(problem.page_size);
+  params.max_pages_per_seq = problem.max_pages_per_seq;
+  params.num_pages = problem.num_pages;
+  params.num_splits = splits;
+  params.scale_log2 = static_cast<float>(static_cast<double>(problem.scale) * 1.4426950408889634);
+  // Last, so that select(device) == select(host) followed by checkDevice, which is what run() does.
+  return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
+}
+
+}  // namespace kiln::decodeattn

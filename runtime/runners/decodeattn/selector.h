@@ -1,0 +1,90 @@
+// The decodeattn selector: the one function that decides both "is this problem supported?"
+// (canImplement) and "which variant, split count and launches run it?" (run, workspaceSize), so
+// they cannot disagree. Pure logic over a table of variants: no generated header, no driver call,
+// so it is unit-tested on the host with a fake table and a fake image check. runner.cpp feeds it
+// the artifact's table and the stream's device.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <span>
+
+#include "decodeattn/params.h"
+#include "kiln/runners/decodeattn.h"
+#include "kiln/runtime.h"
+#include "kiln/status.h"
+#include "kiln/variant.h"
+
+namespace kiln::decodeattn {
+
+inline constexpr const char kAttentionEntry[] = "kiln_decodeattn";
+inline constexpr const char kMergeEntry[] = "kiln_decodeattn_merge";
+inline constexpr unsigned kTensorAlignment = 16;  // the kernels' 16-byte vector accesses
+inline constexpr unsigned kIndexAlignment = 4;    // int32 page table and lengths
+inline constexpr std::size_t kWorkspaceAlignment = 256;
+inline constexpr int kMaxGridYZ = 65535;                // CUDA's limit for grid.y and grid.z
+inline constexpr long long kMaxKeysPerSequence = 1LL << 30;  // max_pages_per_seq * page_size
+
+// One variant of the artifact: the generated kiln::generated::decodeattn::kVariants entry's fields.
+struct VariantInfo {
+  const char* name;                  // "decodeattn_d128_bf16"
+  int head_dim;                      // baked head dim
+  const char* dtype;                 // "fp16" | "bf16"
+  const kiln_variant* (*variant)();  // the variant's images and entries
+};
+
+// Whether a device of SM `device_sm` can run `variant`: kiln::selectImage in the runner, a fake in
+// unit tests. Returns the runtime's status (kNoKernelImage, naming the SMs) on a miss.
+using ImageCheck = std::function<Status(const kiln_variant& variant, int device_sm)>;
+
+struct DeviceQuery {
+  int sm = 0;  // 10 * major + minor
+  ImageCheck check_image;
+};
+
+// What run() launches. Valid only when select() returned ok; nothing to launch when no_op.
+struct Plan {
+  const VariantInfo* info = nullptr;
+  const kiln_variant* variant = nullptr;
+  bool no_op = false;  // batch == 0
+  int attention_entry = -1;
+  int merge_entry = -1;
+  int num_splits = 0;
+  LaunchConfig attention;
+  LaunchConfig merge;                // launched only when num_splits > 1
+  std::size_t workspace_bytes = 0;   // the partials; 0 when num_splits == 1
+  std::size_t lse_offset = 0;        // byte offset of partial_lse in the workspace
+  DecodeAttentionParams params{};    // partial_out / partial_lse still null: run() places them
+};
+
+// "fp16" / "bf16"; nullptr for a value outside the enum.
+const char* dtypeName(DType dtype);
+
+// The split count for `pairs` = batch * kv_heads * head_chunks blocks of at most `max_keys` keys
+// on `multiprocessors` SMs: 1 when the pairs fill one wave (blocksPerSm(head_dim) per SM), else
+// as many splits as fit in one wave, at most one per kMinKeysPerSplit keys and kMaxSplits.
+// Non-decreasing in `multiprocessors` (so a workspace sized for more SMs is always enough).
+int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim);
+
+// Admits `problem` against `table` and plans its launches for `multiprocessors` SMs (> 0). The
+// checks, in order (the first failure is returned, its message naming the value and the limit):
+//   dtype is a known value and built; head_dim is built for it     (kInvalidArgument/kNotSupported)
+//   batch >= 0; batch == 0: plan.no_op and nothing else is checked but the device
+//   q_heads, kv_heads >= 1, q_heads % kv_heads == 0; page_size a power of two in 16..256;
+//   num_pages, max_pages_per_seq >= 1, their capacity <= 2^30 keys; max_seq_len,
+//   multiprocessors >= 0; scale finite                              (kInvalidArgument)
+//   out, q, k_cache, v_cache non-null and 16-byte aligned; page_table, seq_lens non-null and
+//   4-byte aligned                                                  (kInvalidArgument)
+//   batch, kv_heads * head chunks <= 65535 (grid), the caches' element count < 2^62
+//   the variant has both entries                                    (kInternal)
+//   last, `device` (when given) has an image of the variant         (the check's status)
+Status select(std::span<const VariantInfo> table, const Problem& problem, int multiprocessors,
+              const DeviceQuery* device, Plan* plan);
+
+// The device step of select() alone.
+Status checkDevice(const Plan& plan, const DeviceQuery& device);
+
+// The workspace check of run(): `workspace` holds plan.workspace_bytes bytes, 16-byte aligned.
+Status checkWorkspace(const Plan& plan, const void* workspace, std::size_t workspace_bytes);
+
+}  // namespace kiln::decodeattn

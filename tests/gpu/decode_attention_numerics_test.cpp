@@ -1,0 +1,653 @@
+// GPU numerics of the decodeattn group: every variant of the linked artifact over boundary
+// lengths, long sequences, large batches, GQA ratios 1 / 4 / 8 / 40 and every admitted page size,
+// against the float64 reference in kernels/decodeattn/reference.h.
+//
+// Each case: fresh random q, K, V (the seed is printed; KILN_SEED=<n> replays a run), a paged cache
+// whose pages are handed out in a random permutation, with every unused page and every row past a
+// sequence's length poisoned (0xffff, NaN in fp16 and bf16) and page-table entries past the length
+// set to -1; output, a guard past it and the workspace poisoned too. One run() on a non-default
+// stream, then: status ok, every output element written and finite, the guard untouched, length-0
+// sequences exactly zero, relative L2 error within the bound. Some cases force the split count
+// through Problem::multiprocessors, so both the single-pass and the split + merge path run on
+// every variant. Runner errors (unbuilt head dim, misaligned q, small workspace, batch 0) are
+// checked on the device too. The summary (stdout, and JSON at $KILN_EVIDENCE_OUT) is the evidence
+// format of DESIGN.md contract 10; the process exits non-zero on any failure.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "decodeattn/reference.h"
+#include "kiln/groups/decodeattn.h"
+#include "kiln/kiln_all.h"
+#include "kiln/runners/decodeattn.h"
+#include "kiln/runtime.h"
+
+#if !defined(KILN_DECODEATTN_ENABLED)
+#error "the artifact has no decodeattn group: kiln build --gpu-arch sm_NN --kernels decodeattn"
+#endif
+
+namespace {
+
+namespace ref = kiln::decodeattn::reference;
+namespace generated = kiln::generated::decodeattn;
+namespace da = kiln::decodeattn;
+
+// Error bounds (PERF.md, Method 2): fp32 accumulation, 16-bit inputs, the output rounded once.
+// The kernel also rounds P (softmax weights in [0, 1]) once to the dtype for the P.V mma, and
+// sums the same rounded weights, so the output is a convex combination of V rows whose weights
+// carry a relative error <= u (2^-11 fp16, 2^-8 bf16): that adds ~u/sqrt(3) relative L2, the
+// same size as the output's own rounding, which the bounds already allow for twice over.
+constexpr double kRelL2BoundFp16 = 2e-3;
+constexpr double kRelL2BoundBf16 = 1.2e-2;
+
+constexpr std::uint16_t kPoison = 0xffff;  // NaN in fp16 and bf16 (what memset 0xff writes)
+
+#define CUDA_OK(expr)                                                                      \
+  do {                                                                                     \
+    const cudaError_t err_ = (expr);                                                       \
+    ASSERT_EQ(err_, cudaSuccess) << #expr << " at " << __FILE__ << ":" << __LINE__ << ": " \
+                                 << cudaGetErrorString(err_);                              \
+  } while (0)
+
+// ---- results: pass / fail / skip per (SM, dtype, variant, case) -----------------------------
+
+struct Counts {
+  int passed = 0, failed = 0, skipped = 0;
+  std::vector<std::string> notes;  // why a case failed or was skipped, and its error
+};
+
+struct Run {
+  std::string gpu_name;
+  int sm = 0;
+  int multiprocessors = 0;
+  int driver_version = 0;
+  int runtime_version = 0;
+  std::uint64_t seed = 0;
+  std::map<std::tuple<int, std::string, std::string, std::string>, Counts> results;
+
+  Counts& at(const std::string& dtype, const std::string& variant, const std::string& what) {
+    return results[{sm, dtype, variant, what}];
+  }
+};
+
+Run& run() {
+  static Run r;
+  return r;
+}
+
+// ---- inputs -------------------------------------------------------------------------------
+
+// splitmix64: fast, seedable, good enough to draw test bits.
+struct Rng {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
+};
+
+// A random finite 16-bit value with magnitude in [2^lo, 2^(hi + 1)), random sign and mantissa
+// bits: every mantissa bit is exercised and no rounding happens on the host.
+std::uint16_t randomBits(Rng& rng, ref::Format f, int lo, int hi) {
+  const int mantissa_bits = f == ref::Format::kFloat16 ? 10 : 7;
+  const int bias = f == ref::Format::kFloat16 ? 15 : 127;
+  const std::uint64_t r = rng.next();
+  const int exponent = lo + static_cast<int>(r % static_cast<std::uint64_t>(hi - lo + 1));
+  const unsigned mantissa = static_cast<unsigned>((r >> 16) & ((1u << mantissa_bits) - 1u));
+  const unsigned sign = ((r >> 40) & 1u) ? 0x8000u : 0u;
+  return static_cast<std::uint16_t>(sign | (static_cast<unsigned>(exponent + bias) << mantissa_bits) |
+                                    mantissa);
+}
+
+// ---- device buffers -------------------------------------------------------------------------
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr != nullptr) (void)cudaFree(ptr);
+  }
+};
+
+// `bytes` bytes set to 0xff, then the first data_bytes from `data` (if given).
+std::string allocate(DeviceBuffer* b, std::size_t bytes, const void* data, std::size_t data_bytes) {
+  b->bytes = std::max<std::size_t>(bytes, 16);
+  if (cudaMalloc(&b->ptr, b->bytes) != cudaSuccess) {
+    return "cudaMalloc of " + std::to_string(b->bytes) + " bytes failed";
+  }
+  if (cudaMemset(b->ptr, 0xff, b->bytes) != cudaSuccess) return "cudaMemset failed";
+  if (data != nullptr && data_bytes > 0 &&
+      cudaMemcpy(b->ptr, data, data_bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    return "cudaMemcpy to device failed";
+  }
+  return "";
+}
+
+template <typename T>
+std::vector<T> download(const DeviceBuffer& b) {
+  std::vector<T> host(b.bytes / sizeof(T));
+  if (cudaMemcpy(host.data(), b.ptr, host.size() * sizeof(T), cudaMemcpyDeviceToHost) !=
+      cudaSuccess) {
+    host.clear();
+  }
+  return host;
+}
+
+da::DType dtypeOf(const char* name) {
+  return std::strcmp(name, "fp16") == 0 ? da::DType::kFloat16 : da::DType::kBFloat16;
+}
+ref::Format formatOf(const char* name) {
+  return std::strcmp(name, "fp16") == 0 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
+}
+
+// ---- cases ----------------------------------------------------------------------------------
+
+// One numerics case. lengths empty: `batch` random lengths in [1, max_random_len].
+struct CaseSpec {
+  const char* name;
+  int q_heads;
+  int kv_heads;
+  std::vector<int> lengths;
+  int batch;
+  int max_random_len;
+  int page_size;
+  double scale_factor;   // softmax scale = scale_factor / sqrt(head_dim)
+  int multiprocessors;   // Problem::multiprocessors (0: the device's); forces the split count
+  int max_seq_len_hint;  // Problem::max_seq_len
+};
+
+const std::vector<CaseSpec>& cases() {
+  static const std::vector<CaseSpec> c = {
+      // The issue's boundary lengths in one batch, GQA 8, split path (device SM count).
+      {"lengths_gqa8_p16", 16, 2, {1, 15, 16, 17, 255, 256, 257, 4097}, 0, 0, 16, 1.0, 0, 0},
+      // The same lengths on one simulated SM: one split, the single-pass path on long sequences.
+      {"lengths_gqa8_p64_one_split", 16, 2, {4097, 257, 256, 255, 17, 16, 15, 1}, 0, 0, 64, 1.0, 1,
+       0},
+      // 32k keys, GQA 4, many splits; a sharp softmax (scale x 4) exercises the running max.
+      {"long32768_gqa4_p32", 8, 2, {32768}, 0, 0, 32, 4.0, 0, 0},
+      // 32k keys next to a 1-key sequence, GQA 1.
+      {"long32768_and_1_gqa1_p16", 4, 4, {32768, 1}, 0, 0, 16, 1.0, 0, 0},
+      // Batch 256 of short random lengths, GQA 1: fills the GPU, one split.
+      {"batch256_gqa1_p32", 4, 4, {}, 256, 300, 32, 1.0, 0, 0},
+      // Batch 256, GQA 8, forced splits (256 SMs): many empty splits of short sequences.
+      {"batch256_gqa8_p16_split", 8, 1, {}, 256, 600, 16, 1.0, 256, 0},
+      // The benchmark's head shape (GQA 32/8), sharp softmax.
+      {"gqa32x8_p16", 32, 8, {4097, 1000, 33}, 0, 0, 16, 8.0, 0, 0},
+      // MQA with 40 query heads: three head chunks (16, 16, 8) per KV head.
+      {"mqa40_p128", 40, 1, {257, 1031}, 0, 0, 128, 1.0, 0, 0},
+      // Empty sequences give zeros, next to others; page 256.
+      {"zero_lengths_gqa4_p256", 8, 2, {0, 5, 0, 300}, 0, 0, 256, 1.0, 0, 0},
+      // A max_seq_len hint below the table's capacity (fewer splits), and page 32.
+      {"max_len_hint_p32", 16, 2, {2000, 100}, 0, 0, 32, 1.0, 0, 2000},
+  };
+  return c;
+}
+
+// Runs one (variant, case); returns "" on success, else what failed. *error gets the rel L2.
+std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng& rng,
+                    cudaStream_t stream, double* error) {
+  const ref::Format f = formatOf(v.dtype);
+  const int d = v.head_dim;
+  std::vector<int> lens = spec.lengths;
+  if (lens.empty()) {
+    for (int b = 0; b < spec.batch; ++b) lens.push_back(1 + rng.below(spec.max_random_len));
+  }
+  const int batch = static_cast<int>(lens.size());
+  const int ps = spec.page_size;
+  const int max_len = *std::max_element(lens.begin(), lens.end());
+  const int max_pages_per_seq = (max_len + ps - 1) / ps + 1;  // one spare entry (set to -1)
+  int used_pages = 0;
+  for (int len : lens) used_pages += (len + ps - 1) / ps;
+  const int num_pages = used_pages + used_pages / 8 + 3;  // unused pages stay poisoned
+
+  // Pages handed out in a random permutation; table entries past a sequence's pages are -1.
+  std::vector<std::int32_t> perm(static_cast<std::size_t>(num_pages));
+  std::iota(perm.begin(), perm.end(), 0);
+  for (int i = num_pages - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
+  std::vector<std::int32_t> table(static_cast<std::size_t>(batch) * max_pages_per_seq, -1);
+  std::vector<std::int32_t> seq_lens(lens.begin(), lens.end());
+  const std::size_t row_elems = static_cast<std::size_t>(spec.kv_heads) * d;  // one key, all heads
+  const std::size_t cache_elems = static_cast<std::size_t>(num_pages) * ps * row_elems;
+  std::vector<std::uint16_t> k(cache_elems, kPoison), vv(cache_elems, kPoison);
+  int next = 0;
+  for (int b = 0; b < batch; ++b) {
+    for (int j = 0; j < lens[b]; ++j) {
+      if (j % ps == 0) table[static_cast<std::size_t>(b) * max_pages_per_seq + j / ps] = perm[next++];
+      const std::size_t page = static_cast<std::size_t>(
+          table[static_cast<std::size_t>(b) * max_pages_per_seq + j / ps]);
+      const std::size_t base = (page * ps + static_cast<std::size_t>(j % ps)) * row_elems;
+      for (std::size_t i = 0; i < row_elems; ++i) {
+        k[base + i] = randomBits(rng, f, -4, 0);
+        vv[base + i] = randomBits(rng, f, -4, 0);
+      }
+    }
+  }
+  const std::size_t out_elems = static_cast<std::size_t>(batch) * spec.q_heads * d;
+  std::vector<std::uint16_t> q(out_elems);
+  for (auto& x : q) x = randomBits(rng, f, -3, 0);
+  const double scale = spec.scale_factor / std::sqrt(static_cast<double>(d));
+
+  DeviceBuffer d_q, d_k, d_v, d_table, d_lens, d_out, d_ws;
+  const std::size_t guard = 64;  // elements past out that must stay poisoned
+  for (const std::string& e :
+       {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
+        allocate(&d_k, k.size() * 2, k.data(), k.size() * 2),
+        allocate(&d_v, vv.size() * 2, vv.data(), vv.size() * 2),
+        allocate(&d_table, table.size() * 4, table.data(), table.size() * 4),
+        allocate(&d_lens, seq_lens.size() * 4, seq_lens.data(), seq_lens.size() * 4),
+        allocate(&d_out, (out_elems + guard) * 2, nullptr, 0)}) {
+    if (!e.empty()) return e;
+  }
+
+  da::Problem p;
+  p.dtype = dtypeOf(v.dtype);
+  p.batch = batch;
+  p.q_heads = spec.q_heads;
+  p.kv_heads = spec.kv_heads;
+  p.head_dim = d;
+  p.page_size = ps;
+  p.num_pages = num_pages;
+  p.max_pages_per_seq = max_pages_per_seq;
+  p.max_seq_len = spec.max_seq_len_hint;
+  p.multiprocessors = spec.multiprocessors;
+  p.scale = static_cast<float>(scale);
+  p.out = d_out.ptr;
+  p.q = d_q.ptr;
+  p.k_cache = d_k.ptr;
+  p.v_cache = d_v.ptr;
+  p.page_table = static_cast<const std::int32_t*>(d_table.ptr);
+  p.seq_lens = static_cast<const std::int32_t*>(d_lens.ptr);
+  const std::size_t ws_bytes = da::workspaceSize(p);
+  if (const std::string e = allocate(&d_ws, ws_bytes, nullptr, 0); !e.empty()) return e;  // NaN
+  const kiln::Status s = da::run(p, d_ws.ptr, ws_bytes, reinterpret_cast<kiln::Stream>(stream));
+  if (!s.ok()) return "run: " + s.toString();
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+    return std::string("kernel: ") + cudaGetErrorString(e);
+  }
+
+  ref::PagedProblem rp;
+  rp.format = f;
+  rp.batch = batch;
+  rp.q_heads = spec.q_heads;
+  rp.kv_heads = spec.kv_heads;
+  rp.head_dim = d;
+  rp.page_size = ps;
+  rp.max_pages_per_seq = max_pages_per_seq;
+  rp.scale = static_cast<double>(static_cast<float>(scale));  // the float the kernel was given
+  rp.q = q.data();
+  rp.k_cache = k.data();
+  rp.v_cache = vv.data();
+  rp.page_table = table.data();
+  rp.seq_lens = seq_lens.data();
+  std::vector<double> expected(out_elems);
+  ref::decodeAttention(rp, expected.data());
+
+  const std::vector<std::uint16_t> out = download<std::uint16_t>(d_out);
+  if (out.size() < out_elems + guard) return "download of out failed";
+  std::ostringstream err;
+  const ref::Decoder dec(f);
+  std::size_t unwritten = 0, nonfinite = 0, guard_changed = 0, empty_nonzero = 0;
+  for (std::size_t i = 0; i < out_elems; ++i) {
+    if (out[i] == kPoison)
+      ++unwritten;
+    else if (!std::isfinite(dec(out[i])))
+      ++nonfinite;
+  }
+  for (std::size_t i = out_elems; i < out_elems + guard; ++i) guard_changed += out[i] != kPoison;
+  const std::size_t per_seq = static_cast<std::size_t>(spec.q_heads) * d;
+  for (int b = 0; b < batch; ++b) {
+    if (lens[b] != 0) continue;
+    for (std::size_t i = 0; i < per_seq; ++i) empty_nonzero += dec(out[b * per_seq + i]) != 0.0;
+  }
+  if (unwritten) err << unwritten << " of " << out_elems << " outputs not written (still poison); ";
+  if (nonfinite) err << nonfinite << " outputs not finite; ";
+  if (guard_changed) err << guard_changed << " elements written past the end of out; ";
+  if (empty_nonzero) err << empty_nonzero << " outputs of length-0 sequences are not 0; ";
+  const double bound = f == ref::Format::kFloat16 ? kRelL2BoundFp16 : kRelL2BoundBf16;
+  const double rel = ref::relativeL2(f, out_elems, out.data(), expected.data());
+  *error = rel;
+  if (!(rel <= bound)) err << "relative L2 error " << rel << " > bound " << bound << "; ";
+  const int splits = da::numSplits(p, p.multiprocessors > 0 ? p.multiprocessors : run().multiprocessors);
+  std::string message = err.str();
+  if (!message.empty()) {
+    message += "(splits " + std::to_string(splits) + ", rel L2 " + std::to_string(rel) + ")";
+  }
+  return message;
+}
+
+// ---- tests -----------------------------------------------------------------------------------
+
+struct VariantCase {
+  std::size_t variant;
+  std::size_t spec;
+};
+
+std::vector<VariantCase> allCases() {
+  std::vector<VariantCase> all;
+  for (std::size_t i = 0; i < std::size(generated::kVariants); ++i) {
+    for (std::size_t c = 0; c < cases().size(); ++c) all.push_back({i, c});
+  }
+  return all;
+}
+
+class DecodeAttentionNumerics : public ::testing::TestWithParam<VariantCase> {};
+
+TEST_P(DecodeAttentionNumerics, MatchesFloat64Reference) {
+  const auto& v = generated::kVariants[GetParam().variant];
+  const CaseSpec& spec = cases()[GetParam().spec];
+  Counts& counts = run().at(v.dtype, v.name, spec.name);
+
+  // The selector's own answer for this device (batch = 0 skips the pointer checks).
+  da::Problem probe;
+  probe.dtype = dtypeOf(v.dtype);
+  probe.head_dim = v.head_dim;
+  if (const kiln::Status s = da::canImplement(probe, run().sm); !s.ok()) {
+    ++counts.skipped;
+    counts.notes.push_back(s.toString());
+    GTEST_SKIP() << v.name << ": " << s.toString();
+  }
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Rng rng{run().seed ^ (GetParam().variant * 0x100000001b3ULL) ^
+          (static_cast<std::uint64_t>(GetParam().spec) << 48)};
+  double rel = 0.0;
+  const std::string failure = runCase(v, spec, rng, stream, &rel);
+  if (failure.empty()) {
+    ++counts.passed;
+    counts.notes.push_back("rel L2 " + std::to_string(rel));
+  } else {
+    ++counts.failed;
+    counts.notes.push_back(failure);
+    ADD_FAILURE() << v.name << " " << spec.name << ": " << failure;
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+INSTANTIATE_TEST_SUITE_P(Artifact, DecodeAttentionNumerics, ::testing::ValuesIn(allCases()),
+                         [](const ::testing::TestParamInfo<VariantCase>& param_info) {
+                           return std::string(generated::kVariants[param_info.param.variant].name) +
+                                  "_" + cases()[param_info.param.spec].name;
+                         });
+
+// Runner errors on the device, once per built dtype (its first variant).
+class DecodeAttentionRunnerErrors : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(DecodeAttentionRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
+  const auto& v = generated::kVariants[GetParam()];
+  Counts& counts = run().at(v.dtype, v.name, "runner_errors");
+  da::Problem probe;
+  probe.dtype = dtypeOf(v.dtype);
+  probe.head_dim = v.head_dim;
+  if (const kiln::Status s = da::canImplement(probe, run().sm); !s.ok()) {
+    counts.skipped += 5;
+    counts.notes.push_back(s.toString());
+    GTEST_SKIP() << s.toString();
+  }
+  const int batch = 2, q_heads = 8, kv_heads = 2, d = v.head_dim, ps = 16, len = 4096;
+  const int pages_per_seq = len / ps;
+  const std::size_t cache_elems = static_cast<std::size_t>(batch) * len * kv_heads * d;
+  const std::size_t out_elems = static_cast<std::size_t>(batch) * q_heads * d;
+  const std::vector<std::uint16_t> ones(cache_elems, 0x3c00 /* 1.0 fp16; 1.0078 bf16 */);
+  std::vector<std::int32_t> table(static_cast<std::size_t>(batch) * pages_per_seq);
+  std::iota(table.begin(), table.end(), 0);
+  const std::vector<std::int32_t> lens(batch, len);
+  DeviceBuffer d_q, d_k, d_v, d_table, d_lens, d_out;
+  ASSERT_EQ(allocate(&d_q, out_elems * 2 + 16, ones.data(), out_elems * 2), "");
+  ASSERT_EQ(allocate(&d_k, cache_elems * 2, ones.data(), cache_elems * 2), "");
+  ASSERT_EQ(allocate(&d_v, cache_elems * 2, ones.data(), cache_elems * 2), "");
+  ASSERT_EQ(allocate(&d_table, table.size() * 4, table.data(), table.size() * 4), "");
+  ASSERT_EQ(allocate(&d_lens, lens.size() * 4, lens.data(), lens.size() * 4), "");
+  ASSERT_EQ(allocate(&d_out, out_elems * 2, nullptr, 0), "");
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const auto kstream = reinterpret_cast<kiln::Stream>(stream);
+
+  da::Problem good;
+  good.dtype = dtypeOf(v.dtype);
+  good.batch = batch;
+  good.q_heads = q_heads;
+  good.kv_heads = kv_heads;
+  good.head_dim = d;
+  good.page_size = ps;
+  good.num_pages = batch * pages_per_seq;
+  good.max_pages_per_seq = pages_per_seq;
+  good.scale = 0.125f;
+  good.out = d_out.ptr;
+  good.q = d_q.ptr;
+  good.k_cache = d_k.ptr;
+  good.v_cache = d_v.ptr;
+  good.page_table = static_cast<const std::int32_t*>(d_table.ptr);
+  good.seq_lens = static_cast<const std::int32_t*>(d_lens.ptr);
+  good.multiprocessors = run().multiprocessors;  // 2 x 2 pairs: split on any real GPU
+  auto record = [&](bool ok, const std::string& what) {
+    if (ok) {
+      ++counts.passed;
+    } else {
+      ++counts.failed;
+      counts.notes.push_back(what);
+    }
+    EXPECT_TRUE(ok) << what;
+  };
+  auto outUntouched = [&]() {
+    const auto out = download<std::uint16_t>(d_out);
+    bool untouched = !out.empty();
+    for (std::uint16_t b : out) untouched = untouched && b == kPoison;
+    return untouched;
+  };
+
+  {  // A head dim no variant has.
+    da::Problem p = good;
+    p.head_dim = 96;
+    const kiln::Status s = da::run(p, nullptr, 0, kstream);
+    record(s.code() == kiln::StatusCode::kNotSupported &&
+               s.message().find("head_dim 96") != std::string::npos,
+           "unbuilt head_dim: " + s.toString());
+  }
+  {  // q one element past an aligned address.
+    da::Problem p = good;
+    p.q = static_cast<const std::uint16_t*>(d_q.ptr) + 1;
+    const kiln::Status s = da::run(p, nullptr, 0, kstream);
+    record(s.code() == kiln::StatusCode::kInvalidArgument &&
+               s.message().find("pointer q") != std::string::npos,
+           "misaligned q: " + s.toString());
+  }
+  const std::size_t ws_bytes = da::workspaceSize(good);
+  DeviceBuffer d_ws;
+  ASSERT_EQ(allocate(&d_ws, ws_bytes, nullptr, 0), "");
+  {  // A workspace one byte short (the problem splits: 4 blocks cannot fill a GPU).
+    const kiln::Status s = da::run(good, d_ws.ptr, ws_bytes - 1, kstream);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    record(ws_bytes > 0 && s.code() == kiln::StatusCode::kInvalidArgument &&
+               s.message().find("workspace") != std::string::npos && outUntouched(),
+           "small workspace (" + std::to_string(ws_bytes) + " bytes needed): " + s.toString());
+  }
+  {  // batch = 0: ok, nothing written.
+    da::Problem p = good;
+    p.batch = 0;
+    const kiln::Status s = da::run(p, nullptr, 0, kstream);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    record(s.ok() && outUntouched(), "batch 0: " + s.toString());
+  }
+  {  // The admitted problem runs (and canImplement agrees); equal values: out = that value.
+    const kiln::Status can = da::canImplement(good, run().sm);
+    const kiln::Status s = da::run(good, d_ws.ptr, ws_bytes, kstream);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const auto out = download<std::uint16_t>(d_out);
+    bool all_one = !out.empty();
+    for (std::uint16_t b : out) all_one = all_one && b == 0x3c00;
+    record(can.ok() && s.ok() && all_one,
+           "valid problem: canImplement " + can.toString() + ", run " + s.toString() +
+               (all_one ? "" : ", output is not exactly the (constant) value"));
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+std::vector<std::size_t> firstVariantPerDtype() {
+  std::vector<std::size_t> picks;
+  for (const char* dtype : {"fp16", "bf16"}) {
+    for (std::size_t i = 0; i < std::size(generated::kVariants); ++i) {
+      if (std::strcmp(generated::kVariants[i].dtype, dtype) == 0) {
+        picks.push_back(i);
+        break;
+      }
+    }
+  }
+  return picks;
+}
+
+INSTANTIATE_TEST_SUITE_P(Artifact, DecodeAttentionRunnerErrors,
+                         ::testing::ValuesIn(firstVariantPerDtype()),
+                         [](const ::testing::TestParamInfo<std::size_t>& param_info) {
+                           return std::string(generated::kVariants[param_info.param].name);
+                         });
+
+// ---- summary ---------------------------------------------------------------------------------
+
+std::string jsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x",
+                        static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+// Prints the summary and writes it as JSON; returns the failure count.
+int report(bool gtest_ok) {
+  const Run& r = run();
+  const char* tag = kiln_artifact_tag();
+  const char* fingerprint = kiln_artifact_fingerprint();
+  int passed = 0, failed = 0, skipped = 0;
+  std::printf("\nkiln decodeattn GPU numerics\n");
+  std::printf("gpu: %s (sm_%d, %d SMs), driver %d, runtime %d\n", r.gpu_name.c_str(), r.sm,
+              r.multiprocessors, r.driver_version, r.runtime_version);
+  std::printf("artifact: tag %s, fingerprint %s\n", tag, fingerprint);
+  std::printf("seed: %" PRIu64 " (KILN_SEED=%" PRIu64 " replays it)\n", r.seed, r.seed);
+  // Per (SM, dtype, variant): totals over its cases, then one line per case.
+  std::map<std::tuple<int, std::string, std::string>, Counts> per_variant;
+  for (const auto& [key, c] : r.results) {
+    const auto& [sm, dtype, variant, what] = key;
+    Counts& t = per_variant[{sm, dtype, variant}];
+    t.passed += c.passed;
+    t.failed += c.failed;
+    t.skipped += c.skipped;
+  }
+  for (const auto& [key, t] : per_variant) {
+    const auto& [sm, dtype, variant] = key;
+    std::printf("sm_%d %s %s: %d passed, %d failed, %d skipped\n", sm, dtype.c_str(),
+                variant.c_str(), t.passed, t.failed, t.skipped);
+  }
+  std::ostringstream rows_json;
+  for (const auto& [key, c] : r.results) {
+    const auto& [sm, dtype, variant, what] = key;
+    std::printf("  sm_%d %s %s %s: %d passed, %d failed, %d skipped\n", sm, dtype.c_str(),
+                variant.c_str(), what.c_str(), c.passed, c.failed, c.skipped);
+    for (const std::string& note : c.notes) std::printf("      %s\n", note.c_str());
+    passed += c.passed;
+    failed += c.failed;
+    skipped += c.skipped;
+    rows_json << (rows_json.tellp() > 0 ? ",\n    " : "\n    ") << "{\"sm\": " << sm
+              << ", \"dtype\": \"" << dtype << "\", \"variant\": \"" << variant
+              << "\", \"case\": \"" << what << "\", \"passed\": " << c.passed
+              << ", \"failed\": " << c.failed << ", \"skipped\": " << c.skipped << ", \"notes\": [";
+    for (std::size_t i = 0; i < c.notes.size(); ++i) {
+      rows_json << (i ? ", " : "") << '"' << jsonEscape(c.notes[i]) << '"';
+    }
+    rows_json << "]}";
+  }
+  if (!gtest_ok && failed == 0) failed = 1;  // a gtest failure outside the counted cases
+  std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+
+  if (const char* path = std::getenv("KILN_EVIDENCE_OUT"); path != nullptr && *path != '\0') {
+    std::ofstream json(path);
+    json << "{\n  \"suite\": \"decodeattn_numerics\",\n  \"gpu\": \"" << jsonEscape(r.gpu_name)
+         << "\",\n  \"sm\": " << r.sm << ",\n  \"multiprocessors\": " << r.multiprocessors
+         << ",\n  \"driver_version\": " << r.driver_version
+         << ",\n  \"runtime_version\": " << r.runtime_version << ",\n  \"artifact_tag\": \""
+         << jsonEscape(tag) << "\",\n  \"artifact_fingerprint\": \"" << jsonEscape(fingerprint)
+         << "\",\n  \"seed\": " << r.seed << ",\n  \"cases\": [";
+    for (std::size_t i = 0; i < cases().size(); ++i) {
+      const CaseSpec& c = cases()[i];
+      json << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"q_heads\": " << c.q_heads
+           << ", \"kv_heads\": " << c.kv_heads << ", \"page_size\": " << c.page_size
+           << ", \"multiprocessors\": " << c.multiprocessors << "}";
+    }
+    json << "],\n  \"bounds\": {\"fp16\": " << kRelL2BoundFp16 << ", \"bf16\": " << kRelL2BoundBf16
+         << "},\n  \"results\": [" << rows_json.str() << "\n  ],\n  \"passed\": " << passed
+         << ",\n  \"failed\": " << failed << ",\n  \"skipped\": " << skipped << "\n}\n";
+    if (!json)
+      std::fprintf(stderr, "could not write %s\n", path);
+    else
+      std::printf("evidence: %s\n", path);
+  }
+  return failed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (GTEST_FLAG_GET(list_tests)) return RUN_ALL_TESTS();  // listing needs no device
+  Run& r = run();
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
+    std::printf("no usable CUDA device\n0 passed, 1 failed, 0 skipped\n");
+    return 1;
+  }
+  r.gpu_name = prop.name;
+  r.sm = prop.major * 10 + prop.minor;
+  r.multiprocessors = prop.multiProcessorCount;
+  (void)cudaDriverGetVersion(&r.driver_version);
+  (void)cudaRuntimeGetVersion(&r.runtime_version);
+  if (const char* seed = std::getenv("KILN_SEED"); seed != nullptr && *seed != '\0') {
+    r.seed = std::strtoull(seed, nullptr, 10);
+  } else {
+    r.seed =
+        static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  }
+  std::printf("seed %" PRIu64 "\n", r.seed);
+  const int gtest_rc = RUN_ALL_TESTS();
+  const int failed = report(gtest_rc == 0);
+  return (gtest_rc != 0 || failed != 0) ? 1 : 0;
+}

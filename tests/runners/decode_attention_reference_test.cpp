@@ -1,0 +1,150 @@
+// The decodeattn float64 reference on small hand-computed cases (head dim 2, pages of 2 keys):
+// the exact 16-bit decoding, softmax weights, the page-table walk (permuted pages, poisoned unused
+// rows never read), the GQA head mapping, and the empty-sequence convention.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "decodeattn/reference.h"
+
+namespace kiln::decodeattn::reference {
+namespace {
+
+constexpr std::uint16_t kBf16One = 0x3f80, kBf16Two = 0x4000, kBf16Three = 0x4040,
+                        kBf16Four = 0x4080, kBf16MinusOne = 0xbf80, kBf16Zero = 0x0000,
+                        kBf16NaN = 0x7fc0;
+
+TEST(DecodeAttentionReference, DecodesBitPatternsExactly) {
+  EXPECT_EQ(toDouble(0x3c00, Format::kFloat16), 1.0);
+  EXPECT_EQ(toDouble(0xc000, Format::kFloat16), -2.0);
+  EXPECT_EQ(toDouble(0x7bff, Format::kFloat16), 65504.0);
+  EXPECT_EQ(toDouble(0x0001, Format::kFloat16), std::ldexp(1.0, -24));  // smallest subnormal
+  EXPECT_EQ(toDouble(0x3555, Format::kFloat16), 1365.0 / 4096.0);        // 0.333251953125
+  EXPECT_TRUE(std::isinf(toDouble(0x7c00, Format::kFloat16)));
+  EXPECT_TRUE(std::isnan(toDouble(0xffff, Format::kFloat16)));
+  EXPECT_EQ(toDouble(kBf16One, Format::kBFloat16), 1.0);
+  EXPECT_EQ(toDouble(kBf16Three, Format::kBFloat16), 3.0);
+  EXPECT_EQ(toDouble(0x3eab, Format::kBFloat16), 171.0 / 512.0);  // 0.333984375
+  EXPECT_EQ(toDouble(0x0001, Format::kBFloat16), std::ldexp(1.0, -133));
+  EXPECT_TRUE(std::isnan(toDouble(kBf16NaN, Format::kBFloat16)));
+  EXPECT_TRUE(std::isnan(toDouble(0xffff, Format::kBFloat16)));
+}
+
+// One sequence, one head, head dim 2, one page of `page_size` keys per table entry.
+struct Case {
+  std::vector<std::uint16_t> q, k, v;
+  std::vector<std::int32_t> table, lens;
+  PagedProblem problem(int page_size, double scale) const {
+    PagedProblem p;
+    p.format = Format::kBFloat16;
+    p.batch = static_cast<int>(lens.size());
+    p.q_heads = 1;
+    p.kv_heads = 1;
+    p.head_dim = 2;
+    p.page_size = page_size;
+    p.max_pages_per_seq = static_cast<int>(table.size() / lens.size());
+    p.scale = scale;
+    p.q = q.data();
+    p.k_cache = k.data();
+    p.v_cache = v.data();
+    p.page_table = table.data();
+    p.seq_lens = lens.data();
+    return p;
+  }
+};
+
+TEST(DecodeAttentionReference, OneKeyReturnsItsValue) {
+  const Case c{{kBf16One, kBf16Zero}, {kBf16Two, kBf16Zero}, {kBf16Three, kBf16MinusOne}, {0}, {1}};
+  double out[2];
+  decodeAttention(c.problem(16, 0.7), out);
+  EXPECT_EQ(out[0], 3.0);
+  EXPECT_EQ(out[1], -1.0);
+}
+
+TEST(DecodeAttentionReference, SoftmaxWeightsOfTwoKeys) {
+  // Scores 0 and ln 3: weights 1/4 and 3/4; out = (4, 0)/4 + 3 (0, 4)/4 = (1, 3).
+  const Case c{{kBf16One, kBf16Zero},
+               {kBf16Zero, kBf16Zero, kBf16One, kBf16Zero},
+               {kBf16Four, kBf16Zero, kBf16Zero, kBf16Four},
+               {0},
+               {2}};
+  double out[2];
+  decodeAttention(c.problem(16, std::log(3.0)), out);
+  EXPECT_NEAR(out[0], 1.0, 1e-15);
+  EXPECT_NEAR(out[1], 3.0, 1e-15);
+}
+
+TEST(DecodeAttentionReference, WalksPermutedPagesAndNeverReadsUnusedRows) {
+  // Pages of 2 keys; the sequence's 3 keys are page 2 rows 0-1, then page 0 row 0. Page 1 and
+  // page 0 row 1 hold NaN: a reference that read them would return NaN.
+  // Equal keys: uniform weights, out = mean of the three values (1, 2, 3) and (0, 0, 3).
+  const std::uint16_t n = kBf16NaN;
+  Case c;
+  c.q = {kBf16One, kBf16One};
+  c.k = {kBf16One, kBf16One, n, n,  // page 0: row 0 (key 2), row 1 unused
+         n, n, n, n,                // page 1 unused
+         kBf16One, kBf16One, kBf16One, kBf16One};  // page 2: keys 0, 1
+  c.v = {kBf16Three, kBf16Three, n, n, n, n, n, n, kBf16One, kBf16Zero, kBf16Two, kBf16Zero};
+  c.table = {2, 0, 1};  // the third entry is past the length: never read
+  c.lens = {3};
+  double out[2];
+  decodeAttention(c.problem(2, 0.5), out);
+  EXPECT_NEAR(out[0], 2.0, 1e-15);
+  EXPECT_NEAR(out[1], 1.0, 1e-15);
+}
+
+TEST(DecodeAttentionReference, GqaMapsQueryHeadToKvHeadByIntegerDivision) {
+  // 4 query heads on 2 KV heads, one key: heads 0, 1 return KV head 0's value, heads 2, 3 head 1's.
+  const std::vector<std::uint16_t> q(4 * 2, kBf16One);
+  const std::vector<std::uint16_t> k(2 * 2, kBf16One);
+  const std::vector<std::uint16_t> v = {kBf16One, kBf16Two, kBf16Three, kBf16Four};  // [1][2][2]
+  const std::vector<std::int32_t> table = {0}, lens = {1};
+  PagedProblem p;
+  p.format = Format::kBFloat16;
+  p.batch = 1;
+  p.q_heads = 4;
+  p.kv_heads = 2;
+  p.head_dim = 2;
+  p.page_size = 16;
+  p.max_pages_per_seq = 1;
+  p.scale = 1.0;
+  p.q = q.data();
+  p.k_cache = k.data();
+  p.v_cache = v.data();
+  p.page_table = table.data();
+  p.seq_lens = lens.data();
+  double out[8];
+  decodeAttention(p, out);
+  const double want[8] = {1, 2, 1, 2, 3, 4, 3, 4};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], want[i]) << i;
+}
+
+TEST(DecodeAttentionReference, EmptySequenceIsZerosAndOthersAreUnaffected) {
+  Case c{{kBf16One, kBf16Zero, kBf16One, kBf16Zero},
+         {kBf16One, kBf16One},
+         {kBf16Two, kBf16Four},
+         {0, 0},
+         {0, 1}};
+  double out[4] = {9, 9, 9, 9};
+  decodeAttention(c.problem(16, 1.0), out);
+  EXPECT_EQ(out[0], 0.0);
+  EXPECT_EQ(out[1], 0.0);
+  EXPECT_EQ(out[2], 2.0);
+  EXPECT_EQ(out[3], 4.0);
+}
+
+TEST(DecodeAttentionReference, RelativeL2) {
+  const std::uint16_t got[2] = {kBf16One, kBf16Two};
+  const double exact[2] = {1.0, 2.0};
+  EXPECT_EQ(relativeL2(Format::kBFloat16, 2, got, exact), 0.0);
+  const double off[2] = {1.0, 2.5};  // ||(0, -0.5)|| / ||(1, 2.5)||
+  EXPECT_NEAR(relativeL2(Format::kBFloat16, 2, got, off), 0.5 / std::sqrt(7.25), 1e-15);
+  const std::uint16_t nan[2] = {kBf16NaN, kBf16One};
+  EXPECT_TRUE(std::isnan(relativeL2(Format::kBFloat16, 2, nan, exact)));
+}
+
+}  // namespace
+}  // namespace kiln::decodeattn::reference
