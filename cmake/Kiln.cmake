@@ -4,14 +4,17 @@
 #                         [ARCH x86_64|aarch64]          default: CMAKE_SYSTEM_PROCESSOR, normalised
 #                         [TAG sm_90|sm_87_sm_90|jetson-orin|...]  default: the only artifact
 #                         [GROUPS g1 g2...]              default: every group in the artifact
-#                         [ARTIFACTS_DIR dir])           default: ${KILN_ARTIFACTS_DIR}
+#                         [ARTIFACTS_DIR dir]            default: ${KILN_ARTIFACTS_DIR}
+#                         [DIST_DIR dir])                default: ${KILN_DIST_DIR}
 #
-# Resolves <ARTIFACTS_DIR>/<arch>/<tag>/, refuses it unless metadata.json, the library hash and
-# the recorded input fingerprints all agree, creates the imported target kiln::artifact, links it
-# to every TARGET and emits the KILN_*_ENABLED defines by one gating rule. Every refusal is a
-# FATAL_ERROR at configure time that names the offending value and, where one exists, the
-# `kiln build` command that fixes it. docs/cmake.md is the user's guide; docs/artifact-format.md
-# is the metadata schema read here. Prebuilt tarballs (dist/) are a later issue.
+# Resolves <ARTIFACTS_DIR>/<arch>/<tag>/, extracting it from the prebuilt tarball
+# <DIST_DIR>/kiln_<arch>_<tag>_cuda<major>.tar.gz when the directory is missing (after its sha256
+# and entries check out; KilnPrebuilt.cmake), refuses it unless metadata.json, the library hash,
+# the tarball's fingerprint and the recorded input fingerprints all agree, creates the imported
+# target kiln::artifact, links it to every TARGET and emits the KILN_*_ENABLED defines by one
+# gating rule. Every refusal is a FATAL_ERROR at configure time that names the offending value
+# and, where one exists, the `kiln build` command that fixes it. docs/cmake.md is the user's
+# guide; docs/artifact-format.md is the metadata schema read here.
 include_guard(GLOBAL)
 
 set(_KILN_MODULE_DIR "${CMAKE_CURRENT_LIST_DIR}")
@@ -22,11 +25,17 @@ set(_KILN_MIN_SM 80)
 
 set(KILN_ARTIFACTS_DIR "${_KILN_REPO_DIR}/artifacts" CACHE PATH
     "Where kiln_import_artifacts() looks for <arch>/<tag>/ artifact directories")
+set(KILN_DIST_DIR "${_KILN_REPO_DIR}/dist" CACHE PATH
+    "Where kiln_import_artifacts() looks for prebuilt kiln_<arch>_<tag>_cuda<major>.tar.gz")
+set(KILN_CUDA_MAJOR "" CACHE STRING
+    "CUDA major of the prebuilt tarball to take; empty: the CUDA toolkit's if found, else the only one")
 set(KILN_SOURCE_ROOT "${_KILN_REPO_DIR}" CACHE PATH
     "The kiln checkout whose kernels/ the staleness check compares against; empty disables it")
 
 # Embedded platforms by name -> SM. Names whose SM is below kiln's range are listed so that the
 # refusal says why instead of "unknown platform".
+include("${_KILN_MODULE_DIR}/KilnPrebuilt.cmake")
+
 set(_KILN_PLATFORMS
     jetson-orin=87 igx-orin=87 drive-orin=87
     jetson-thor=110 drive-thor=110
@@ -34,6 +43,24 @@ set(_KILN_PLATFORMS
 
 # ---------------------------------------------------------------------------------------------
 # Small helpers. Each sets its result in the caller's scope through `out`.
+
+# message(FATAL_ERROR) with the arguments concatenated, that first removes _KILN_CLEANUP_DIR
+# when a caller up the stack set it (an extraction's staging directory), so that a refusal never
+# leaves a half-checked artifact behind, and appends _KILN_FATAL_CONTEXT when set.
+function(_kiln_fatal)
+  set(text "")
+  math(EXPR last "${ARGC} - 1")
+  foreach(i RANGE ${last})
+    string(APPEND text "${ARGV${i}}")
+  endforeach()
+  if(DEFINED _KILN_CLEANUP_DIR AND NOT _KILN_CLEANUP_DIR STREQUAL "")
+    file(REMOVE_RECURSE "${_KILN_CLEANUP_DIR}")
+  endif()
+  if(DEFINED _KILN_FATAL_CONTEXT AND NOT _KILN_FATAL_CONTEXT STREQUAL "")
+    string(APPEND text "\n(${_KILN_FATAL_CONTEXT})")
+  endif()
+  message(FATAL_ERROR "${text}")
+endfunction()
 
 # x86_64 / AMD64 / amd64 -> x86_64; aarch64 / arm64 / ARM64 -> aarch64; anything else is fatal.
 function(_kiln_normalize_arch out processor)
@@ -43,8 +70,8 @@ function(_kiln_normalize_arch out processor)
   elseif(p MATCHES "^(aarch64|arm64)$")
     set(${out} aarch64 PARENT_SCOPE)
   else()
-    message(FATAL_ERROR "kiln: host arch '${processor}' is not one kiln builds for "
-                        "(x86_64, aarch64); pass ARCH explicitly")
+    _kiln_fatal("kiln: host arch '${processor}' is not one kiln builds for "
+                "(x86_64, aarch64); pass ARCH explicitly")
   endif()
 endfunction()
 
@@ -91,21 +118,39 @@ function(_kiln_list_artifacts out arch_dir)
   set(${out} "${tags}" PARENT_SCOPE)
 endfunction()
 
-# TAG as given (sm_NN..., or a platform name) -> the directory tag; no TAG -> the single artifact.
-function(_kiln_resolve_tag out requested artifacts_dir arch)
+# TAG as given (sm_NN..., or a platform name) -> the directory tag; no TAG -> the single artifact,
+# counting expanded directories and prebuilt tarballs in `dist` alike (a tag is one artifact
+# whether it is a directory, a tarball or both).
+function(_kiln_resolve_tag out requested artifacts_dir dist arch)
   set(hint "(kiln is built at <kiln>/build/release/tools/kiln/kiln by scripts/build.sh)")
   if(requested STREQUAL "")
     _kiln_list_artifacts(tags "${artifacts_dir}/${arch}")
+    set(listed "${tags}")
+    _kiln_list_tarballs(tarballs "${dist}" "${arch}" "")
+    foreach(name IN LISTS tarballs)
+      _kiln_tarball_tag(tarball_tag "${name}" "${arch}")
+      if(NOT tarball_tag IN_LIST tags)
+        list(APPEND tags "${tarball_tag}")
+        list(APPEND listed "${tarball_tag} (${name})")
+      endif()
+    endforeach()
+    list(SORT tags)
+    list(SORT listed)
     list(LENGTH tags n)
     if(n EQUAL 0)
       _kiln_build_command(cmd sm_90 "${arch}" "" "${artifacts_dir}" OFF)
-      message(FATAL_ERROR "kiln: no artifact under ${artifacts_dir}/${arch}/. Build one, e.g.\n"
-                          "  ${cmd}\n${hint}")
+      _kiln_fatal("kiln: no artifact under ${artifacts_dir}/${arch}/ and no "
+                  "kiln_${arch}_<tag>_cuda<major>.tar.gz in ${dist}/. Build one, e.g.\n"
+                  "  ${cmd}\n${hint}")
     elseif(n GREATER 1)
-      list(JOIN tags ", " listed)
+      list(JOIN listed ", " listed)
       list(GET tags 0 first)
-      message(FATAL_ERROR "kiln: ${n} artifacts under ${artifacts_dir}/${arch}/ (${listed}); "
-                          "pass TAG to pick one, e.g. kiln_import_artifacts(... TAG ${first})")
+      set(where "")
+      if(NOT tarballs STREQUAL "")
+        set(where " or in ${dist}/")
+      endif()
+      _kiln_fatal("kiln: ${n} artifacts under ${artifacts_dir}/${arch}/${where} (${listed}); "
+                  "pass TAG to pick one, e.g. kiln_import_artifacts(... TAG ${first})")
     endif()
     set(${out} "${tags}" PARENT_SCOPE)
     return()
@@ -122,14 +167,14 @@ function(_kiln_resolve_tag out requested artifacts_dir arch)
   if(NOT tag MATCHES "^sm_[0-9]+(_sm_[0-9]+)*$")
     string(REGEX REPLACE "=[0-9]+" "" platforms "${_KILN_PLATFORMS}")
     list(JOIN platforms ", " platforms)
-    message(FATAL_ERROR "kiln: TAG '${requested}' is neither an artifact tag (sm_90, sm_87_sm_90) "
-                        "nor a known platform (${platforms})")
+    _kiln_fatal("kiln: TAG '${requested}' is neither an artifact tag (sm_90, sm_87_sm_90) "
+                "nor a known platform (${platforms})")
   endif()
   _kiln_tag_sms(sms "${tag}")
   foreach(sm IN LISTS sms)
     if(sm LESS _KILN_MIN_SM)
-      message(FATAL_ERROR "kiln: TAG '${requested}' is sm_${sm}, below kiln's range "
-                          "(sm_${_KILN_MIN_SM} and newer); no kiln artifact can target it")
+      _kiln_fatal("kiln: TAG '${requested}' is sm_${sm}, below kiln's range "
+                  "(sm_${_KILN_MIN_SM} and newer); no kiln artifact can target it")
     endif()
   endforeach()
   set(${out} "${tag}" PARENT_SCOPE)
@@ -140,7 +185,7 @@ function(_kiln_json out json file)
   string(JSON value ERROR_VARIABLE err GET "${json}" ${ARGN})
   if(err)
     list(JOIN ARGN "." field)
-    message(FATAL_ERROR "kiln: ${file}: field '${field}' is missing or malformed (${err})")
+    _kiln_fatal("kiln: ${file}: field '${field}' is missing or malformed (${err})")
   endif()
   set(${out} "${value}" PARENT_SCOPE)
 endfunction()
@@ -150,7 +195,7 @@ function(_kiln_json_keys out json file)
   string(JSON n ERROR_VARIABLE err LENGTH "${json}" ${ARGN})
   if(err)
     list(JOIN ARGN "." field)
-    message(FATAL_ERROR "kiln: ${file}: field '${field}' is missing or malformed (${err})")
+    _kiln_fatal("kiln: ${file}: field '${field}' is missing or malformed (${err})")
   endif()
   set(keys "")
   if(n GREATER 0)
@@ -168,7 +213,7 @@ function(_kiln_json_strings out json file)
   string(JSON n ERROR_VARIABLE err LENGTH "${json}" ${ARGN})
   if(err)
     list(JOIN ARGN "." field)
-    message(FATAL_ERROR "kiln: ${file}: field '${field}' is missing or malformed (${err})")
+    _kiln_fatal("kiln: ${file}: field '${field}' is missing or malformed (${err})")
   endif()
   set(items "")
   if(n GREATER 0)
@@ -185,34 +230,34 @@ endfunction()
 function(_kiln_read_metadata out dir arch tag)
   set(file "${dir}/metadata.json")
   if(NOT EXISTS "${file}")
-    message(FATAL_ERROR "kiln: ${dir} has no metadata.json; it is not a kiln artifact (or its "
-                        "build was interrupted). Rebuild it with --clean.")
+    _kiln_fatal("kiln: ${dir} has no metadata.json; it is not a kiln artifact (or its "
+                "build was interrupted). Rebuild it with --clean.")
   endif()
   file(READ "${file}" json)
   string(JSON type ERROR_VARIABLE err TYPE "${json}")
   if(err OR NOT type STREQUAL "OBJECT")
-    message(FATAL_ERROR "kiln: ${file} is not a JSON object (${err})")
+    _kiln_fatal("kiln: ${file} is not a JSON object (${err})")
   endif()
   _kiln_json(schema "${json}" "${file}" schema_version)
   if(NOT schema STREQUAL "${_KILN_SCHEMA_VERSION}")
-    message(FATAL_ERROR "kiln: ${file}: schema_version ${schema} is not supported; this kiln "
-                        "reads schema_version ${_KILN_SCHEMA_VERSION}. Rebuild the artifact with "
-                        "this checkout's kiln, or use the kiln that built it.")
+    _kiln_fatal("kiln: ${file}: schema_version ${schema} is not supported; this kiln "
+                "reads schema_version ${_KILN_SCHEMA_VERSION}. Rebuild the artifact with "
+                "this checkout's kiln, or use the kiln that built it.")
   endif()
   _kiln_json(meta_arch "${json}" "${file}" arch)
   if(NOT meta_arch STREQUAL arch)
-    message(FATAL_ERROR "kiln: ${file}: arch is '${meta_arch}' but the artifact was requested "
-                        "for '${arch}' (directory ${dir})")
+    _kiln_fatal("kiln: ${file}: arch is '${meta_arch}' but the artifact was requested "
+                "for '${arch}' (directory ${dir})")
   endif()
   _kiln_json(meta_tag "${json}" "${file}" tag)
   if(NOT meta_tag STREQUAL tag)
-    message(FATAL_ERROR "kiln: ${file}: tag is '${meta_tag}' but the directory is '${tag}'; "
-                        "the directory was renamed or copied by hand. Rebuild it with --clean.")
+    _kiln_fatal("kiln: ${file}: tag is '${meta_tag}' but the directory is '${tag}'; "
+                "the directory was renamed or copied by hand. Rebuild it with --clean.")
   endif()
   _kiln_json_strings(gpu_archs "${json}" "${file}" gpu_archs)
   list(JOIN gpu_archs "_" joined)
   if(NOT joined STREQUAL tag)
-    message(FATAL_ERROR "kiln: ${file}: gpu_archs (${gpu_archs}) do not make the tag '${tag}'")
+    _kiln_fatal("kiln: ${file}: gpu_archs (${gpu_archs}) do not make the tag '${tag}'")
   endif()
   set(${out} "${json}" PARENT_SCOPE)
 endfunction()
@@ -223,19 +268,19 @@ function(_kiln_check_library out json dir)
   _kiln_json(path "${json}" "${file}" library path)
   _kiln_json(expected "${json}" "${file}" library sha256)
   if(IS_ABSOLUTE "${path}" OR path MATCHES "(^|/)\\.\\.(/|$)")
-    message(FATAL_ERROR "kiln: ${file}: library.path '${path}' must be relative to the artifact")
+    _kiln_fatal("kiln: ${file}: library.path '${path}' must be relative to the artifact")
   endif()
   set(lib "${dir}/${path}")
   if(NOT EXISTS "${lib}")
-    message(FATAL_ERROR "kiln: ${lib} is missing (named by ${file}); rebuild the artifact with "
-                        "--clean")
+    _kiln_fatal("kiln: ${lib} is missing (named by ${file}); rebuild the artifact with "
+                "--clean")
   endif()
   file(SHA256 "${lib}" actual)
   string(TOLOWER "${expected}" expected)
   if(NOT actual STREQUAL expected)
-    message(FATAL_ERROR "kiln: ${lib}: sha256 ${actual} does not match metadata.json "
-                        "library.sha256 ${expected}; the library was modified or replaced after "
-                        "the build. Rebuild the artifact with --clean.")
+    _kiln_fatal("kiln: ${lib}: sha256 ${actual} does not match metadata.json "
+                "library.sha256 ${expected}; the library was modified or replaced after "
+                "the build. Rebuild the artifact with --clean.")
   endif()
   set(${out} "${lib}" PARENT_SCOPE)
 endfunction()
@@ -278,8 +323,8 @@ function(_kiln_check_inputs json dir arch tag groups artifacts_dir)
       else()
         continue()
       endif()
-      message(FATAL_ERROR "kiln: artifact ${dir} is stale: input ${path} of variant ${variant} "
-                          "${why}. Rebuild it:\n  ${rebuild}")
+      _kiln_fatal("kiln: artifact ${dir} is stale: input ${path} of variant ${variant} "
+                  "${why}. Rebuild it:\n  ${rebuild}")
     endforeach()
   endforeach()
 
@@ -288,11 +333,11 @@ function(_kiln_check_inputs json dir arch tag groups artifacts_dir)
       continue()  # a group gone from the checkout was caught above (its inputs are gone)
     endif()
     file(GLOB_RECURSE present LIST_DIRECTORIES false RELATIVE "${root}"
-         "${root}/kernels/${group}/*" "${root}/kernels/common/*")
+ "${root}/kernels/${group}/*" "${root}/kernels/common/*")
     foreach(path IN LISTS present)
       if(NOT path IN_LIST recorded_${group})
-        message(FATAL_ERROR "kiln: artifact ${dir} is stale: ${path} is new since the build "
-                            "(no variant of group ${group} recorded it). Rebuild it:\n  ${rebuild}")
+        _kiln_fatal("kiln: artifact ${dir} is stale: ${path} is new since the build "
+                    "(no variant of group ${group} recorded it). Rebuild it:\n  ${rebuild}")
       endif()
     endforeach()
   endforeach()
@@ -329,11 +374,11 @@ function(_kiln_gate out_defines out_groups out_variants json dir arch tag reques
       if(IS_DIRECTORY "${KILN_SOURCE_ROOT}/kernels" AND
          NOT EXISTS "${KILN_SOURCE_ROOT}/kernels/${group}/kiln.toml")
         string(APPEND unknown " (kernels/${group}/kiln.toml does not exist in ${KILN_SOURCE_ROOT}:"
-                              " check the name; `kiln list` shows the groups)")
+                      " check the name; `kiln list` shows the groups)")
       endif()
     endforeach()
-    message(FATAL_ERROR "kiln: GROUPS asks for ${missing_listed}, which artifact ${dir} does not "
-                        "have (it has: ${have})${unknown}. Build it with:\n  ${cmd}")
+    _kiln_fatal("kiln: GROUPS asks for ${missing_listed}, which artifact ${dir} does not "
+                "have (it has: ${have})${unknown}. Build it with:\n  ${cmd}")
   endif()
 
   set(defines "")
@@ -350,8 +395,8 @@ function(_kiln_gate out_defines out_groups out_variants json dir arch tag reques
     foreach(variant IN LISTS members)
       _kiln_json(variant_group "${variants_json}" "${file}" "${variant}" group)
       if(NOT variant_group STREQUAL group)
-        message(FATAL_ERROR "kiln: ${file}: groups.${group} lists ${variant}, whose group is "
-                            "'${variant_group}'")
+        _kiln_fatal("kiln: ${file}: groups.${group} lists ${variant}, whose group is "
+                    "'${variant_group}'")
       endif()
       string(TOUPPER "${variant}" upper)
       list(APPEND defines "KILN_${upper}_ENABLED=1")
@@ -368,21 +413,23 @@ function(_kiln_gate out_defines out_groups out_variants json dir arch tag reques
   set(${out_variants} "${enabled_variants}" PARENT_SCOPE)
 endfunction()
 
-# kiln::artifact in the current directory scope: one artifact per directory (two libkiln.a in
-# one link would define every runtime symbol twice).
+# kiln::artifact, one per project (two libkiln.a in one link would define every runtime symbol
+# twice). GLOBAL, so that a static library importing it in one directory can be linked by an
+# executable in another: the library's link interface names kiln::artifact, which must resolve
+# wherever the final link happens, or libkiln.a, -ldl and Threads would be lost on the way.
 function(_kiln_make_target lib dir fingerprint)
   if(TARGET kiln::artifact)
     get_target_property(previous kiln::artifact IMPORTED_LOCATION)
     if(NOT previous STREQUAL lib)
-      message(FATAL_ERROR "kiln: kiln::artifact already imports ${previous}; one artifact per "
-                          "project (asked for ${lib})")
+      _kiln_fatal("kiln: kiln::artifact already imports ${previous}; one artifact per "
+                  "project (asked for ${lib})")
     endif()
     return()
   endif()
   if(NOT TARGET Threads::Threads)
     find_package(Threads REQUIRED)
   endif()
-  add_library(kiln::artifact STATIC IMPORTED)
+  add_library(kiln::artifact STATIC IMPORTED GLOBAL)
   set_target_properties(kiln::artifact PROPERTIES
     IMPORTED_LOCATION "${lib}"
     IMPORTED_LINK_INTERFACE_LANGUAGES CXX
@@ -391,24 +438,42 @@ function(_kiln_make_target lib dir fingerprint)
     KILN_ARTIFACT_FINGERPRINT "${fingerprint}")
 endfunction()
 
+# No directory and no tarball for the resolved tag: what is present, and the command that builds it.
+function(_kiln_missing_artifact dir dist arch tag groups artifacts_dir)
+  _kiln_list_artifacts(present "${artifacts_dir}/${arch}")
+  _kiln_list_tarballs(tarballs "${dist}" "${arch}" "")
+  list(APPEND present ${tarballs})
+  list(JOIN present ", " present)
+  if(present STREQUAL "")
+    set(present "none")
+  endif()
+  _kiln_build_command(cmd "${tag}" "${arch}" "${groups}" "${artifacts_dir}" OFF)
+  _kiln_fatal("kiln: no artifact ${dir} and no kiln_${arch}_${tag}_cuda<major>.tar.gz in "
+              "${dist}/ (present for ${arch}: ${present}). Build it with:\n  ${cmd}")
+endfunction()
+
 # ---------------------------------------------------------------------------------------------
 function(kiln_import_artifacts)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "" "ARCH;TAG;ARTIFACTS_DIR" "TARGETS;GROUPS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "ARCH;TAG;ARTIFACTS_DIR;DIST_DIR" "TARGETS;GROUPS")
   if(arg_UNPARSED_ARGUMENTS)
-    message(FATAL_ERROR "kiln_import_artifacts: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+    _kiln_fatal("kiln_import_artifacts: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
   if(NOT arg_TARGETS)
-    message(FATAL_ERROR "kiln_import_artifacts: TARGETS is required")
+    _kiln_fatal("kiln_import_artifacts: TARGETS is required")
   endif()
   foreach(target IN LISTS arg_TARGETS)
     if(NOT TARGET "${target}")
-      message(FATAL_ERROR "kiln_import_artifacts: '${target}' is not a target")
+      _kiln_fatal("kiln_import_artifacts: '${target}' is not a target")
     endif()
   endforeach()
   if(NOT arg_ARTIFACTS_DIR)
     set(arg_ARTIFACTS_DIR "${KILN_ARTIFACTS_DIR}")
   endif()
   get_filename_component(artifacts_dir "${arg_ARTIFACTS_DIR}" ABSOLUTE)
+  if(NOT arg_DIST_DIR)
+    set(arg_DIST_DIR "${KILN_DIST_DIR}")
+  endif()
+  get_filename_component(dist "${arg_DIST_DIR}" ABSOLUTE)
   if(NOT arg_ARCH)
     set(arg_ARCH "${CMAKE_SYSTEM_PROCESSOR}")
   endif()
@@ -416,32 +481,36 @@ function(kiln_import_artifacts)
   _kiln_normalize_arch(target_arch "${CMAKE_SYSTEM_PROCESSOR}")
   if(NOT arch STREQUAL target_arch)
     message(WARNING "kiln: importing an ${arch} artifact into a build for ${target_arch}; "
-                    "it will not link")
+            "it will not link")
   endif()
   if(NOT arg_GROUPS STREQUAL "")
     list(REMOVE_DUPLICATES arg_GROUPS)
   endif()
 
-  _kiln_resolve_tag(tag "${arg_TAG}" "${artifacts_dir}" "${arch}")
+  _kiln_resolve_tag(tag "${arg_TAG}" "${artifacts_dir}" "${dist}" "${arch}")
   set(dir "${artifacts_dir}/${arch}/${tag}")
+  set(extracted OFF)
   if(NOT IS_DIRECTORY "${dir}")
-    _kiln_list_artifacts(present "${artifacts_dir}/${arch}")
-    list(JOIN present ", " present)
-    if(present STREQUAL "")
-      set(present "none")
+    _kiln_pick_tarball(tarball "${dist}" "${arch}" "${tag}")
+    if(tarball STREQUAL "")
+      _kiln_missing_artifact("${dir}" "${dist}" "${arch}" "${tag}" "${arg_GROUPS}"
+                             "${artifacts_dir}")
     endif()
-    _kiln_build_command(cmd "${tag}" "${arch}" "${arg_GROUPS}" "${artifacts_dir}" OFF)
-    message(FATAL_ERROR "kiln: no artifact ${dir} (present for ${arch}: ${present}). Build it "
-                        "with:\n  ${cmd}")
+    _kiln_extract_tarball("${tarball}" "${artifacts_dir}/${arch}" "${tag}" "${arch}")
+    set(extracted ON)
   endif()
 
   _kiln_read_metadata(json "${dir}" "${arch}" "${tag}")
   _kiln_check_library(lib "${json}" "${dir}")
   _kiln_json(all_groups_json "${json}" "${dir}/metadata.json" groups)
   _kiln_json_keys(all_groups "${all_groups_json}" "${dir}/metadata.json")
+  _kiln_build_command(rebuild "${tag}" "${arch}" "${all_groups}" "${artifacts_dir}" ON)
+  if(NOT extracted)  # just extracted from it: equal by construction
+    _kiln_check_against_tarball("${json}" "${dir}" "${dist}" "${arch}" "${tag}" "${rebuild}")
+  endif()
   _kiln_check_inputs("${json}" "${dir}" "${arch}" "${tag}" "${all_groups}" "${artifacts_dir}")
   _kiln_gate(defines groups variants "${json}" "${dir}" "${arch}" "${tag}" "${arg_GROUPS}"
-             "${artifacts_dir}")
+     "${artifacts_dir}")
   _kiln_json(fingerprint "${json}" "${dir}/metadata.json" fingerprint)
 
   _kiln_make_target("${lib}" "${dir}" "${fingerprint}")
@@ -465,7 +534,7 @@ function(kiln_import_artifacts)
   _kiln_tag_sms(sms "${tag}")
   list(JOIN sms " " sms_listed)
   message(STATUS "kiln: imported ${arch}/${tag}: ${ngroups} groups, ${nvariants} variants, "
-                 "SMs ${sms_listed}")
+         "SMs ${sms_listed}")
 
   set(KILN_ARTIFACT_DIR "${dir}" PARENT_SCOPE)
   set(KILN_ARTIFACT_ARCH "${arch}" PARENT_SCOPE)

@@ -16,6 +16,7 @@ PACKAGES=(
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libssl-dev libarchive-dev
   libgtest-dev libbenchmark-dev
   g++-aarch64-linux-gnu        # kiln build --arch aarch64
+  clang libclang-rt-14-dev     # tests/fuzz/run.sh: libFuzzer + ASan/UBSan runtimes (Debian 12: clang 14)
   python3 python3-venv
 )
 

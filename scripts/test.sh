@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # test.sh: the README's second command, and what CI runs (.ci/run). Installs what is missing,
 # builds kiln and its tests (release preset), runs every CPU test through ctest (GPU-labelled
-# tests excluded), then builds the host unit tests with ASan + UBSan (asan preset) and runs them.
+# tests excluded; the e2e ones include the aarch64 cross-build of examples/consumer), builds the
+# host unit tests with ASan + UBSan (asan preset) and runs them, then runs each libFuzzer target
+# for a bounded time on its seed corpus (tests/fuzz/run.sh).
 #
 #   KILN_JOBS (all cores) sets build parallelism; tests run 2 at a time, as on a 2-core CI box.
+#   KILN_FUZZ_SECONDS (20) is the time per fuzz target; 0 skips fuzzing.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JOBS="${KILN_JOBS:-$(nproc)}"
+FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-20}"
 cd "$ROOT"
 
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
@@ -29,5 +33,10 @@ cmake --build --preset asan -j "$JOBS"
 
 step "asan: ctest -L 'unit|runtime|runners'"
 ctest --preset asan -L 'unit|runtime|runners' -j 2
+
+if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  step "fuzz: ${FUZZ_SECONDS}s per target"
+  tests/fuzz/run.sh "$FUZZ_SECONDS"
+fi
 
 step "all tests passed"

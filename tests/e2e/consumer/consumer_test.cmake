@@ -78,7 +78,8 @@ endfunction()
 # Fixture artifacts: a metadata.json written here, a library of a few bytes. Two groups, so that
 # GROUPS gating shows: rmsnorm (whose inputs are the checkout's kernels/rmsnorm/ and
 # kernels/common/ files, as kiln records them) and softmax (absent from the checkout). Each of
-# FX_SCHEMA, FX_LIB_SHA, FX_META_TAG overrides one field; FX_INPUT_SHA the recorded sha256 of
+# FX_SCHEMA, FX_LIB_SHA, FX_META_TAG, FX_FINGERPRINT, FX_CUDA_VERSION, FX_BUILD_DATE overrides
+# one field; FX_INPUT_SHA the recorded sha256 of
 # kernels/rmsnorm/kiln.toml; FX_DROP_INPUT leaves one path out of the inputs.
 
 # `"path": "sha256"` entries for every file under the given kernels/ subdirectories.
@@ -109,7 +110,10 @@ function(write_fixture root arch tag)
   file(SHA256 "${dir}/lib/libkiln.a" lib_sha)
   set(schema 1)
   set(meta_tag "${tag}")
-  foreach(field SCHEMA LIB_SHA META_TAG)
+  set(fingerprint "fixture-${arch}-${tag}")
+  set(cuda_version "13.0.88")
+  set(build_date "2025-01-01T00:00:00Z")
+  foreach(field SCHEMA LIB_SHA META_TAG FINGERPRINT CUDA_VERSION BUILD_DATE)
     string(TOLOWER "${field}" lower)
     if(DEFINED FX_${field})
       set(${lower} "${FX_${field}}")
@@ -145,10 +149,12 @@ function(write_fixture root arch tag)
   \"kiln_version\": \"0.1.0\",
   \"arch\": \"${arch}\",
   \"host_target\": \"${arch}-linux-gnu\",
+  \"cuda_version\": \"${cuda_version}\",
+  \"build_date\": \"${build_date}\",
   \"tag\": \"${meta_tag}\",
   \"gpu_archs\": [${gpu_archs}],
   \"library\": {\"path\": \"lib/libkiln.a\", \"sha256\": \"${lib_sha}\", \"size\": 1},
-  \"fingerprint\": \"fixture-${arch}-${tag}\",
+  \"fingerprint\": \"${fingerprint}\",
   \"groups\": {
     \"rmsnorm\": {\"kind\": \"cuda\",
                  \"variants\": [\"rmsnorm_h1024_bf16\", \"rmsnorm_h4096_bf16\"]},
@@ -162,7 +168,64 @@ function(write_fixture root arch tag)
 endfunction()
 
 set(FIXTURES "${WORK_DIR}/artifacts")
-set(PROBE_ARGS "-DKILN_ARTIFACTS_DIR=${FIXTURES}")
+set(DIST "${WORK_DIR}/dist")
+set(PROBE_ARGS "-DKILN_ARTIFACTS_DIR=${FIXTURES}" "-DKILN_DIST_DIR=${DIST}")
+
+# ---------------------------------------------------------------------------------------------
+# Fixture tarballs. A fixture artifact (write_fixture, so no `kiln package`, which verifies real
+# cubins and ELF objects) is laid out in WORK_DIR/pack and tarred by `cmake -E tar` with kiln's
+# layout: every entry under <tag>/. `extra` paths (relative to pack/<arch>) are added as given,
+# which is how the hostile `../` entries are made.
+
+function(write_sidecar tarball)
+  get_filename_component(name "${tarball}" NAME)
+  file(SHA256 "${tarball}" sha)
+  file(WRITE "${tarball}.sha256" "${sha}  ${name}\n")
+endfunction()
+
+function(pack_fixture arch tag)
+  set(pack "${WORK_DIR}/pack")
+  file(REMOVE_RECURSE "${pack}/${arch}/${tag}")
+  write_fixture("${pack}" "${arch}" "${tag}")
+  set(major 13)
+  if(DEFINED FX_CUDA_MAJOR)
+    set(major "${FX_CUDA_MAJOR}")
+  endif()
+  set(tarball "${DIST}/kiln_${arch}_${tag}_cuda${major}.tar.gz")
+  file(MAKE_DIRECTORY "${DIST}")
+  execute_process(COMMAND "${CMAKE_COMMAND}" -E tar czf "${tarball}" "${tag}" ${ARGN}
+                  WORKING_DIRECTORY "${pack}/${arch}" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "FAIL (${CASE}): cmake -E tar could not write ${tarball}")
+  endif()
+  write_sidecar("${tarball}")
+endfunction()
+
+# Neither the artifact directory nor a staging leftover (.<tag>.extract-*) exists.
+function(expect_nothing_extracted arch tag)
+  if(EXISTS "${FIXTURES}/${arch}/${tag}")
+    fail("${FIXTURES}/${arch}/${tag} was created")
+  endif()
+  file(GLOB leftovers "${FIXTURES}/${arch}/.*" "${FIXTURES}/${arch}/*")
+  if(NOT leftovers STREQUAL "")
+    fail("left behind: ${leftovers}")
+  endif()
+endfunction()
+
+# Rewrites one byte of `file` at `offset` to a different value (dd, so the rest is untouched).
+function(flip_byte file offset)
+  file(READ "${file}" old OFFSET ${offset} LIMIT 1 HEX)
+  set(new "\\377")
+  if(old STREQUAL "ff")
+    set(new "\\000")
+  endif()
+  execute_process(COMMAND sh -c "printf '${new}' | dd of='${file}' bs=1 seek=${offset} conv=notrunc 2>/dev/null"
+                  RESULT_VARIABLE rc)
+  file(READ "${file}" now OFFSET ${offset} LIMIT 1 HEX)
+  if(NOT rc EQUAL 0 OR now STREQUAL old)
+    message(FATAL_ERROR "FAIL (${CASE}): could not flip byte ${offset} of ${file}")
+  endif()
+endfunction()
 
 # ---------------------------------------------------------------------------------------------
 # The cases.
@@ -177,7 +240,7 @@ function(case_example)
     message(FATAL_ERROR "FAIL (${CASE}): expected one artifact under ${ARTIFACTS_DIR}, found ${n}")
   endif()
   file(READ "${metadata}" json)
-  configure("${EXAMPLE_DIR}" "-DKILN_ARTIFACTS_DIR=${ARTIFACTS_DIR}")
+  configure("${EXAMPLE_DIR}" "-DKILN_ARTIFACTS_DIR=${ARTIFACTS_DIR}" "-DKILN_DIST_DIR=${DIST}")
   expect_success()
 
   set(expected "kiln: KILN_RMSNORM_ENABLED set")
@@ -225,7 +288,7 @@ function(case_missing_group)
   # A list through an initial-cache file: a ';' on the command line would split the argument.
   file(WRITE "${WORK_DIR}/groups.cmake"
        [=[set(KILN_CONSUMER_GROUPS "rmsnorm;nosuchgroup" CACHE STRING "")]=])
-  configure("${EXAMPLE_DIR}" "-DKILN_ARTIFACTS_DIR=${ARTIFACTS_DIR}" -C "${WORK_DIR}/groups.cmake")
+  configure("${EXAMPLE_DIR}" "-DKILN_ARTIFACTS_DIR=${ARTIFACTS_DIR}" "-DKILN_DIST_DIR=${DIST}" -C "${WORK_DIR}/groups.cmake")
   expect_failure("GROUPS asks for nosuchgroup" "(kernels/nosuchgroup/kiln.toml does not exist"
                  "kiln build --gpu-arch ${tag} --arch ${arch} --kernels nosuchgroup --output-dir")
 endfunction()
@@ -308,7 +371,8 @@ function(case_fixture_tags)
 
   configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=aarch64" "-DPROBE_TAG=sm_90")
   expect_failure(
-    "no artifact ${FIXTURES}/aarch64/sm_90 (present for aarch64: sm_110, sm_87)"
+    "no artifact ${FIXTURES}/aarch64/sm_90 and no kiln_aarch64_sm_90_cuda<major>.tar.gz in"
+    "(present for aarch64: sm_110, sm_87)"
     "kiln build --gpu-arch sm_90 --arch aarch64 --kernels ALL --output-dir ${FIXTURES}")
 
   configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
@@ -326,6 +390,259 @@ function(case_fixture_multi_sm)
   configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64" "-DPROBE_GROUPS=fmha")
   expect_failure(
     "kiln build --gpu-arch sm_87,sm_90 --arch x86_64 --kernels rmsnorm,softmax,fmha --clean")
+endfunction()
+
+# ---------------------------------------------------------------------------------------------
+# Prebuilt tarballs (DIST_DIR).
+
+# No directory, a good tarball: extracted (checksum and entries checked), imported, no staging
+# left; the next configure finds the directory and checks it against its tarball. A CUDA major
+# that no tarball has is refused with what is there.
+function(case_tarball_ok)
+  pack_fixture(x86_64 sm_90)
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_success()
+  expect_output("kiln: extracted ${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz -> ${FIXTURES}/x86_64/sm_90"
+                "kiln: KILN_RMSNORM_ENABLED set" "kiln: KILN_ARTIFACT_SM_90 set"
+                "kiln: imported x86_64/sm_90: 2 groups, 3 variants, SMs 90"
+                "probe: dir=${FIXTURES}/x86_64/sm_90")
+  file(GLOB leftovers "${FIXTURES}/x86_64/.*")
+  if(NOT EXISTS "${FIXTURES}/x86_64/sm_90/metadata.json" OR NOT leftovers STREQUAL "")
+    fail("expected ${FIXTURES}/x86_64/sm_90 and nothing else (left: ${leftovers})")
+  endif()
+
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_success()
+  expect_output("kiln: ${FIXTURES}/x86_64/sm_90 is the artifact of "
+                "${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz (fingerprint fixture-x86_64-sm_90)")
+  expect_no_output("kiln: extracted")
+
+  file(REMOVE_RECURSE "${FIXTURES}/x86_64/sm_90")
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64" "-DKILN_CUDA_MAJOR=12")
+  expect_failure("no ${DIST}/kiln_x86_64_sm_90_cuda12.tar.gz (CUDA 12, from KILN_CUDA_MAJOR)"
+                 "has kiln_x86_64_sm_90_cuda13.tar.gz")
+  expect_nothing_extracted(x86_64 sm_90)
+endfunction()
+
+# One flipped byte: the sha256 disagrees with the sidecar; nothing is extracted.
+function(case_tarball_flipped_byte)
+  pack_fixture(x86_64 sm_90)
+  set(tarball "${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz")
+  file(STRINGS "${tarball}.sha256" line)
+  string(SUBSTRING "${line}" 0 64 recorded)
+  flip_byte("${tarball}" 40)
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_failure("kiln: ${tarball}: sha256" "does not match ${tarball}.sha256 (expected ${recorded})"
+                 "Nothing was extracted")
+  expect_nothing_extracted(x86_64 sm_90)
+endfunction()
+
+# No sidecar, or one that names another file: refused before the tarball is read.
+function(case_tarball_no_sidecar)
+  pack_fixture(x86_64 sm_90)
+  set(tarball "${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz")
+  file(REMOVE "${tarball}.sha256")
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_failure("kiln: ${tarball} has no checksum file ${tarball}.sha256"
+                 "Nothing was extracted")
+  expect_nothing_extracted(x86_64 sm_90)
+
+  file(SHA256 "${tarball}" sha)
+  file(WRITE "${tarball}.sha256" "${sha}  kiln_x86_64_sm_87_cuda13.tar.gz\n")
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_failure("is not in sha256sum format for kiln_x86_64_sm_90_cuda13.tar.gz")
+  expect_nothing_extracted(x86_64 sm_90)
+endfunction()
+
+# A committed hostile tarball (fixtures/), with a valid sidecar: refused for `why`, nothing written.
+function(refuse_committed name why)
+  set(tarball "${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz")
+  configure_file("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/fixtures/${name}.tar.gz" "${tarball}"
+                 COPYONLY)
+  write_sidecar("${tarball}")
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_failure("kiln: ${tarball}: ${why}" "Nothing was extracted.")
+  expect_nothing_extracted(x86_64 sm_90)
+endfunction()
+
+# Hostile entries, each with a valid sidecar so that the entry check is what refuses them:
+# `../x`, `<tag>/../x` and a symlink (made here), an absolute path, a hard link and a fifo
+# (committed fixtures, see fixtures/README.md). Nothing is extracted, anywhere.
+function(case_tarball_entries)
+  set(tarball "${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz")
+  file(WRITE "${WORK_DIR}/pack/evil" "outside\n")
+  pack_fixture(x86_64 sm_90 ../evil)
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_failure("kiln: ${tarball}: entry '../evil' has a '..' component. Nothing was extracted.")
+  expect_nothing_extracted(x86_64 sm_90)
+  if(EXISTS "${FIXTURES}/evil" OR EXISTS "${FIXTURES}/x86_64/evil")
+    fail("../evil was written")
+  endif()
+
+  pack_fixture(x86_64 sm_90 sm_90/../../evil)
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_failure("entry 'sm_90/../../evil' has a '..' component")
+  expect_nothing_extracted(x86_64 sm_90)
+
+  file(REMOVE_RECURSE "${WORK_DIR}/pack/x86_64/sm_90")
+  write_fixture("${WORK_DIR}/pack" x86_64 sm_90)
+  file(CREATE_LINK /etc/passwd "${WORK_DIR}/pack/x86_64/sm_90/include/kiln/passwd" SYMBOLIC)
+  execute_process(COMMAND "${CMAKE_COMMAND}" -E tar czf "${tarball}" sm_90
+                  WORKING_DIRECTORY "${WORK_DIR}/pack/x86_64")
+  write_sidecar("${tarball}")
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_failure("entry 'sm_90/include/kiln/passwd' is a symbolic link")
+  expect_nothing_extracted(x86_64 sm_90)
+
+  set(absolute /tmp/kiln-e2e-absolute-entry)
+  file(REMOVE "${absolute}")
+  refuse_committed(absolute_path "entry '${absolute}' is an absolute path")
+  refuse_committed(hardlink "entry 'sm_90/lib/libkiln.a' is a hard link")
+  refuse_committed(fifo "entry 'sm_90/fifo' is a special file")
+  if(EXISTS "${absolute}")
+    fail("${absolute} was written")
+  endif()
+endfunction()
+
+# An expanded directory whose fingerprint disagrees with its tarball: refused, naming both and
+# the fixes; the existing check against the sources still runs when they agree.
+function(case_tarball_stale_dir)
+  set(FX_FINGERPRINT "fp-of-the-tarball")
+  set(FX_BUILD_DATE "2025-02-02T00:00:00Z")
+  pack_fixture(x86_64 sm_90)
+  unset(FX_FINGERPRINT)
+  unset(FX_BUILD_DATE)
+  write_fixture("${FIXTURES}" x86_64 sm_90)
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_failure(
+    "kiln: expanded artifact ${FIXTURES}/x86_64/sm_90 disagrees with its tarball "
+    "${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz"
+    "directory metadata.json fingerprint fixture-x86_64-sm_90 (built 2025-01-01T00:00:00Z)"
+    "tarball metadata.json fingerprint fp-of-the-tarball (built 2025-02-02T00:00:00Z)"
+    "use the tarball: delete ${FIXTURES}/x86_64/sm_90"
+    "kiln build --gpu-arch sm_90 --arch x86_64 --kernels rmsnorm,softmax --clean")
+
+  set(FX_INPUT_SHA "1111111111111111111111111111111111111111111111111111111111111111")
+  file(REMOVE_RECURSE "${FIXTURES}/x86_64/sm_90")
+  pack_fixture(x86_64 sm_90)
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_failure("kiln: extracted" "is stale: input kernels/rmsnorm/kiln.toml of variant")
+endfunction()
+
+# Tag resolution over tarballs: two tags and no TAG lists both; a platform name picks one; two
+# CUDA majors of one tag with no toolkit and no KILN_CUDA_MAJOR list both; KILN_CUDA_MAJOR picks.
+function(case_tarball_tags)
+  pack_fixture(aarch64 sm_87)
+  pack_fixture(aarch64 sm_110)
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=aarch64")
+  expect_failure("2 artifacts under ${FIXTURES}/aarch64/ or in ${DIST}/ "
+                 "(sm_110 (kiln_aarch64_sm_110_cuda13.tar.gz), "
+                 "sm_87 (kiln_aarch64_sm_87_cuda13.tar.gz)); pass TAG")
+  expect_nothing_extracted(aarch64 sm_87)
+
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=aarch64" "-DPROBE_TAG=jetson-orin")
+  expect_success()
+  expect_output("kiln: platform jetson-orin -> sm_87"
+                "kiln: extracted ${DIST}/kiln_aarch64_sm_87_cuda13.tar.gz" "probe: tag=sm_87")
+  file(REMOVE_RECURSE "${FIXTURES}")
+
+  file(REMOVE "${DIST}/kiln_aarch64_sm_110_cuda13.tar.gz")
+  set(FX_CUDA_MAJOR 12)
+  set(FX_CUDA_VERSION 12.8.61)
+  pack_fixture(aarch64 sm_87)
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=aarch64")
+  expect_failure("2 tarballs of aarch64/sm_87 in ${DIST} (kiln_aarch64_sm_87_cuda12.tar.gz, "
+                 "kiln_aarch64_sm_87_cuda13.tar.gz) and no CUDA major")
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=aarch64" "-DKILN_CUDA_MAJOR=12")
+  expect_success()
+  expect_output("kiln: extracted ${DIST}/kiln_aarch64_sm_87_cuda12.tar.gz")
+endfunction()
+
+# A static library that imports the artifact in a subdirectory, linked by an executable in the
+# top directory: the link line carries libkiln.a and the dl library, and the program runs.
+function(case_static_lib)
+  configure("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/static_lib" "-DKILN_ARTIFACTS_DIR=${ARTIFACTS_DIR}"
+            "-DKILN_DIST_DIR=${DIST}")
+  expect_success()
+  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${WORK_DIR}/build" --verbose
+                  RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(OUTPUT "${out}${err}")
+  if(NOT result EQUAL 0)
+    fail("the static-library consumer does not link")
+  endif()
+  string(REGEX MATCH "[^\n]*-o app [^\n]*" link "${OUTPUT}")
+  if(NOT link MATCHES "libengine\\.a" OR NOT link MATCHES "libkiln\\.a" OR NOT link MATCHES "-ldl")
+    fail("the executable's link line lacks libengine.a, libkiln.a or -ldl: ${link}")
+  endif()
+  message(STATUS "link line: ${link}")
+  execute_process(COMMAND "${WORK_DIR}/build/app" RESULT_VARIABLE result OUTPUT_VARIABLE OUTPUT)
+  if(NOT result EQUAL 0)
+    fail("app exited ${result}")
+  endif()
+  expect_output("engine: artifact ")
+endfunction()
+
+# The cross build end to end: the real kiln builds an aarch64 sm_87 rmsnorm artifact, packages it
+# when `kiln package` exists (then the directory is removed so the consumer extracts the tarball),
+# and examples/consumer configures with the aarch64 toolchain file, TAG jetson-orin and no CUDA
+# runtime, and links; the program is an aarch64 ELF (e_machine 183).
+function(case_cross_aarch64)
+  find_program(cross_cxx aarch64-linux-gnu-g++)
+  if(NOT cross_cxx)
+    message(STATUS "kiln-test-skip: aarch64-linux-gnu-g++ not found (apt-get install "
+                   "g++-aarch64-linux-gnu)")
+    return()
+  endif()
+  set(artifacts "${WORK_DIR}/artifacts")
+  execute_process(COMMAND "${KILN}" build --gpu-arch sm_87 --arch aarch64 --kernels rmsnorm
+                          --clean -j 2 --output-dir "${artifacts}" --root "${REPO_DIR}"
+                  RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(OUTPUT "${out}${err}")
+  if(NOT result EQUAL 0)
+    fail("kiln build --arch aarch64 failed")
+  endif()
+  execute_process(COMMAND "${KILN}" --help OUTPUT_VARIABLE help ERROR_QUIET)
+  set(dist "${WORK_DIR}/dist")
+  if(help MATCHES "\n  package ")
+    execute_process(COMMAND "${KILN}" package "${artifacts}/aarch64/sm_87" --dist "${dist}"
+                    RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    set(OUTPUT "${out}${err}")
+    if(NOT result EQUAL 0)
+      fail("kiln package failed")
+    endif()
+    file(REMOVE_RECURSE "${artifacts}/aarch64/sm_87")
+    set(from_tarball ON)
+  endif()
+
+  file(REMOVE_RECURSE "${WORK_DIR}/build")
+  execute_process(
+    COMMAND "${CMAKE_COMMAND}" -S "${EXAMPLE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
+            "-DCMAKE_TOOLCHAIN_FILE=${REPO_DIR}/cmake/toolchains/aarch64-linux-gnu.cmake"
+            "-DKiln_DIR=${REPO_DIR}/cmake" "-DKILN_ARTIFACTS_DIR=${artifacts}"
+            "-DKILN_DIST_DIR=${dist}" -DKILN_CONSUMER_TAG=jetson-orin -DKILN_CONSUMER_CUDART=OFF
+    RESULT_VARIABLE RESULT OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(OUTPUT "${out}${err}")
+  expect_success()
+  expect_output("kiln: platform jetson-orin -> sm_87" "kiln: KILN_RMSNORM_ENABLED set"
+                "kiln: imported aarch64/sm_87: 1 groups")
+  if(from_tarball)
+    expect_output("kiln: extracted ${dist}/kiln_aarch64_sm_87_cuda")
+  endif()
+  expect_no_output("importing an aarch64 artifact into a build for")
+  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${WORK_DIR}/build"
+                  RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(OUTPUT "${out}${err}")
+  if(NOT result EQUAL 0)
+    fail("examples/consumer does not cross-link for aarch64")
+  endif()
+  set(program "${WORK_DIR}/build/kiln_consumer")
+  file(READ "${program}" magic LIMIT 4 HEX)
+  file(READ "${program}" machine OFFSET 18 LIMIT 2 HEX)  # e_machine, little endian
+  if(NOT magic STREQUAL "7f454c46" OR NOT machine STREQUAL "b700")
+    fail("${program}: ELF magic ${magic}, e_machine bytes ${machine}; expected 7f454c46, b700 "
+         "(183, aarch64)")
+  endif()
+  message(STATUS "${program}: ELF, e_machine 183 (aarch64); from tarball: ${from_tarball}")
 endfunction()
 
 if(NOT COMMAND case_${CASE})
