@@ -9,10 +9,17 @@ namespace kiln::cli {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
-      {"build", "compile kernel variants for one SM into an artifact directory", setupBuild},
+      {"build", "compile kernel variants for one or more SMs into an artifact directory",
+       setupBuild},
       {"list", "list the kernel groups and variants of the registry", setupList},
       {"inspect", "show an artifact's metadata (provenance, variants, resources)", setupInspect},
       {"doctor", "check which variants of an artifact this machine's GPU can run", setupDoctor},
+      {"package",
+       "package an artifact into a checksummed tarball, or build and package the release matrix",
+       setupPackage},
+      {"verify", "check a tarball or an artifact directory against its metadata and checksum",
+       setupVerify},
+      {"extract", "verify a tarball and extract it into the artifacts tree", setupExtract},
   };
   return table;
 }
@@ -20,13 +27,18 @@ const std::vector<Command>& commands() {
 int reportError(const std::string& message, core::ErrorKind kind) {
   fmt::print(stderr, "kiln: error: {}\n", message);
   switch (kind) {
-    case core::ErrorKind::kUsage: return kExitUsage;
-    case core::ErrorKind::kEnvironment: return kExitEnvironment;
-    case core::ErrorKind::kFailure: break;
+    case core::ErrorKind::kUsage:
+      return kExitUsage;
+    case core::ErrorKind::kEnvironment:
+      return kExitEnvironment;
+    case core::ErrorKind::kFailure:
+      break;
   }
   return kExitFailure;
 }
 
-std::string defaultRoot() { return KILN_SOURCE_DIR; }
+std::string defaultRoot() {
+  return KILN_SOURCE_DIR;
+}
 
 }  // namespace kiln::cli

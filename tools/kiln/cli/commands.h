@@ -15,7 +15,7 @@ namespace kiln::cli {
 
 // Exit codes (docs/cli.md).
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;      // a build, compile or check failed
+inline constexpr int kExitFailure = 1;      // a build, compile, verify or coverage check failed
 inline constexpr int kExitUsage = 2;        // bad command line or registry
 inline constexpr int kExitEnvironment = 3;  // a tool, header set, driver or device is missing
 
@@ -43,5 +43,8 @@ Handler setupBuild(CLI::App& app);
 Handler setupList(CLI::App& app);
 Handler setupInspect(CLI::App& app);
 Handler setupDoctor(CLI::App& app);
+Handler setupPackage(CLI::App& app);
+Handler setupVerify(CLI::App& app);
+Handler setupExtract(CLI::App& app);
 
 }  // namespace kiln::cli
