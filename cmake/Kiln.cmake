@@ -2,7 +2,8 @@
 #
 #   kiln_import_artifacts(TARGETS t1 [t2...]
 #                         [ARCH x86_64|aarch64]          default: CMAKE_SYSTEM_PROCESSOR, normalised
-#                         [TAG sm_90|sm_87_sm_90|jetson-orin|...]  default: the only artifact
+#                         [TAG sm_90|sm_87_sm_90|jetson-orin|...]  default: ${KILN_TAG}, else
+#                                                        the only artifact
 #                         [GROUPS g1 g2...]              default: every group in the artifact
 #                         [ARTIFACTS_DIR dir]            default: ${KILN_ARTIFACTS_DIR}
 #                         [DIST_DIR dir])                default: ${KILN_DIST_DIR}
@@ -334,6 +335,8 @@ function(_kiln_check_inputs json dir arch tag groups artifacts_dir)
     endif()
     file(GLOB_RECURSE present LIST_DIRECTORIES false RELATIVE "${root}"
  "${root}/kernels/${group}/*" "${root}/kernels/common/*")
+    # Documentation (*.md) and hidden files are not inputs (the builder's rule, builder.cpp).
+    list(FILTER present EXCLUDE REGEX "(\\.md$|(^|/)\\.[^/]*$)")
     foreach(path IN LISTS present)
       if(NOT path IN_LIST recorded_${group})
         _kiln_fatal("kiln: artifact ${dir} is stale: ${path} is new since the build "
@@ -472,6 +475,10 @@ function(kiln_import_artifacts)
   get_filename_component(artifacts_dir "${arg_ARTIFACTS_DIR}" ABSOLUTE)
   if(NOT arg_DIST_DIR)
     set(arg_DIST_DIR "${KILN_DIST_DIR}")
+  endif()
+  # One knob for every consumer project (tests/gpu, bench, examples): -DKILN_TAG=sm_90.
+  if(NOT arg_TAG AND DEFINED KILN_TAG)
+    set(arg_TAG "${KILN_TAG}")
   endif()
   get_filename_component(dist "${arg_DIST_DIR}" ABSOLUTE)
   if(NOT arg_ARCH)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test.sh: the README's second command, and what CI runs (.ci/run). Installs what is missing,
 # builds kiln and its tests (release preset), runs every CPU test through ctest (GPU-labelled
-# tests excluded; the e2e ones include the aarch64 cross-build of examples/consumer), builds the
-# host unit tests with ASan + UBSan (asan preset) and runs them, then runs each libFuzzer target
-# for a bounded time on its seed corpus (tests/fuzz/run.sh).
+# tests excluded; the e2e ones include the aarch64 cross-build of examples/consumer), packages two
+# entries of the release matrix, builds the host unit tests with ASan + UBSan (asan preset) and
+# runs them, then runs each libFuzzer target for a bounded time on its seed corpus
+# (tests/fuzz/run.sh).
 #
 #   KILN_JOBS (all cores) sets build parallelism; tests run 2 at a time, as on a 2-core CI box.
 #   KILN_FUZZ_SECONDS (20) is the time per fuzz target; 0 skips fuzzing.
@@ -26,6 +27,13 @@ cmake --build --preset release -j "$JOBS"
 # The e2e tests include a real `kiln build` of the rmsnorm group (shared by a fixture test).
 step "release: ctest -LE gpu"
 ctest --preset release -LE gpu -j 2
+
+# Two entries of the release matrix (packaging/matrix.toml), end to end: clean build, coverage
+# gate, package, verify. The x86_64 entry is the README's default target; the aarch64 one is the
+# cross build for Jetson Orin. The other entries differ only in SMs.
+step "release matrix: x86_64/sm_90 and aarch64/sm_87"
+build/release/tools/kiln/kiln package --matrix --entries x86_64/sm_90,aarch64/sm_87 \
+  --output-dir build/release/matrix/artifacts --dist build/release/matrix/dist -j "$JOBS"
 
 step "asan: configure and build"
 cmake --preset asan -DKILN_BUILD_TOOLS=ON

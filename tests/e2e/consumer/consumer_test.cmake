@@ -619,7 +619,7 @@ function(case_cross_aarch64)
     COMMAND "${CMAKE_COMMAND}" -S "${EXAMPLE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
             "-DCMAKE_TOOLCHAIN_FILE=${REPO_DIR}/cmake/toolchains/aarch64-linux-gnu.cmake"
             "-DKiln_DIR=${REPO_DIR}/cmake" "-DKILN_ARTIFACTS_DIR=${artifacts}"
-            "-DKILN_DIST_DIR=${dist}" -DKILN_CONSUMER_TAG=jetson-orin -DKILN_CONSUMER_CUDART=OFF
+            "-DKILN_DIST_DIR=${dist}" -DKILN_TAG=jetson-orin -DKILN_CONSUMER_CUDART=OFF
     RESULT_VARIABLE RESULT OUTPUT_VARIABLE out ERROR_VARIABLE err)
   set(OUTPUT "${out}${err}")
   expect_success()

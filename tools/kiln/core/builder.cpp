@@ -240,10 +240,19 @@ class Builder {
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
 
+  // Every file of the group directory and of kernels/common/ except documentation (*.md) and
+  // hidden files: a README that records evidence must not make the evidenced artifact stale.
+  // cmake/Kiln.cmake applies the same rule when it checks an artifact against the sources.
+  static bool isInput(const fs::path& file) {
+    const std::string name = file.filename().string();
+    return file.extension() != ".md" && !name.empty() && name[0] != '.';
+  }
+
   Result<std::map<std::string, std::string>> groupInputs(const Group& group) {
     std::map<std::string, std::string> inputs;
     std::vector<fs::path> files = io::listFiles(group.dir);
     for (auto& f : io::listFiles(root_ / "kernels" / "common")) files.push_back(f);
+    std::erase_if(files, [](const fs::path& f) { return !isInput(f); });
     for (const auto& file : files) {
       auto sha = io::sha256File(file);
       if (!sha) return sha.failure();
