@@ -147,6 +147,10 @@ struct DeviceBuffer {
   if (cudaMemset(b->ptr, 0xff, b->bytes) != cudaSuccess) {
     return ::testing::AssertionFailure() << "cudaMemset failed";
   }
+  if (data != nullptr && data->size() > elements + guard) {
+    return ::testing::AssertionFailure() << data->size() << " values do not fit a buffer of "
+                                         << elements + guard << " elements";
+  }
   if (data != nullptr && cudaMemcpy(b->ptr, data->data(), data->size() * sizeof(std::uint16_t),
                                     cudaMemcpyHostToDevice) != cudaSuccess) {
     return ::testing::AssertionFailure() << "cudaMemcpy to device failed";
@@ -359,7 +363,8 @@ TEST_P(RmsnormRunnerErrors, RefusesBadProblemsAndTreatsZeroRowsAsNoOp) {
   DeviceBuffer d_x, d_res, d_w, d_out;
   ASSERT_TRUE(allocate(&d_x, n, static_cast<std::size_t>(v.hidden), &ones));
   ASSERT_TRUE(allocate(&d_res, n, 0, nullptr));
-  ASSERT_TRUE(allocate(&d_w, static_cast<std::size_t>(v.hidden), 0, &ones));
+  const std::vector<std::uint16_t> weight(static_cast<std::size_t>(v.hidden), 0x3c00);
+  ASSERT_TRUE(allocate(&d_w, static_cast<std::size_t>(v.hidden), 0, &weight));
   ASSERT_TRUE(allocate(&d_out, n, 0, nullptr));
   cudaStream_t stream = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

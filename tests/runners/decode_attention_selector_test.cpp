@@ -351,5 +351,25 @@ TEST(DecodeAttentionSelector, DeviceCheckComesLastAndCarriesTheImageStatus) {
   EXPECT_TRUE(select(kTable, validProblem(), kH200, &ok, &plan).ok());
 }
 
+// workspaceSize() is asked before the tensors exist: sizing depends on shapes only, while run()
+// and canImplement() still refuse the same null pointers.
+TEST(DecodeAttentionSelector, WorkspaceSizingIgnoresPointersButAdmissionDoesNot) {
+  Problem p = validProblem();
+  p.batch = 1;  // 8 pairs on 132 SMs: split, so a workspace is needed
+  p.max_pages_per_seq = 2048;
+  p.num_pages = 2048;
+  p.out = nullptr;
+  p.q = nullptr;
+  Plan sized;
+  const Status s = select(kTable, p, kH200, nullptr, &sized, PointerChecks::kSkip);
+  ASSERT_TRUE(s.ok()) << s.toString();
+  EXPECT_GT(sized.num_splits, 1);
+  EXPECT_GT(sized.workspace_bytes, 0u);
+  Plan admitted;
+  const Status refused = select(kTable, p, kH200, nullptr, &admitted);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_TRUE(contains(refused.message(), "out")) << refused.message();
+}
+
 }  // namespace
 }  // namespace kiln::decodeattn

@@ -53,15 +53,22 @@ Status canImplement(const Problem& problem, int device_sm) {
   return select(kTable, problem, hostMultiprocessors(problem), &device, &plan);
 }
 
+// Shapes only: a caller sizes the workspace before it has (or without passing) its tensors.
 std::size_t workspaceSize(const Problem& problem) {
   Plan plan;
-  if (!select(kTable, problem, hostMultiprocessors(problem), nullptr, &plan).ok()) return 0;
+  if (!select(kTable, problem, hostMultiprocessors(problem), nullptr, &plan, PointerChecks::kSkip)
+           .ok()) {
+    return 0;
+  }
   return plan.workspace_bytes;
 }
 
 int numSplits(const Problem& problem, int multiprocessors) {
   Plan plan;
-  if (!select(kTable, problem, multiprocessors, nullptr, &plan).ok() || plan.no_op) return 0;
+  if (!select(kTable, problem, multiprocessors, nullptr, &plan, PointerChecks::kSkip).ok() ||
+      plan.no_op) {
+    return 0;
+  }
   return plan.num_splits;
 }
 

@@ -119,7 +119,7 @@ Status checkWorkspace(const Plan& plan, const void* workspace, std::size_t works
 }
 
 Status select(std::span<const VariantInfo> table, const Problem& problem, int multiprocessors,
-              const DeviceQuery* device, Plan* plan) {
+              const DeviceQuery* device, Plan* plan, PointerChecks pointers) {
   if (plan == nullptr) return Status(StatusCode::kInternal, "decodeattn: select without a plan");
   *plan = Plan{};
 
@@ -204,12 +204,14 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   if (!std::isfinite(problem.scale)) {
     return invalid("scale " + std::to_string(problem.scale) + " is not finite");
   }
-  KILN_RETURN_IF_ERROR(checkPointer("out", problem.out, kTensorAlignment));
-  KILN_RETURN_IF_ERROR(checkPointer("q", problem.q, kTensorAlignment));
-  KILN_RETURN_IF_ERROR(checkPointer("k_cache", problem.k_cache, kTensorAlignment));
-  KILN_RETURN_IF_ERROR(checkPointer("v_cache", problem.v_cache, kTensorAlignment));
-  KILN_RETURN_IF_ERROR(checkPointer("page_table", problem.page_table, kIndexAlignment));
-  KILN_RETURN_IF_ERROR(checkPointer("seq_lens", problem.seq_lens, kIndexAlignment));
+  if (pointers == PointerChecks::kCheck) {
+    KILN_RETURN_IF_ERROR(checkPointer("out", problem.out, kTensorAlignment));
+    KILN_RETURN_IF_ERROR(checkPointer("q", problem.q, kTensorAlignment));
+    KILN_RETURN_IF_ERROR(checkPointer("k_cache", problem.k_cache, kTensorAlignment));
+    KILN_RETURN_IF_ERROR(checkPointer("v_cache", problem.v_cache, kTensorAlignment));
+    KILN_RETURN_IF_ERROR(checkPointer("page_table", problem.page_table, kIndexAlignment));
+    KILN_RETURN_IF_ERROR(checkPointer("seq_lens", problem.seq_lens, kIndexAlignment));
+  }
 
   const int group_size = problem.q_heads / problem.kv_heads;
   const int head_chunks = (group_size + kHeadsPerBlock - 1) / kHeadsPerBlock;

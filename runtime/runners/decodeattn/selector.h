@@ -73,13 +73,16 @@ int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int h
 //   q_heads, kv_heads >= 1, q_heads % kv_heads == 0; page_size a power of two in 16..256;
 //   num_pages, max_pages_per_seq >= 1, their capacity <= 2^30 keys; max_seq_len,
 //   multiprocessors >= 0; scale finite                              (kInvalidArgument)
+//   unless `pointers` is kSkip (workspaceSize and numSplits, which depend on shapes only):
 //   out, q, k_cache, v_cache non-null and 16-byte aligned; page_table, seq_lens non-null and
 //   4-byte aligned                                                  (kInvalidArgument)
 //   batch, kv_heads * head chunks <= 65535 (grid), the caches' element count < 2^62
 //   the variant has both entries                                    (kInternal)
 //   last, `device` (when given) has an image of the variant         (the check's status)
+enum class PointerChecks { kCheck, kSkip };
 Status select(std::span<const VariantInfo> table, const Problem& problem, int multiprocessors,
-              const DeviceQuery* device, Plan* plan);
+              const DeviceQuery* device, Plan* plan,
+              PointerChecks pointers = PointerChecks::kCheck);
 
 // The device step of select() alone.
 Status checkDevice(const Plan& plan, const DeviceQuery& device);
