@@ -171,6 +171,16 @@ int main() {
     return isNoGpu(device) ? 0 : 1;
   }
   std::printf("device 0: %s, sm_%d\n", report.device.name.c_str(), report.device.sm);
+  int runnable = 0;
+  for (const kiln::VariantReport& v : report.variants) {
+    if (v.runnable) {
+      ++runnable;
+      std::printf("  %s: runs the sm_%d image\n", v.name.c_str(), v.image_sm);
+    } else {
+      std::printf("  %s: cannot run: %s\n", v.name.c_str(), v.reason.c_str());
+    }
+  }
+  std::printf("doctor: %d of %zu variants can run here\n", runnable, report.variants.size());
 #ifdef KILN_CONSUMER_HAVE_CUDART
   return runOnGpu(problem, x, weight);
 #else
