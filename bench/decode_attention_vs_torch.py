@@ -25,17 +25,14 @@ correctness check fails.
 """
 import argparse
 import ctypes
-import datetime
-import json
 import math
-import statistics
-import subprocess
 import sys
 
 import torch
 import torch.nn.functional as F
 
-L2_BYTES = 60 * 1024 * 1024  # H200; only sizes the rotation, read from the device when possible
+import kiln_bench as kb
+
 REL_L2_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}  # PERF.md, Method 2; README.md
 DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 DTYPE_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16"}
@@ -43,9 +40,9 @@ ROWS = [(1, 32768), (8, 8192), (32, 4096), (64, 2048), (256, 1024)]  # (batch, k
 Q_HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 
 
-class Kiln:
+class Kiln(kb.Bridge):
     def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
+        super().__init__(path)
         self.lib.kiln_bench_decodeattn_shape_fields.restype = ctypes.c_int
         self.fields = self.lib.kiln_bench_decodeattn_shape_fields()
         shape_t = ctypes.POINTER(ctypes.c_int)
@@ -57,11 +54,6 @@ class Kiln:
         self.lib.kiln_bench_decodeattn_workspace.restype = ctypes.c_size_t
         self.lib.kiln_bench_decodeattn_splits.argtypes = [shape_t, ctypes.c_float, ctypes.c_int]
         self.lib.kiln_bench_decodeattn_splits.restype = ctypes.c_int
-        self.lib.kiln_bench_artifact_tag.restype = ctypes.c_char_p
-        self.lib.kiln_bench_artifact_fingerprint.restype = ctypes.c_char_p
-        self.message = ctypes.create_string_buffer(1024)
-        self.tag = self.lib.kiln_bench_artifact_tag().decode()
-        self.fingerprint = self.lib.kiln_bench_artifact_fingerprint().decode()
         self.variants = []
         i = 0
         while True:
@@ -98,45 +90,6 @@ class Kiln:
             stream, self.message, len(self.message))
         if rc != 0:
             raise RuntimeError(f"kiln decodeattn: {self.message.value.decode()}")
-
-
-def clocks():
-    try:
-        return subprocess.run(
-            ["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"nvidia-smi failed: {e}"
-
-
-def timed(fn, sets, runs, warmup, busy_cycles):
-    """Median and min device time (ms) of fn(set) over `runs` runs, rotating through `sets`."""
-    for i in range(warmup):
-        fn(sets[i % len(sets)])
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-    for i in range(runs):
-        torch.cuda._sleep(busy_cycles)  # the host enqueues the events and the op meanwhile
-        starts[i].record()
-        fn(sets[i % len(sets)])
-        ends[i].record()
-    torch.cuda.synchronize()
-    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    return statistics.median(times), min(times)
-
-
-def copy_bandwidth(gib=2.0, runs=20):
-    """Device-to-device copy of `gib` GiB: bytes read + written per second (TB/s)."""
-    n = int(gib * (1 << 30))
-    src = torch.empty(n, dtype=torch.uint8, device="cuda")
-    src.fill_(1)
-    dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    med, _ = timed(lambda _s: dst.copy_(src), [None], runs, 2, 1000)
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * n / (med * 1e-3) / 1e12
 
 
 def make_set(batch, keys, dtype, page_size, gen):
@@ -216,7 +169,7 @@ def bench_row(kiln, batch, keys, dtype, page_size, copy_tbps, l2_bytes, sms, gen
     scale = 1.0 / math.sqrt(HEAD_DIM)
     kv_bytes = 2 * batch * keys * KV_HEADS * HEAD_DIM * dtype.itemsize
     set_bytes = 2 * kv_bytes  # contiguous + paged copies
-    nsets = max(2, min(8, math.ceil(4 * l2_bytes / kv_bytes)))
+    nsets = kb.rotation_sets(kv_bytes, l2_bytes, 8)
     sets = [make_set(batch, keys, dtype, page_size, gen) for _ in range(nsets)]
     s0 = sets[0]
     shape = kiln.shape(dtype, batch, page_size, s0["num_pages"], s0["pages_per_seq"], keys, 0)
@@ -242,11 +195,11 @@ def bench_row(kiln, batch, keys, dtype, page_size, copy_tbps, l2_bytes, sms, gen
 
     runs = 50
     if ok:
-        med, mn = timed(lambda s: kiln(shape, scale, s["out"], s["q"], s["k_cache"], s["v_cache"],
-                                       s["table"], s["lens"], workspace),
-                        sets, runs, 10, busy_cycles)
+        med, mn = kb.timed(lambda s: kiln(shape, scale, s["out"], s["q"], s["k_cache"], s["v_cache"],
+                                          s["table"], s["lens"], workspace),
+                           sets, runs, 10, busy_cycles)
         row.update({"kiln_us": med * 1e3, "kiln_min_us": mn * 1e3,
-                    "kiln_tbps": kv_bytes / (med * 1e-3) / 1e12})
+                    "kiln_tbps": kb.tbps(kv_bytes, med)})
         row["kiln_pct_of_copy"] = 100 * row["kiln_tbps"] / copy_tbps
     for peer in peers:
         out, err = peer.prepare(sets, scale)
@@ -259,12 +212,12 @@ def bench_row(kiln, batch, keys, dtype, page_size, copy_tbps, l2_bytes, sms, gen
             row[f"{key}_note"] = err
         row[f"{key}_rel_l2"] = rel_l2(out.reshape(batch, Q_HEADS, HEAD_DIM), ref)
         try:
-            med, mn = timed(lambda s: peer(s, scale), sets, runs, 10, busy_cycles)
+            med, mn = kb.timed(lambda s: peer(s, scale), sets, runs, 10, busy_cycles)
         except Exception as e:  # noqa: BLE001
             row[f"{key}_error"] = f"timing: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
             continue
         row.update({f"{key}_us": med * 1e3, f"{key}_min_us": mn * 1e3,
-                    f"{key}_tbps": kv_bytes / (med * 1e-3) / 1e12})
+                    f"{key}_tbps": kb.tbps(kv_bytes, med)})
         if "kiln_us" in row:
             row[f"kiln_vs_{key}"] = med / (row["kiln_us"] * 1e-3)  # > 1: kiln is faster
     del sets, workspace
@@ -284,50 +237,34 @@ def main():
     kiln = Kiln(args.lib)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     props = torch.cuda.get_device_properties(0)
-    l2_bytes = getattr(props, "L2_cache_size", L2_BYTES) or L2_BYTES
+    l2_bytes = kb.l2_bytes_of(props)
     sms = props.multi_processor_count
-    seed = args.seed if args.seed is not None else int(datetime.datetime.now().timestamp())
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(seed)
+    seed, gen = kb.start_seed(args.seed)
     busy_cycles = 400000  # ~200 us of GPU work ahead of each timed call: ctypes or SDPA dispatch fit in it
 
     from torch.nn.attention import SDPBackend
     peers = [Peer("cudnn", SDPBackend.CUDNN_ATTENTION), Peer("flash", SDPBackend.FLASH_ATTENTION)]
 
-    result = {
-        "bench": "decode_attention_vs_torch",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        "gpu": props.name, "sm": props.major * 10 + props.minor, "multiprocessors": sms,
-        "l2_bytes": l2_bytes, "torch": torch.__version__, "cuda": torch.version.cuda,
-        "cudnn": torch.backends.cudnn.version(),
-        "driver": subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
-                                  "--format=csv,noheader"], capture_output=True,
-                                 text=True).stdout.strip(),
-        "artifact_tag": kiln.tag, "artifact_fingerprint": kiln.fingerprint, "seed": seed,
-        "clocks_before": clocks(),
-    }
-    copy_tbps = copy_bandwidth()
-    result["copy_tbps"] = copy_tbps
-    result["clocks_after_copy"] = clocks()
+    result = kb.result_header("decode_attention_vs_torch", props, l2_bytes, kiln, seed,
+                              {"cudnn": torch.backends.cudnn.version()})
+    copy_tbps = kb.measure_copy(result)
     print(f"{props.name} sm_{result['sm']} ({sms} SMs), driver {result['driver']}, torch "
           f"{torch.__version__}, cuDNN {result['cudnn']}; artifact {kiln.tag} "
           f"{kiln.fingerprint[:16]}; seed {seed}")
-    print(f"device-to-device copy: {copy_tbps:.2f} TB/s (2 GiB, read + written); "
-          f"clocks (sm, mem): {result['clocks_after_copy']}")
+    kb.print_copy(result)
 
     rows = []
     if not kiln.has(HEAD_DIM, dtype):
         print(f"decodeattn_d{HEAD_DIM}_{args.dtype} is not in the artifact")
         result["rows"] = rows
         result["failed_checks"] = 1
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+        kb.write_json(args.json, result)
         return 1
     for batch, keys in ROWS:
         rows.append(bench_row(kiln, batch, keys, dtype, args.page_size, copy_tbps, l2_bytes, sms,
                               gen, busy_cycles, peers))
     result["rows"] = rows
-    result["clocks_after"] = clocks()
+    result["clocks_after"] = kb.clocks()
 
     def fmt(row, key, spec):
         return format(row[key], spec) if key in row else "-"
@@ -335,8 +272,7 @@ def main():
     header = (f"{'B x S':>11} {'splits':>6} {'floor us':>8} {'kiln us':>8} {'TB/s':>6} "
               f"{'% copy':>6} {'cuDNN us':>8} {'TB/s':>6} {'FA us':>8} {'TB/s':>6} "
               f"{'/cuDNN':>7} {'/FA':>6} {'rel L2':>8}  ok")
-    print(header)
-    print("-" * len(header))
+    kb.print_header(header)
     failed = 0
     for r in rows:
         failed += not r["correct"]
@@ -353,12 +289,7 @@ def main():
             elif r.get(f"{peer}_gqa") == "expanded":
                 print(f"    {peer}: GQA refused, ran on K/V expanded to {Q_HEADS} heads "
                       f"({r.get(f'{peer}_note', '')})")
-    print(f"clocks (sm, mem) after: {result['clocks_after']}")
-    result["failed_checks"] = failed
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"wrote {args.json}")
-    return 1 if failed else 0
+    return kb.finish(args.json, result, failed)
 
 
 if __name__ == "__main__":

@@ -20,17 +20,14 @@ a table. Exit code 1 when a correctness check fails.
 """
 import argparse
 import ctypes
-import datetime
-import json
 import math
-import statistics
-import subprocess
 import sys
 
 import torch
 import torch.nn.functional as F
 
-L2_BYTES = 60 * 1024 * 1024  # H200; only sizes the rotation, read from the device when possible
+import kiln_bench as kb
+
 # PERF.md, Method 2: fp32 accumulation with 16-bit inputs and outputs rounded once.
 REL_L2_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
 DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
@@ -41,20 +38,15 @@ LATENCY_SHAPES = [(1, 4096), (8, 4096), (32, 4096), (128, 4096)]
 BANDWIDTH_SHAPES = [(4096, 4096), (16384, 8192)]
 
 
-class Kiln:
+class Kiln(kb.Bridge):
     def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
+        super().__init__(path)
         f = self.lib.kiln_bench_rmsnorm
         f.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_float,
                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                       ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         f.restype = ctypes.c_int
-        self.lib.kiln_bench_artifact_tag.restype = ctypes.c_char_p
-        self.lib.kiln_bench_artifact_fingerprint.restype = ctypes.c_char_p
         self.lib.kiln_bench_variant_count.restype = ctypes.c_int
-        self.message = ctypes.create_string_buffer(1024)
-        self.tag = self.lib.kiln_bench_artifact_tag().decode()
-        self.fingerprint = self.lib.kiln_bench_artifact_fingerprint().decode()
         self.variants = []
         for i in range(self.lib.kiln_bench_variant_count()):
             name = ctypes.create_string_buffer(128)
@@ -82,46 +74,6 @@ def torch_op(out, x, residual, weight, eps=EPS):
         residual.add_(x)
         return F.rms_norm(residual, (x.shape[1],), weight, eps)
     return F.rms_norm(x, (x.shape[1],), weight, eps)
-
-
-def clocks():
-    try:
-        text = subprocess.run(
-            ["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20).stdout.strip()
-        return text
-    except (OSError, subprocess.SubprocessError) as e:
-        return f"nvidia-smi failed: {e}"
-
-
-def timed(fn, sets, runs, warmup, busy_cycles):
-    """Median device time (ms) of fn(set) over `runs` runs, rotating through `sets`."""
-    for i in range(warmup):
-        fn(sets[i % len(sets)])
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-    for i in range(runs):
-        torch.cuda._sleep(busy_cycles)  # the host enqueues the events and the op meanwhile
-        starts[i].record()
-        fn(sets[i % len(sets)])
-        ends[i].record()
-    torch.cuda.synchronize()
-    times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    return statistics.median(times), min(times)
-
-
-def copy_bandwidth(gib=2.0, runs=20):
-    """Device-to-device copy of `gib` GiB: bytes read + written per second (TB/s)."""
-    n = int(gib * (1 << 30))
-    src = torch.empty(n, dtype=torch.uint8, device="cuda")
-    src.fill_(1)
-    dst = torch.empty_like(src)
-    for _ in range(3):
-        dst.copy_(src)
-    med, _ = timed(lambda _s: dst.copy_(src), [None], runs, 2, 1000)
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * n / (med * 1e-3) / 1e12
 
 
 def make_set(rows, hidden, dtype, fused, gen):
@@ -165,15 +117,15 @@ def bench_case(kiln, rows, hidden, dtype, fused, copy_tbps, l2_bytes, gen, busy_
     tensors = 4 if fused else 2
     min_bytes = tensors * rows * hidden * dtype.itemsize
     set_bytes = (3 if fused else 2) * rows * hidden * dtype.itemsize
-    nsets = max(2, min(64, math.ceil(4 * l2_bytes / set_bytes)))
+    nsets = kb.rotation_sets(set_bytes, l2_bytes, 64)
     sets = [make_set(rows, hidden, dtype, fused, gen) for _ in range(nsets)]
     runs = 100 if rows * hidden <= 4096 * 4096 else 50
-    k_med, k_min = timed(lambda s: kiln(s[2], s[0], s[1], weight), sets, runs, 10, busy_cycles)
-    t_med, t_min = timed(lambda s: torch_op(s[2], s[0], s[1], weight), sets, runs, 10, busy_cycles)
+    k_med, k_min = kb.timed(lambda s: kiln(s[2], s[0], s[1], weight), sets, runs, 10, busy_cycles)
+    t_med, t_min = kb.timed(lambda s: torch_op(s[2], s[0], s[1], weight), sets, runs, 10, busy_cycles)
     del sets
     torch.cuda.empty_cache()
-    k_tbps = min_bytes / (k_med * 1e-3) / 1e12
-    t_tbps = min_bytes / (t_med * 1e-3) / 1e12
+    k_tbps = kb.tbps(min_bytes, k_med)
+    t_tbps = kb.tbps(min_bytes, t_med)
     return {
         "dtype": DTYPE_NAME[dtype], "op": "fused" if fused else "plain", "rows": rows,
         "hidden": hidden, "min_bytes": min_bytes, "input_sets": nsets, "runs": runs,
@@ -198,31 +150,16 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     kiln = Kiln(args.lib)
     props = torch.cuda.get_device_properties(0)
-    l2_bytes = getattr(props, "L2_cache_size", L2_BYTES) or L2_BYTES
-    seed = args.seed if args.seed is not None else int(datetime.datetime.now().timestamp())
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(seed)
+    l2_bytes = kb.l2_bytes_of(props)
+    seed, gen = kb.start_seed(args.seed)
     # ~20 us of GPU work ahead of each timed op at ~2 GHz: more than the host needs to enqueue it.
     busy_cycles = 40000
 
-    result = {
-        "bench": "rmsnorm_vs_torch", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-        "gpu": props.name, "sm": props.major * 10 + props.minor,
-        "multiprocessors": props.multi_processor_count, "l2_bytes": l2_bytes,
-        "torch": torch.__version__, "cuda": torch.version.cuda,
-        "driver": subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
-                                  "--format=csv,noheader"], capture_output=True,
-                                 text=True).stdout.strip(),
-        "artifact_tag": kiln.tag, "artifact_fingerprint": kiln.fingerprint, "seed": seed,
-        "clocks_before": clocks(),
-    }
-    copy_tbps = copy_bandwidth()
-    result["copy_tbps"] = copy_tbps
-    result["clocks_after_copy"] = clocks()
+    result = kb.result_header("rmsnorm_vs_torch", props, l2_bytes, kiln, seed)
+    copy_tbps = kb.measure_copy(result)
     print(f"{props.name} sm_{result['sm']}, driver {result['driver']}, torch {torch.__version__}; "
           f"artifact {kiln.tag} {kiln.fingerprint[:16]}; seed {seed}")
-    print(f"device-to-device copy: {copy_tbps:.2f} TB/s (2 GiB, read + written); "
-          f"clocks (sm, mem): {result['clocks_after_copy']}")
+    kb.print_copy(result)
 
     dtypes = [{"bf16": torch.bfloat16, "fp16": torch.float16}[d] for d in args.dtypes.split(",")]
     ops = [o == "fused" for o in args.ops.split(",")]
@@ -237,13 +174,12 @@ def main():
                 cases.append(bench_case(kiln, rows, hidden, dtype, fused, copy_tbps, l2_bytes,
                                         gen, busy_cycles))
     result["cases"] = cases
-    result["clocks_after"] = clocks()
+    result["clocks_after"] = kb.clocks()
 
     header = (f"{'dtype':5} {'op':5} {'rows x hidden':>13} {'kiln us':>9} {'torch us':>9} "
               f"{'kiln TB/s':>9} {'% copy':>7} {'torch TB/s':>10} {'kiln/torch':>10} "
               f"{'rel L2':>9}  ok")
-    print(header)
-    print("-" * len(header))
+    kb.print_header(header)
     failed = 0
     for c in cases:
         if "skipped" in c:
@@ -255,12 +191,7 @@ def main():
               f"{c['torch_us']:9.2f} {c['kiln_tbps']:9.3f} {c['kiln_pct_of_copy']:6.1f}% "
               f"{c['torch_tbps']:10.3f} {c['speedup_vs_torch']:9.2f}x {c['kiln_rel_l2']:9.2e}  "
               f"{'yes' if c['correct'] else 'NO ' + c['why']}")
-    print(f"clocks (sm, mem) after: {result['clocks_after']}")
-    result["failed_checks"] = failed
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"wrote {args.json}")
-    return 1 if failed else 0
+    return kb.finish(args.json, result, failed)
 
 
 if __name__ == "__main__":

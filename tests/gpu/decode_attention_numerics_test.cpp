@@ -16,21 +16,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cinttypes>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <map>
 #include <numeric>
 #include <sstream>
 #include <string>
-#include <tuple>
 #include <vector>
 
+#include "common/gpu_test_support.h"
 #include "decodeattn/reference.h"
 #include "kiln/groups/decodeattn.h"
 #include "kiln/kiln_all.h"
@@ -43,6 +37,7 @@
 
 namespace {
 
+using namespace kiln::gpu_test;  // NOLINT: Counts, run(), DeviceBuffer, allocate, download, ...
 namespace ref = kiln::decodeattn::reference;
 namespace generated = kiln::generated::decodeattn;
 namespace da = kiln::decodeattn;
@@ -55,54 +50,7 @@ namespace da = kiln::decodeattn;
 constexpr double kRelL2BoundFp16 = 2e-3;
 constexpr double kRelL2BoundBf16 = 1.2e-2;
 
-constexpr std::uint16_t kPoison = 0xffff;  // NaN in fp16 and bf16 (what memset 0xff writes)
-
-#define CUDA_OK(expr)                                                                      \
-  do {                                                                                     \
-    const cudaError_t err_ = (expr);                                                       \
-    ASSERT_EQ(err_, cudaSuccess) << #expr << " at " << __FILE__ << ":" << __LINE__ << ": " \
-                                 << cudaGetErrorString(err_);                              \
-  } while (0)
-
-// ---- results: pass / fail / skip per (SM, dtype, variant, case) -----------------------------
-
-struct Counts {
-  int passed = 0, failed = 0, skipped = 0;
-  std::vector<std::string> notes;  // why a case failed or was skipped, and its error
-};
-
-struct Run {
-  std::string gpu_name;
-  int sm = 0;
-  int multiprocessors = 0;
-  int driver_version = 0;
-  int runtime_version = 0;
-  std::uint64_t seed = 0;
-  std::map<std::tuple<int, std::string, std::string, std::string>, Counts> results;
-
-  Counts& at(const std::string& dtype, const std::string& variant, const std::string& what) {
-    return results[{sm, dtype, variant, what}];
-  }
-};
-
-Run& run() {
-  static Run r;
-  return r;
-}
-
 // ---- inputs -------------------------------------------------------------------------------
-
-// splitmix64: fast, seedable, good enough to draw test bits.
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
-};
 
 // A random finite 16-bit value with magnitude in [2^lo, 2^(hi + 1)), random sign and mantissa
 // bits: every mantissa bit is exercised and no rounding happens on the host.
@@ -115,43 +63,6 @@ std::uint16_t randomBits(Rng& rng, ref::Format f, int lo, int hi) {
   const unsigned sign = ((r >> 40) & 1u) ? 0x8000u : 0u;
   return static_cast<std::uint16_t>(sign | (static_cast<unsigned>(exponent + bias) << mantissa_bits) |
                                     mantissa);
-}
-
-// ---- device buffers -------------------------------------------------------------------------
-
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  std::size_t bytes = 0;
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr != nullptr) (void)cudaFree(ptr);
-  }
-};
-
-// `bytes` bytes set to 0xff, then the first data_bytes from `data` (if given).
-std::string allocate(DeviceBuffer* b, std::size_t bytes, const void* data, std::size_t data_bytes) {
-  b->bytes = std::max<std::size_t>(bytes, 16);
-  if (cudaMalloc(&b->ptr, b->bytes) != cudaSuccess) {
-    return "cudaMalloc of " + std::to_string(b->bytes) + " bytes failed";
-  }
-  if (cudaMemset(b->ptr, 0xff, b->bytes) != cudaSuccess) return "cudaMemset failed";
-  if (data != nullptr && data_bytes > 0 &&
-      cudaMemcpy(b->ptr, data, data_bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
-    return "cudaMemcpy to device failed";
-  }
-  return "";
-}
-
-template <typename T>
-std::vector<T> download(const DeviceBuffer& b) {
-  std::vector<T> host(b.bytes / sizeof(T));
-  if (cudaMemcpy(host.data(), b.ptr, host.size() * sizeof(T), cudaMemcpyDeviceToHost) !=
-      cudaSuccess) {
-    host.clear();
-  }
-  return host;
 }
 
 da::DType dtypeOf(const char* name) {
@@ -307,22 +218,14 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
   if (out.size() < out_elems + guard) return "download of out failed";
   std::ostringstream err;
   const ref::Decoder dec(f);
-  std::size_t unwritten = 0, nonfinite = 0, guard_changed = 0, empty_nonzero = 0;
-  for (std::size_t i = 0; i < out_elems; ++i) {
-    if (out[i] == kPoison)
-      ++unwritten;
-    else if (!std::isfinite(dec(out[i])))
-      ++nonfinite;
-  }
-  for (std::size_t i = out_elems; i < out_elems + guard; ++i) guard_changed += out[i] != kPoison;
+  const OutputScan scan = scanOutput(out, out_elems, guard, dec);
+  std::size_t empty_nonzero = 0;
   const std::size_t per_seq = static_cast<std::size_t>(spec.q_heads) * d;
   for (int b = 0; b < batch; ++b) {
     if (lens[b] != 0) continue;
     for (std::size_t i = 0; i < per_seq; ++i) empty_nonzero += dec(out[b * per_seq + i]) != 0.0;
   }
-  if (unwritten) err << unwritten << " of " << out_elems << " outputs not written (still poison); ";
-  if (nonfinite) err << nonfinite << " outputs not finite; ";
-  if (guard_changed) err << guard_changed << " elements written past the end of out; ";
+  describe(err, scan, out_elems);
   if (empty_nonzero) err << empty_nonzero << " outputs of length-0 sequences are not 0; ";
   const double bound = f == ref::Format::kFloat16 ? kRelL2BoundFp16 : kRelL2BoundBf16;
   const double rel = ref::relativeL2(f, out_elems, out.data(), expected.data());
@@ -440,21 +343,8 @@ TEST_P(DecodeAttentionRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) 
   good.page_table = static_cast<const std::int32_t*>(d_table.ptr);
   good.seq_lens = static_cast<const std::int32_t*>(d_lens.ptr);
   good.multiprocessors = run().multiprocessors;  // 2 x 2 pairs: split on any real GPU
-  auto record = [&](bool ok, const std::string& what) {
-    if (ok) {
-      ++counts.passed;
-    } else {
-      ++counts.failed;
-      counts.notes.push_back(what);
-    }
-    EXPECT_TRUE(ok) << what;
-  };
-  auto outUntouched = [&]() {
-    const auto out = download<std::uint16_t>(d_out);
-    bool untouched = !out.empty();
-    for (std::uint16_t b : out) untouched = untouched && b == kPoison;
-    return untouched;
-  };
+  auto record = [&](bool ok, const std::string& what) { EXPECT_TRUE(counts.record(ok, what)) << what; };
+  auto outUntouched = [&]() { return allPoison(download<std::uint16_t>(d_out)); };
 
   {  // A head dim no variant has.
     da::Problem p = good;
@@ -503,151 +393,37 @@ TEST_P(DecodeAttentionRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) 
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
-std::vector<std::size_t> firstVariantPerDtype() {
-  std::vector<std::size_t> picks;
-  for (const char* dtype : {"fp16", "bf16"}) {
-    for (std::size_t i = 0; i < std::size(generated::kVariants); ++i) {
-      if (std::strcmp(generated::kVariants[i].dtype, dtype) == 0) {
-        picks.push_back(i);
-        break;
-      }
-    }
-  }
-  return picks;
-}
-
 INSTANTIATE_TEST_SUITE_P(Artifact, DecodeAttentionRunnerErrors,
-                         ::testing::ValuesIn(firstVariantPerDtype()),
+                         ::testing::ValuesIn(firstVariantPerDtype(generated::kVariants)),
                          [](const ::testing::TestParamInfo<std::size_t>& param_info) {
                            return std::string(generated::kVariants[param_info.param].name);
                          });
 
 // ---- summary ---------------------------------------------------------------------------------
 
-std::string jsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x",
-                        static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
+ReportFormat reportFormat() {
+  ReportFormat f;
+  f.group = "decodeattn";
+  f.case_key = "case";
+  f.show_multiprocessors = true;
+  f.per_variant_totals = true;
+  std::ostringstream json;
+  json << "\"cases\": [";
+  for (std::size_t i = 0; i < cases().size(); ++i) {
+    const CaseSpec& c = cases()[i];
+    json << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"q_heads\": " << c.q_heads
+         << ", \"kv_heads\": " << c.kv_heads << ", \"page_size\": " << c.page_size
+         << ", \"multiprocessors\": " << c.multiprocessors << "}";
   }
-  return out;
-}
-
-// Prints the summary and writes it as JSON; returns the failure count.
-int report(bool gtest_ok) {
-  const Run& r = run();
-  const char* tag = kiln_artifact_tag();
-  const char* fingerprint = kiln_artifact_fingerprint();
-  int passed = 0, failed = 0, skipped = 0;
-  std::printf("\nkiln decodeattn GPU numerics\n");
-  std::printf("gpu: %s (sm_%d, %d SMs), driver %d, runtime %d\n", r.gpu_name.c_str(), r.sm,
-              r.multiprocessors, r.driver_version, r.runtime_version);
-  std::printf("artifact: tag %s, fingerprint %s\n", tag, fingerprint);
-  std::printf("seed: %" PRIu64 " (KILN_SEED=%" PRIu64 " replays it)\n", r.seed, r.seed);
-  // Per (SM, dtype, variant): totals over its cases, then one line per case.
-  std::map<std::tuple<int, std::string, std::string>, Counts> per_variant;
-  for (const auto& [key, c] : r.results) {
-    const auto& [sm, dtype, variant, what] = key;
-    Counts& t = per_variant[{sm, dtype, variant}];
-    t.passed += c.passed;
-    t.failed += c.failed;
-    t.skipped += c.skipped;
-  }
-  for (const auto& [key, t] : per_variant) {
-    const auto& [sm, dtype, variant] = key;
-    std::printf("sm_%d %s %s: %d passed, %d failed, %d skipped\n", sm, dtype.c_str(),
-                variant.c_str(), t.passed, t.failed, t.skipped);
-  }
-  std::ostringstream rows_json;
-  for (const auto& [key, c] : r.results) {
-    const auto& [sm, dtype, variant, what] = key;
-    std::printf("  sm_%d %s %s %s: %d passed, %d failed, %d skipped\n", sm, dtype.c_str(),
-                variant.c_str(), what.c_str(), c.passed, c.failed, c.skipped);
-    for (const std::string& note : c.notes) std::printf("      %s\n", note.c_str());
-    passed += c.passed;
-    failed += c.failed;
-    skipped += c.skipped;
-    rows_json << (rows_json.tellp() > 0 ? ",\n    " : "\n    ") << "{\"sm\": " << sm
-              << ", \"dtype\": \"" << dtype << "\", \"variant\": \"" << variant
-              << "\", \"case\": \"" << what << "\", \"passed\": " << c.passed
-              << ", \"failed\": " << c.failed << ", \"skipped\": " << c.skipped << ", \"notes\": [";
-    for (std::size_t i = 0; i < c.notes.size(); ++i) {
-      rows_json << (i ? ", " : "") << '"' << jsonEscape(c.notes[i]) << '"';
-    }
-    rows_json << "]}";
-  }
-  if (!gtest_ok && failed == 0) failed = 1;  // a gtest failure outside the counted cases
-  std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-
-  if (const char* path = std::getenv("KILN_EVIDENCE_OUT"); path != nullptr && *path != '\0') {
-    std::ofstream json(path);
-    json << "{\n  \"suite\": \"decodeattn_numerics\",\n  \"gpu\": \"" << jsonEscape(r.gpu_name)
-         << "\",\n  \"sm\": " << r.sm << ",\n  \"multiprocessors\": " << r.multiprocessors
-         << ",\n  \"driver_version\": " << r.driver_version
-         << ",\n  \"runtime_version\": " << r.runtime_version << ",\n  \"artifact_tag\": \""
-         << jsonEscape(tag) << "\",\n  \"artifact_fingerprint\": \"" << jsonEscape(fingerprint)
-         << "\",\n  \"seed\": " << r.seed << ",\n  \"cases\": [";
-    for (std::size_t i = 0; i < cases().size(); ++i) {
-      const CaseSpec& c = cases()[i];
-      json << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"q_heads\": " << c.q_heads
-           << ", \"kv_heads\": " << c.kv_heads << ", \"page_size\": " << c.page_size
-           << ", \"multiprocessors\": " << c.multiprocessors << "}";
-    }
-    json << "],\n  \"bounds\": {\"fp16\": " << kRelL2BoundFp16 << ", \"bf16\": " << kRelL2BoundBf16
-         << "},\n  \"results\": [" << rows_json.str() << "\n  ],\n  \"passed\": " << passed
-         << ",\n  \"failed\": " << failed << ",\n  \"skipped\": " << skipped << "\n}\n";
-    if (!json)
-      std::fprintf(stderr, "could not write %s\n", path);
-    else
-      std::printf("evidence: %s\n", path);
-  }
-  return failed;
+  json << "]";
+  f.extra_json = json.str();
+  f.bound_fp16 = kRelL2BoundFp16;
+  f.bound_bf16 = kRelL2BoundBf16;
+  f.artifact_tag = kiln_artifact_tag();
+  f.artifact_fingerprint = kiln_artifact_fingerprint();
+  return f;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (GTEST_FLAG_GET(list_tests)) return RUN_ALL_TESTS();  // listing needs no device
-  Run& r = run();
-  int device = 0;
-  cudaDeviceProp prop{};
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaGetDeviceProperties(&prop, device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
-    std::printf("no usable CUDA device\n0 passed, 1 failed, 0 skipped\n");
-    return 1;
-  }
-  r.gpu_name = prop.name;
-  r.sm = prop.major * 10 + prop.minor;
-  r.multiprocessors = prop.multiProcessorCount;
-  (void)cudaDriverGetVersion(&r.driver_version);
-  (void)cudaRuntimeGetVersion(&r.runtime_version);
-  if (const char* seed = std::getenv("KILN_SEED"); seed != nullptr && *seed != '\0') {
-    r.seed = std::strtoull(seed, nullptr, 10);
-  } else {
-    r.seed =
-        static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-  }
-  std::printf("seed %" PRIu64 "\n", r.seed);
-  const int gtest_rc = RUN_ALL_TESTS();
-  const int failed = report(gtest_rc == 0);
-  return (gtest_rc != 0 || failed != 0) ? 1 : 0;
-}
+int main(int argc, char** argv) { return kiln::gpu_test::numericsMain(argc, argv, reportFormat); }

@@ -11,20 +11,14 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <cinttypes>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <map>
 #include <sstream>
 #include <string>
-#include <tuple>
 #include <vector>
 
+#include "common/gpu_test_support.h"
 #include "kiln/groups/rmsnorm.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/rmsnorm.h"
@@ -37,6 +31,7 @@
 
 namespace {
 
+using namespace kiln::gpu_test;  // NOLINT: Counts, run(), DeviceBuffer, allocate, download, ...
 namespace ref = kiln::rmsnorm::reference;
 namespace generated = kiln::generated::rmsnorm;
 
@@ -46,57 +41,13 @@ namespace generated = kiln::generated::rmsnorm;
 constexpr double kRelL2BoundFp16 = 2e-3;
 constexpr double kRelL2BoundBf16 = 1.2e-2;
 
-constexpr std::uint16_t kPoison = 0xffff;  // a NaN in both fp16 and bf16 (what memset 0xff writes)
 constexpr float kEps = 1e-6f;
 
 // Batch shapes: single token, odd small batches, a partial block for multi-row blocks (7, 33),
 // a prefill chunk, and large odd / even counts that fill every SM many times over.
 constexpr std::int64_t kRows[] = {1, 2, 7, 33, 257, 3001, 4096};
 
-#define CUDA_OK(expr)                                                                      \
-  do {                                                                                     \
-    const cudaError_t err_ = (expr);                                                       \
-    ASSERT_EQ(err_, cudaSuccess) << #expr << " at " << __FILE__ << ":" << __LINE__ << ": " \
-                                 << cudaGetErrorString(err_);                              \
-  } while (0)
-
-// ---- results: pass / fail / skip per (SM, dtype, variant, op) -------------------------------
-
-struct Counts {
-  int passed = 0, failed = 0, skipped = 0;
-  std::vector<std::string> notes;  // why a case failed or was skipped
-};
-
-struct Run {
-  std::string gpu_name;
-  int sm = 0;
-  int driver_version = 0;
-  int runtime_version = 0;
-  std::uint64_t seed = 0;
-  std::map<std::tuple<int, std::string, std::string, std::string>, Counts> results;
-
-  Counts& at(const std::string& dtype, const std::string& variant, const std::string& op) {
-    return results[{sm, dtype, variant, op}];
-  }
-};
-
-Run& run() {
-  static Run r;
-  return r;
-}
-
 // ---- inputs -------------------------------------------------------------------------------
-
-// splitmix64: fast, seedable, good enough to draw test bits.
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-};
 
 // A random finite 16-bit value with magnitude in [2^(lo), 2^(hi + 1)) and random sign and
 // mantissa bits: every mantissa bit is exercised, no rounding happens on the host.
@@ -121,47 +72,6 @@ std::vector<std::uint16_t> randomRows(Rng& rng, ref::Format f, std::int64_t rows
     }
   }
   return v;
-}
-
-// ---- device buffers -------------------------------------------------------------------------
-
-struct DeviceBuffer {
-  void* ptr = nullptr;
-  std::size_t bytes = 0;
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() {
-    if (ptr != nullptr) (void)cudaFree(ptr);
-  }
-};
-
-// [elements] 16-bit values plus one guard row of `guard` elements, all set to `fill` (if given),
-// then the first fill.size() elements set from `data`.
-::testing::AssertionResult allocate(DeviceBuffer* b, std::size_t elements, std::size_t guard,
-                                    const std::vector<std::uint16_t>* data) {
-  b->bytes = (elements + guard) * sizeof(std::uint16_t);
-  if (cudaMalloc(&b->ptr, b->bytes) != cudaSuccess) {
-    return ::testing::AssertionFailure() << "cudaMalloc of " << b->bytes << " bytes failed";
-  }
-  if (cudaMemset(b->ptr, 0xff, b->bytes) != cudaSuccess) {
-    return ::testing::AssertionFailure() << "cudaMemset failed";
-  }
-  if (data != nullptr && data->size() > elements + guard) {
-    return ::testing::AssertionFailure() << data->size() << " values do not fit a buffer of "
-                                         << elements + guard << " elements";
-  }
-  if (data != nullptr && cudaMemcpy(b->ptr, data->data(), data->size() * sizeof(std::uint16_t),
-                                    cudaMemcpyHostToDevice) != cudaSuccess) {
-    return ::testing::AssertionFailure() << "cudaMemcpy to device failed";
-  }
-  return ::testing::AssertionSuccess();
-}
-
-std::vector<std::uint16_t> download(const DeviceBuffer& b) {
-  std::vector<std::uint16_t> host(b.bytes / sizeof(std::uint16_t));
-  if (cudaMemcpy(host.data(), b.ptr, b.bytes, cudaMemcpyDeviceToHost) != cudaSuccess) host.clear();
-  return host;
 }
 
 kiln::rmsnorm::DType dtypeOf(const char* name) {
@@ -240,18 +150,7 @@ std::string runCase(const generated::VariantEntry& v, Op op, std::int64_t rows, 
 
   const std::vector<std::uint16_t> out = download(op == Op::kPlainInPlace ? d_x : d_out);
   if (out.size() != n + guard) return "download of out failed";
-  const ref::Decoder dec(f);
-  std::size_t unwritten = 0, nonfinite = 0, guard_changed = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (out[i] == kPoison)
-      ++unwritten;
-    else if (!std::isfinite(dec(out[i])))
-      ++nonfinite;
-  }
-  for (std::size_t i = n; i < n + guard; ++i) guard_changed += out[i] != kPoison;
-  if (unwritten) err << unwritten << " of " << n << " outputs not written (still poison); ";
-  if (nonfinite) err << nonfinite << " outputs not finite; ";
-  if (guard_changed) err << guard_changed << " elements written past the end of out; ";
+  describe(err, scanOutput(out, n, guard, ref::Decoder(f)), n);
 
   const double bound = f == ref::Format::kFloat16 ? kRelL2BoundFp16 : kRelL2BoundBf16;
   const double rel = ref::relativeL2(f, n, out.data(), expected.data());
@@ -259,14 +158,14 @@ std::string runCase(const generated::VariantEntry& v, Op op, std::int64_t rows, 
 
   if (op == Op::kFused) {
     const std::vector<std::uint16_t> got = download(d_res);
-    std::size_t mismatched = 0, res_guard = 0;
+    std::size_t mismatched = 0;
     std::size_t first = n;
     for (std::size_t i = 0; i < n; ++i) {
       if (got[i] != expected_residual[i]) {
         if (mismatched++ == 0) first = i;
       }
     }
-    for (std::size_t i = n; i < n + guard; ++i) res_guard += got[i] != kPoison;
+    const std::size_t res_guard = countChanged(got, n, n + guard);
     // fp32 holds x + residual of two 16-bit values closely enough that its rounding equals the
     // exact sum's: the residual must match bit for bit.
     if (mismatched) {
@@ -378,15 +277,7 @@ TEST_P(RmsnormRunnerErrors, RefusesBadProblemsAndTreatsZeroRowsAsNoOp) {
   good.x = d_x.ptr;
   good.out = d_out.ptr;
   good.weight = d_w.ptr;
-  auto record = [&](bool ok, const std::string& what) {
-    if (ok) {
-      ++counts.passed;
-    } else {
-      ++counts.failed;
-      counts.notes.push_back(what);
-    }
-    EXPECT_TRUE(ok) << what;
-  };
+  auto record = [&](bool ok, const std::string& what) { EXPECT_TRUE(counts.record(ok, what)) << what; };
 
   {  // A hidden size no variant has (4000 * 2 bytes is 16-byte aligned, so only "not built" fits).
     kiln::rmsnorm::Problem p = good;
@@ -412,9 +303,7 @@ TEST_P(RmsnormRunnerErrors, RefusesBadProblemsAndTreatsZeroRowsAsNoOp) {
     CUDA_OK(cudaStreamSynchronize(stream));
     const auto out = download(d_out);
     const auto res = download(d_res);
-    bool untouched = !out.empty() && !res.empty();
-    for (std::uint16_t b : out) untouched = untouched && b == kPoison;
-    for (std::uint16_t b : res) untouched = untouched && b == kPoison;
+    const bool untouched = allPoison(out) && allPoison(res);
     record(s.ok() && untouched, "rows 0: " + s.toString() + (untouched ? "" : ", buffers written"));
   }
   {  // The admitted problem runs (and canImplement agrees).
@@ -427,134 +316,29 @@ TEST_P(RmsnormRunnerErrors, RefusesBadProblemsAndTreatsZeroRowsAsNoOp) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
-std::vector<std::size_t> firstVariantPerDtype() {
-  std::vector<std::size_t> picks;
-  for (const char* dtype : {"fp16", "bf16"}) {
-    for (std::size_t i = 0; i < std::size(generated::kVariants); ++i) {
-      if (std::strcmp(generated::kVariants[i].dtype, dtype) == 0) {
-        picks.push_back(i);
-        break;
-      }
-    }
-  }
-  return picks;
-}
-
-INSTANTIATE_TEST_SUITE_P(Artifact, RmsnormRunnerErrors, ::testing::ValuesIn(firstVariantPerDtype()),
+INSTANTIATE_TEST_SUITE_P(Artifact, RmsnormRunnerErrors, ::testing::ValuesIn(firstVariantPerDtype(generated::kVariants)),
                          [](const ::testing::TestParamInfo<std::size_t>& param_info) {
                            return std::string(generated::kVariants[param_info.param].name);
                          });
 
 // ---- summary ---------------------------------------------------------------------------------
 
-std::string jsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x",
-                        static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
-// Prints the summary and writes it as JSON; returns the totals.
-std::tuple<int, int, int> report(bool gtest_ok) {
-  const Run& r = run();
-  const char* tag = kiln_artifact_tag();
-  const char* fingerprint = kiln_artifact_fingerprint();
-  int passed = 0, failed = 0, skipped = 0;
-  std::printf("\nkiln rmsnorm GPU numerics\n");
-  std::printf("gpu: %s (sm_%d), driver %d, runtime %d\n", r.gpu_name.c_str(), r.sm,
-              r.driver_version, r.runtime_version);
-  std::printf("artifact: tag %s, fingerprint %s\n", tag, fingerprint);
-  std::printf("seed: %" PRIu64 " (KILN_SEED=%" PRIu64 " replays it)\n", r.seed, r.seed);
-  std::ostringstream rows_json;
-  for (const auto& [key, c] : r.results) {
-    const auto& [sm, dtype, variant, op] = key;
-    std::printf("sm_%d %s %s %s: %d passed, %d failed, %d skipped\n", sm, dtype.c_str(),
-                variant.c_str(), op.c_str(), c.passed, c.failed, c.skipped);
-    for (const std::string& note : c.notes) std::printf("    %s\n", note.c_str());
-    passed += c.passed;
-    failed += c.failed;
-    skipped += c.skipped;
-    rows_json << (rows_json.tellp() > 0 ? ",\n    " : "\n    ") << "{\"sm\": " << sm
-              << ", \"dtype\": \"" << dtype << "\", \"variant\": \"" << variant << "\", \"op\": \""
-              << op << "\", \"passed\": " << c.passed << ", \"failed\": " << c.failed
-              << ", \"skipped\": " << c.skipped << ", \"notes\": [";
-    for (std::size_t i = 0; i < c.notes.size(); ++i) {
-      rows_json << (i ? ", " : "") << '"' << jsonEscape(c.notes[i]) << '"';
-    }
-    rows_json << "]}";
-  }
-  if (!gtest_ok && failed == 0) failed = 1;  // a gtest failure outside the counted cases
-  std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-
-  if (const char* path = std::getenv("KILN_EVIDENCE_OUT"); path != nullptr && *path != '\0') {
-    std::ofstream json(path);
-    json << "{\n  \"suite\": \"rmsnorm_numerics\",\n  \"gpu\": \"" << jsonEscape(r.gpu_name)
-         << "\",\n  \"sm\": " << r.sm << ",\n  \"driver_version\": " << r.driver_version
-         << ",\n  \"runtime_version\": " << r.runtime_version << ",\n  \"artifact_tag\": \""
-         << jsonEscape(tag) << "\",\n  \"artifact_fingerprint\": \"" << jsonEscape(fingerprint)
-         << "\",\n  \"seed\": " << r.seed << ",\n  \"shapes_rows\": [";
-    for (std::size_t i = 0; i < std::size(kRows); ++i) json << (i ? ", " : "") << kRows[i];
-    json << "],\n  \"bounds\": {\"fp16\": " << kRelL2BoundFp16 << ", \"bf16\": " << kRelL2BoundBf16
-         << "},\n  \"results\": [" << rows_json.str() << "\n  ],\n  \"passed\": " << passed
-         << ",\n  \"failed\": " << failed << ",\n  \"skipped\": " << skipped << "\n}\n";
-    if (!json)
-      std::fprintf(stderr, "could not write %s\n", path);
-    else
-      std::printf("evidence: %s\n", path);
-  }
-  return {passed, failed, skipped};
+ReportFormat reportFormat() {
+  ReportFormat f;
+  f.group = "rmsnorm";
+  f.case_key = "op";
+  std::ostringstream rows;
+  rows << "\"shapes_rows\": [";
+  for (std::size_t i = 0; i < std::size(kRows); ++i) rows << (i ? ", " : "") << kRows[i];
+  rows << "]";
+  f.extra_json = rows.str();
+  f.bound_fp16 = kRelL2BoundFp16;
+  f.bound_bf16 = kRelL2BoundBf16;
+  f.artifact_tag = kiln_artifact_tag();
+  f.artifact_fingerprint = kiln_artifact_fingerprint();
+  return f;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  if (GTEST_FLAG_GET(list_tests)) return RUN_ALL_TESTS();  // listing needs no device
-  Run& r = run();
-  int device = 0;
-  cudaDeviceProp prop{};
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaGetDeviceProperties(&prop, device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
-    std::printf("no usable CUDA device\n0 passed, 1 failed, 0 skipped\n");
-    return 1;
-  }
-  r.gpu_name = prop.name;
-  r.sm = prop.major * 10 + prop.minor;
-  (void)cudaDriverGetVersion(&r.driver_version);
-  (void)cudaRuntimeGetVersion(&r.runtime_version);
-  if (const char* seed = std::getenv("KILN_SEED"); seed != nullptr && *seed != '\0') {
-    r.seed = std::strtoull(seed, nullptr, 10);
-  } else {
-    r.seed =
-        static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-  }
-  std::printf("seed %" PRIu64 "\n", r.seed);
-  const int gtest_rc = RUN_ALL_TESTS();
-  const auto [passed, failed, skipped] = report(gtest_rc == 0);
-  (void)passed;
-  (void)skipped;
-  return (gtest_rc != 0 || failed != 0) ? 1 : 0;
-}
+int main(int argc, char** argv) { return kiln::gpu_test::numericsMain(argc, argv, reportFormat); }

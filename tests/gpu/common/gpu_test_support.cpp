@@ -1,0 +1,211 @@
+#include "common/gpu_test_support.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace kiln::gpu_test {
+
+bool Counts::record(bool ok, const std::string& what) {
+  if (ok) {
+    ++passed;
+  } else {
+    ++failed;
+    notes.push_back(what);
+  }
+  return ok;
+}
+
+Run& run() {
+  static Run r;
+  return r;
+}
+
+std::string jsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x",
+                        static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+Totals report(const ReportFormat& f, bool gtest_ok) {
+  const Run& r = run();
+  const char* tag = f.artifact_tag;
+  const char* fingerprint = f.artifact_fingerprint;
+  Totals t;
+  std::printf("\nkiln %s GPU numerics\n", f.group.c_str());
+  if (f.show_multiprocessors) {
+    std::printf("gpu: %s (sm_%d, %d SMs), driver %d, runtime %d\n", r.gpu_name.c_str(), r.sm,
+                r.multiprocessors, r.driver_version, r.runtime_version);
+  } else {
+    std::printf("gpu: %s (sm_%d), driver %d, runtime %d\n", r.gpu_name.c_str(), r.sm,
+                r.driver_version, r.runtime_version);
+  }
+  std::printf("artifact: tag %s, fingerprint %s\n", tag, fingerprint);
+  std::printf("seed: %" PRIu64 " (KILN_SEED=%" PRIu64 " replays it)\n", r.seed, r.seed);
+  if (f.per_variant_totals) {
+    // Per (SM, dtype, variant): totals over its cases, then one line per case.
+    std::map<std::tuple<int, std::string, std::string>, Counts> per_variant;
+    for (const auto& [key, c] : r.results) {
+      const auto& [sm, dtype, variant, what] = key;
+      Counts& v = per_variant[{sm, dtype, variant}];
+      v.passed += c.passed;
+      v.failed += c.failed;
+      v.skipped += c.skipped;
+    }
+    for (const auto& [key, v] : per_variant) {
+      const auto& [sm, dtype, variant] = key;
+      std::printf("sm_%d %s %s: %d passed, %d failed, %d skipped\n", sm, dtype.c_str(),
+                  variant.c_str(), v.passed, v.failed, v.skipped);
+    }
+  }
+  const char* line_indent = f.per_variant_totals ? "  " : "";
+  const char* note_indent = f.per_variant_totals ? "      " : "    ";
+  std::ostringstream rows_json;
+  for (const auto& [key, c] : r.results) {
+    const auto& [sm, dtype, variant, what] = key;
+    std::printf("%ssm_%d %s %s %s: %d passed, %d failed, %d skipped\n", line_indent, sm,
+                dtype.c_str(), variant.c_str(), what.c_str(), c.passed, c.failed, c.skipped);
+    for (const std::string& note : c.notes) std::printf("%s%s\n", note_indent, note.c_str());
+    t.passed += c.passed;
+    t.failed += c.failed;
+    t.skipped += c.skipped;
+    rows_json << (rows_json.tellp() > 0 ? ",\n    " : "\n    ") << "{\"sm\": " << sm
+              << ", \"dtype\": \"" << dtype << "\", \"variant\": \"" << variant << "\", \""
+              << f.case_key << "\": \"" << what << "\", \"passed\": " << c.passed
+              << ", \"failed\": " << c.failed << ", \"skipped\": " << c.skipped << ", \"notes\": [";
+    for (std::size_t i = 0; i < c.notes.size(); ++i) {
+      rows_json << (i ? ", " : "") << '"' << jsonEscape(c.notes[i]) << '"';
+    }
+    rows_json << "]}";
+  }
+  if (!gtest_ok && t.failed == 0) t.failed = 1;  // a gtest failure outside the counted cases
+  std::printf("%d passed, %d failed, %d skipped\n", t.passed, t.failed, t.skipped);
+
+  if (const char* path = std::getenv("KILN_EVIDENCE_OUT"); path != nullptr && *path != '\0') {
+    std::ofstream json(path);
+    json << "{\n  \"suite\": \"" << f.group << "_numerics\",\n  \"gpu\": \""
+         << jsonEscape(r.gpu_name) << "\",\n  \"sm\": " << r.sm;
+    if (f.show_multiprocessors) json << ",\n  \"multiprocessors\": " << r.multiprocessors;
+    json << ",\n  \"driver_version\": " << r.driver_version
+         << ",\n  \"runtime_version\": " << r.runtime_version << ",\n  \"artifact_tag\": \""
+         << jsonEscape(tag) << "\",\n  \"artifact_fingerprint\": \"" << jsonEscape(fingerprint)
+         << "\",\n  \"seed\": " << r.seed;
+    if (!f.extra_json.empty()) json << ",\n  " << f.extra_json;
+    json << ",\n  \"bounds\": {\"fp16\": " << f.bound_fp16 << ", \"bf16\": " << f.bound_bf16
+         << "},\n  \"results\": [" << rows_json.str() << "\n  ],\n  \"passed\": " << t.passed
+         << ",\n  \"failed\": " << t.failed << ",\n  \"skipped\": " << t.skipped << "\n}\n";
+    if (!json)
+      std::fprintf(stderr, "could not write %s\n", path);
+    else
+      std::printf("evidence: %s\n", path);
+  }
+  return t;
+}
+
+int numericsSetUp(int* argc, char** argv) {
+  ::testing::InitGoogleTest(argc, argv);
+  if (GTEST_FLAG_GET(list_tests)) return RUN_ALL_TESTS();  // listing needs no device
+  Run& r = run();
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
+    std::printf("no usable CUDA device\n0 passed, 1 failed, 0 skipped\n");
+    return 1;
+  }
+  r.gpu_name = prop.name;
+  r.sm = prop.major * 10 + prop.minor;
+  r.multiprocessors = prop.multiProcessorCount;
+  (void)cudaDriverGetVersion(&r.driver_version);
+  (void)cudaRuntimeGetVersion(&r.runtime_version);
+  if (const char* seed = std::getenv("KILN_SEED"); seed != nullptr && *seed != '\0') {
+    r.seed = std::strtoull(seed, nullptr, 10);
+  } else {
+    r.seed =
+        static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  }
+  std::printf("seed %" PRIu64 "\n", r.seed);
+  return -1;
+}
+
+std::string allocate(DeviceBuffer* b, std::size_t bytes, const void* data, std::size_t data_bytes) {
+  b->bytes = std::max<std::size_t>(bytes, 16);
+  if (cudaMalloc(&b->ptr, b->bytes) != cudaSuccess) {
+    return "cudaMalloc of " + std::to_string(b->bytes) + " bytes failed";
+  }
+  if (cudaMemset(b->ptr, 0xff, b->bytes) != cudaSuccess) return "cudaMemset failed";
+  if (data != nullptr && data_bytes > 0 &&
+      cudaMemcpy(b->ptr, data, data_bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    return "cudaMemcpy to device failed";
+  }
+  return "";
+}
+
+::testing::AssertionResult allocate(DeviceBuffer* b, std::size_t elements, std::size_t guard,
+                                    const std::vector<std::uint16_t>* data) {
+  b->bytes = (elements + guard) * sizeof(std::uint16_t);
+  if (cudaMalloc(&b->ptr, b->bytes) != cudaSuccess) {
+    return ::testing::AssertionFailure() << "cudaMalloc of " << b->bytes << " bytes failed";
+  }
+  if (cudaMemset(b->ptr, 0xff, b->bytes) != cudaSuccess) {
+    return ::testing::AssertionFailure() << "cudaMemset failed";
+  }
+  if (data != nullptr && data->size() > elements + guard) {
+    return ::testing::AssertionFailure() << data->size() << " values do not fit a buffer of "
+                                         << elements + guard << " elements";
+  }
+  if (data != nullptr && cudaMemcpy(b->ptr, data->data(), data->size() * sizeof(std::uint16_t),
+                                    cudaMemcpyHostToDevice) != cudaSuccess) {
+    return ::testing::AssertionFailure() << "cudaMemcpy to device failed";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+bool allPoison(const std::vector<std::uint16_t>& values) {
+  bool untouched = !values.empty();
+  for (std::uint16_t v : values) untouched = untouched && v == kPoison;
+  return untouched;
+}
+
+std::size_t countChanged(const std::vector<std::uint16_t>& values, std::size_t begin,
+                         std::size_t end) {
+  std::size_t changed = 0;
+  for (std::size_t i = begin; i < end; ++i) changed += values[i] != kPoison;
+  return changed;
+}
+
+void describe(std::ostream& err, const OutputScan& s, std::size_t n) {
+  if (s.unwritten) err << s.unwritten << " of " << n << " outputs not written (still poison); ";
+  if (s.nonfinite) err << s.nonfinite << " outputs not finite; ";
+  if (s.guard_changed) err << s.guard_changed << " elements written past the end of out; ";
+}
+
+}  // namespace kiln::gpu_test
