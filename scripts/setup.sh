@@ -4,13 +4,18 @@
 #   Debian packages: only the missing ones, through apt-get (as root, or through sudo).
 #   Python: .venv/ at the repository root with the pinned nvidia-cutlass (its CUTLASS/CuTe C++
 #           headers, site-packages/cutlass_library/source/include, are what kernels include);
-#           skipped when the pinned version is already there. Nothing at run time needs Python.
+#           skipped when the pinned version is already there; and the pinned nvidia-cutlass-dsl[cu13]
+#           that `kiln build` runs CuTe DSL kernel scripts with. Nothing at run time needs Python.
 #   CUDA:   checked, not installed (CUDA 13.0 is not a Debian package): nvcc at
 #           $CUDA_HOME/bin/nvcc or /usr/local/cuda/bin/nvcc.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CUTLASS_VERSION="4.2.0.0"   # nvidia-cutlass on PyPI; headers only (--no-deps)
+# nvidia-cutlass-dsl for kind = "cute_dsl" groups (build time only; docs/cute-dsl.md), with its
+# CUDA 13 libraries (extra "cu13"). Must equal kCuteDslVersion in tools/kiln/core/cute_dsl_frontend.h
+# (tests/unit/cute_dsl_frontend_test.cpp checks that).
+CUTE_DSL_VERSION="4.8.1"
 PACKAGES=(
   cmake ninja-build g++ pkg-config
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libssl-dev libarchive-dev
@@ -69,11 +74,21 @@ setup_venv() {
     'import importlib.metadata as m; print(m.version("nvidia-cutlass"))' 2>/dev/null || true)"
   if [ "$have" = "$CUTLASS_VERSION" ]; then
     log "nvidia-cutlass $CUTLASS_VERSION: present"
+  else
+    log "pip install nvidia-cutlass==$CUTLASS_VERSION (was: ${have:-absent})"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+      "nvidia-cutlass==$CUTLASS_VERSION"
+  fi
+  # The DSL and its CUDA 13 libraries must both be at the pin (kiln checks both before a build).
+  have="$("$venv/bin/python" -c 'import importlib.metadata as m
+print(m.version("nvidia-cutlass-dsl"), m.version("nvidia-cutlass-dsl-libs-cu13"))' 2>/dev/null || true)"
+  if [ "$have" = "$CUTE_DSL_VERSION $CUTE_DSL_VERSION" ]; then
+    log "nvidia-cutlass-dsl[cu13] $CUTE_DSL_VERSION: present"
     return
   fi
-  log "pip install nvidia-cutlass==$CUTLASS_VERSION (was: ${have:-absent})"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
-    "nvidia-cutlass==$CUTLASS_VERSION"
+  log "pip install nvidia-cutlass-dsl[cu13]==$CUTE_DSL_VERSION (was: ${have:-absent})"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "nvidia-cutlass-dsl[cu13]==$CUTE_DSL_VERSION"
 }
 
 install_debian_packages

@@ -83,11 +83,12 @@ TEST(Toolchain, ParsesNvccVersionAndTargets) {
             (std::vector<int>{75, 80, 90, 100}));
 }
 
-TEST(FrontEnd, CuteDslHasNoFrontEndYet) {
-  auto fe = frontEndFor(SourceKind::kCuteDsl);
-  ASSERT_FALSE(fe);
-  EXPECT_NE(fe.error().find("cute_dsl"), std::string::npos);
-  EXPECT_TRUE(frontEndFor(SourceKind::kCuda));
+TEST(FrontEnd, EachKindHasItsFrontEnd) {
+  auto cuda = frontEndFor(SourceKind::kCuda);
+  auto dsl = frontEndFor(SourceKind::kCuteDsl);  // tests/unit/cute_dsl_frontend_test.cpp
+  ASSERT_TRUE(cuda);
+  ASSERT_TRUE(dsl);
+  EXPECT_NE(*cuda, *dsl);
 }
 
 }  // namespace

@@ -67,6 +67,7 @@ Handler setupBuild(CLI::App& app) {
     options->cuda_home = env("CUDA_HOME");
     options->cxx = env("KILN_CXX");
     options->cutlass_include = env("KILN_CUTLASS_INCLUDE");
+    options->python = env("KILN_PYTHON");
     io::PosixProcessRunner runner;
     PrintingSink sink(*verbose);
     auto result = core::runBuild(*options, runner, sink);

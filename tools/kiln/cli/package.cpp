@@ -131,6 +131,7 @@ Handler setupPackage(CLI::App& app) {
     options->build.cuda_home = env("CUDA_HOME");
     options->build.cxx = env("KILN_CXX");
     options->build.cutlass_include = env("KILN_CUTLASS_INCLUDE");
+    options->build.python = env("KILN_PYTHON");
     io::PosixProcessRunner runner;
     MatrixPrinter printer(*verbose);
     auto outcomes = core::runMatrix(*options, runner, printer);

@@ -23,6 +23,7 @@
 
 #include "core/codegen.h"
 #include "core/cubin_abi.h"
+#include "core/cute_dsl_frontend.h"
 #include "core/frontend.h"
 #include "core/naming.h"
 #include "core/parallel.h"
@@ -172,6 +173,12 @@ class Builder {
         if (!cutlass) return makeError(fmt::format("group {} uses cutlass: {}", v->group, cutlass.error()), cutlass.errorKind());
         cutlass_ = *cutlass;
       }
+      // The DSL pins (version, CUDA major) are checked here, before anything is deleted.
+      if (v->kind == SourceKind::kCuteDsl && cute_dsl_.version.empty()) {
+        auto dsl = detectCuteDsl(runner_, root_, options_.python, cudaMajorOf(cuda_.version));
+        if (!dsl) return makeError(fmt::format("group {} is cute_dsl: {}", v->group, dsl.error()), dsl.errorKind());
+        cute_dsl_ = *dsl;
+      }
     }
 
     Provenance& p = metadata_.provenance;
@@ -287,6 +294,7 @@ class Builder {
     for (const Variant* v : plan_.variants) {
       VariantRecord& record = metadata_.variants[v->name];
       record.fingerprint = variantFingerprint(record, *v, metadata_.provenance);
+      if (v->kind == SourceKind::kCuteDsl) record.fingerprint = cuteDslFingerprint(record.fingerprint, cute_dsl_);
     }
 
     LockedSink sink(sink_);
@@ -302,6 +310,8 @@ class Builder {
       request.root = root_;
       request.cuda = &cuda_;
       request.cubin = staging_ / cubinPath(job.variant->name, job.sm);
+      request.cute_dsl = &cute_dsl_;
+      request.scratch = staging_ / ".obj";
       if (std::find(job.variant->uses.begin(), job.variant->uses.end(), "cutlass") != job.variant->uses.end()) {
         request.cutlass_include = cutlass_.include_dir;
       }
@@ -313,7 +323,7 @@ class Builder {
       auto output = front_end->compile(request, runner_);
       if (!output) return output.failure();
       auto machine = io::elfMachine(request.cubin);
-      if (!machine) return makeError(fmt::format("{}: nvcc reported success but {}", job.variant->name, machine.error()));
+      if (!machine) return makeError(fmt::format("{}: the compiler reported success but {}", job.variant->name, machine.error()));
       if (*machine != io::kElfMachineCuda) {
         return makeError(fmt::format("{}: ELF machine {} is not a CUDA cubin ({})", request.cubin.string(),
                                      *machine, io::kElfMachineCuda));
@@ -572,6 +582,7 @@ class Builder {
   CudaToolchain cuda_;
   HostToolchain host_;
   CutlassHeaders cutlass_;
+  CuteDslToolchain cute_dsl_;  // detected only when a cute_dsl variant is planned
   Registry registry_;
   BuildPlan plan_;
   fs::path artifact_dir_;

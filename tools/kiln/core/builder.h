@@ -29,6 +29,7 @@ struct BuildOptions {
   std::string cuda_home;        // CUDA_HOME
   std::string cxx;              // KILN_CXX
   std::string cutlass_include;  // KILN_CUTLASS_INCLUDE
+  std::string python;           // KILN_PYTHON (cute_dsl variants); empty: <root>/.venv/bin/python
   std::string kiln_version = KILN_VERSION;
 };
 

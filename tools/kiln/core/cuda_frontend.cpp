@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/cute_dsl_frontend.h"
 #include "core/frontend.h"
 #include "core/naming.h"
 
@@ -103,6 +104,7 @@ std::vector<std::string> nvccCommand(const CompileRequest& request) {
 Result<const FrontEnd*> frontEndFor(SourceKind kind) {
   static const CudaFrontEnd cuda;
   if (kind == SourceKind::kCuda) return static_cast<const FrontEnd*>(&cuda);
+  if (kind == SourceKind::kCuteDsl) return &cuteDslFrontEnd();
   return makeError(fmt::format("source kind '{}' has no front end yet (only 'cuda' is built)",
                                sourceKindName(kind)),
                    ErrorKind::kUsage);

@@ -1,6 +1,6 @@
-// The front-end interface: one implementation per kernel source kind (CUDA C++ now, CuTe DSL
-// later). A front end turns (variant, target SM, output path) into a cubin, a per-entry
-// resource report and the commands it ran; everything downstream (shims, headers, metadata,
+// The front-end interface: one implementation per kernel source kind (CUDA C++: nvcc; CuTe DSL:
+// core/cute_dsl_frontend.h). A front end turns (variant, target SM, output path) into a cubin, a
+// per-entry resource report and the commands it ran; everything downstream (shims, headers, metadata,
 // library) reads only this output, so a new kind plugs in here and nowhere else.
 #pragma once
 
@@ -18,6 +18,8 @@
 
 namespace kiln::core {
 
+struct CuteDslToolchain;  // core/cute_dsl_frontend.h
+
 struct CompileRequest {
   const Variant* variant = nullptr;
   int sm = 0;
@@ -25,6 +27,8 @@ struct CompileRequest {
   std::filesystem::path cubin;  // where the cubin goes
   const CudaToolchain* cuda = nullptr;
   std::filesystem::path cutlass_include;  // empty unless the variant uses cutlass
+  const CuteDslToolchain* cute_dsl = nullptr;  // set for cute_dsl variants
+  std::filesystem::path scratch{};  // a directory the front end may write helper files into
 };
 
 struct CompileOutput {

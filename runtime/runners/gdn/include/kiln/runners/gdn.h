@@ -1,0 +1,53 @@
+// The gdn runner: Gated DeltaNet decode (one token per sequence) on the caller's stream.
+//
+//   per sequence b with slots[b] >= 0 and value head hv (query/key head hv / (Hv / H)):
+//     q, k L2-normalised;  S <- exp(g) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = scale S^T q
+//   S = state[slots[b], hv] is float32 d_k x d_v and is updated in place. A negative slot skips
+//   the sequence: neither its state nor its output is touched.
+//
+// Layouts (contiguous, row-major): q, k [batch, H, d_k] and v, out [batch, Hv, d_v] in the dtype;
+// g, beta [batch, Hv] float32 (the gates as the model computes them); state [num_slots, Hv, d_k,
+// d_v] float32; slots [batch] int32. d_k and d_v are baked per variant (kernels/gdn/kiln.toml);
+// the kernel is written in CuTe DSL, which makes no difference to this interface.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kiln/runtime.h"
+#include "kiln/status.h"
+
+namespace kiln::gdn {
+
+enum class DType { kFloat16, kBFloat16 };
+
+struct Problem {
+  DType dtype = DType::kBFloat16;
+  std::int64_t batch = 0;      // 0 is a no-op: pointers are not checked and nothing is touched
+  std::int64_t heads_qk = 0;   // H
+  std::int64_t heads_v = 0;    // Hv, a multiple of H
+  std::int64_t head_dim_k = 128;
+  std::int64_t head_dim_v = 128;
+  std::int64_t num_slots = 0;  // state pool size; slots[b] < num_slots is the caller's promise
+  float scale = 0.0f;          // usually 1 / sqrt(d_k); finite
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const float* g = nullptr;
+  const float* beta = nullptr;
+  void* out = nullptr;
+  float* state = nullptr;
+  const std::int32_t* slots = nullptr;
+};
+
+// Host-side admission, naming the value and the limit: (d_k, d_v, dtype) built in the artifact
+// ("gdn: head dims 64x64 are not built for bf16; built: 128x128 (bf16, fp16)"), H >= 1,
+// Hv a multiple of H, batch and Hv within the grid limits, pointers non-null and aligned.
+Status canImplement(const Problem& problem);
+// The same, and the artifact has an image for a device of SM `device_sm` (names the SMs).
+Status canImplement(const Problem& problem, int device_sm);
+// 0: the state is updated in place; the contract is uniform across groups.
+std::size_t workspaceSize(const Problem& problem);
+Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes, Stream stream);
+
+}  // namespace kiln::gdn

@@ -1,0 +1,61 @@
+// The gdn runner (kiln/runners/gdn.h) over the artifact's generated variant table. Compiled by
+// `kiln build` into the artifact's library; kiln's own CMake builds only selector.cpp. The
+// variant's cubin came from CuTe DSL, which changes nothing here: it is launched like any image.
+#include "kiln/runners/gdn.h"
+
+#include <array>
+#include <cstddef>
+#include <iterator>
+
+#include "kiln/groups/gdn.h"
+#include "kiln/runtime.h"
+#include "selector.h"
+
+namespace kiln::gdn {
+namespace {
+
+namespace generated = ::kiln::generated::gdn;
+constexpr std::size_t kNumVariants = std::size(generated::kVariants);
+
+constexpr std::array<VariantInfo, kNumVariants> makeTable() {
+  std::array<VariantInfo, kNumVariants> table{};
+  for (std::size_t i = 0; i < kNumVariants; ++i) {
+    const auto& v = generated::kVariants[i];
+    table[i] = VariantInfo{v.name, v.head_dim_k, v.head_dim_v, v.tile_v, v.dtype, v.variant};
+  }
+  return table;
+}
+constexpr std::array<VariantInfo, kNumVariants> kTable = makeTable();
+
+Status checkImage(const kiln_variant& variant, int device_sm) {
+  const kiln_image* image = nullptr;
+  return selectImage(variant, device_sm, &image);
+}
+
+}  // namespace
+
+Status canImplement(const Problem& problem) {
+  Plan plan;
+  return select(kTable, problem, nullptr, &plan);
+}
+
+Status canImplement(const Problem& problem, int device_sm) {
+  const DeviceQuery device{device_sm, &checkImage};
+  Plan plan;
+  return select(kTable, problem, &device, &plan);
+}
+
+std::size_t workspaceSize(const Problem& /*problem*/) { return 0; }
+
+Status run(const Problem& problem, void* /*workspace*/, std::size_t /*workspace_bytes*/, Stream stream) {
+  Plan plan;
+  KILN_RETURN_IF_ERROR(select(kTable, problem, nullptr, &plan));
+  if (plan.no_op) return Status::Ok();
+  DecodeArgs& a = plan.args;
+  // One pointer per kernel parameter, in the entry's order (DecodeArgs mirrors it).
+  void* args[] = {&a.q, &a.k, &a.v, &a.g, &a.beta, &a.out, &a.state, &a.slots,
+                  &a.scale, &a.heads_qk, &a.heads_v};
+  return launch(*plan.variant, plan.entry, plan.config, stream, args);
+}
+
+}  // namespace kiln::gdn

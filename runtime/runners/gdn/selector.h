@@ -1,0 +1,69 @@
+// The gdn selector: the one function that decides both "is this problem supported?"
+// (canImplement) and "which variant and launch run it?" (run). Pure logic over a table of
+// variants, unit-tested on the host (tests/runners/gdn_selector_test.cpp); runner.cpp feeds it
+// the artifact's generated table.
+#pragma once
+
+#include <functional>
+#include <span>
+
+#include "kiln/runners/gdn.h"
+#include "kiln/runtime.h"
+#include "kiln/status.h"
+#include "kiln/variant.h"
+
+namespace kiln::gdn {
+
+inline constexpr const char kDecodeEntry[] = "kiln_gdn_decode";
+inline constexpr unsigned kActivationAlignment = 16;  // q, k, v, out, state: 16-byte aligned rows
+
+// One variant of the artifact: the generated kiln::generated::gdn::kVariants entry's fields.
+struct VariantInfo {
+  const char* name;
+  int head_dim_k;
+  int head_dim_v;
+  int tile_v;
+  const char* dtype;  // "fp16" | "bf16"
+  const kiln_variant* (*variant)();
+};
+
+using ImageCheck = std::function<Status(const kiln_variant& variant, int device_sm)>;
+
+struct DeviceQuery {
+  int sm = 0;
+  ImageCheck check_image;
+};
+
+// The kernel's parameters, in the order of its entry (gdn_decode.py's `decode`).
+struct DecodeArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  const float* g;
+  const float* beta;
+  void* out;
+  float* state;
+  const std::int32_t* slots;
+  float scale;
+  std::int32_t heads_qk;
+  std::int32_t heads_v;
+};
+
+struct Plan {
+  const VariantInfo* info = nullptr;
+  const kiln_variant* variant = nullptr;
+  bool no_op = false;  // batch == 0
+  int entry = -1;
+  LaunchConfig config;
+  DecodeArgs args{};
+};
+
+const char* dtypeName(DType dtype);
+
+// Admits `problem` against `table` and plans its launch; checks in order: dtype known and
+// built, head dims built for it, heads (H >= 1, Hv a multiple of H), batch >= 0, scale finite,
+// num_slots >= 1, pointers non-null and aligned, grid limits; then `device` when given.
+Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
+              Plan* plan);
+
+}  // namespace kiln::gdn
