@@ -1,0 +1,86 @@
+// A C bridge from Python (ctypes) to the gdn runner of a kiln artifact, for bench/gdn_vs_torch.py:
+// the benchmark passes raw device pointers (torch's data_ptr()), sizes and its CUDA stream, and
+// gets a status code and message back. The artifact's library is linked statically into this
+// shared library with its symbols hidden, so only these functions show.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "kiln/groups/gdn.h"
+#include "kiln/kiln_all.h"
+#include "kiln/runners/gdn.h"
+
+#if !defined(KILN_GDN_ENABLED)
+#error "the artifact has no gdn group: kiln build --gpu-arch sm_NN --kernels gdn"
+#endif
+
+#define KILN_BENCH_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+void copyMessage(const std::string& text, char* message, std::size_t message_bytes) {
+  if (message == nullptr || message_bytes == 0) return;
+  std::snprintf(message, message_bytes, "%s", text.c_str());
+}
+
+// Shapes as one array: {dtype (0 fp16, 1 bf16), batch, heads_qk, heads_v, head_dim_k,
+// head_dim_v, num_slots}.
+constexpr int kShapeFields = 7;
+
+}  // namespace
+
+KILN_BENCH_EXPORT int kiln_bench_gdn_shape_fields(void) { return kShapeFields; }
+
+// One decode step. Returns 0 on success, else the kiln::StatusCode value, with the status text in
+// `message`. stream: a cudaStream_t (torch.cuda.current_stream().cuda_stream).
+KILN_BENCH_EXPORT int kiln_bench_gdn(const int* shape, float scale, const void* q, const void* k,
+                                     const void* v, const float* g, const float* beta, void* out,
+                                     float* state, const std::int32_t* slots, void* stream,
+                                     char* message, std::size_t message_bytes) {
+  if (shape[0] != 0 && shape[0] != 1) {
+    copyMessage("dtype code " + std::to_string(shape[0]) + " is not 0 (fp16) or 1 (bf16)", message,
+                message_bytes);
+    return static_cast<int>(kiln::StatusCode::kInvalidArgument);
+  }
+  kiln::gdn::Problem p;
+  p.dtype = shape[0] == 0 ? kiln::gdn::DType::kFloat16 : kiln::gdn::DType::kBFloat16;
+  p.batch = shape[1];
+  p.heads_qk = shape[2];
+  p.heads_v = shape[3];
+  p.head_dim_k = shape[4];
+  p.head_dim_v = shape[5];
+  p.num_slots = shape[6];
+  p.scale = scale;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.g = g;
+  p.beta = beta;
+  p.out = out;
+  p.state = state;
+  p.slots = slots;
+  const kiln::Status s = kiln::gdn::run(p, nullptr, 0, static_cast<kiln::Stream>(stream));
+  copyMessage(s.toString(), message, message_bytes);
+  return static_cast<int>(s.code());
+}
+
+KILN_BENCH_EXPORT const char* kiln_bench_artifact_tag(void) { return kiln_artifact_tag(); }
+
+KILN_BENCH_EXPORT const char* kiln_bench_artifact_fingerprint(void) {
+  return kiln_artifact_fingerprint();
+}
+
+// The i-th gdn variant: its name, head dims and dtype code (0 fp16, 1 bf16). Returns 0, or -1
+// when i is out of range.
+KILN_BENCH_EXPORT int kiln_bench_variant(int i, char* name, std::size_t name_bytes, int* head_dim_k,
+                                         int* head_dim_v, int* dtype) {
+  if (i < 0 || i >= static_cast<int>(std::size(kiln::generated::gdn::kVariants))) return -1;
+  const auto& v = kiln::generated::gdn::kVariants[i];
+  copyMessage(v.name, name, name_bytes);
+  if (head_dim_k != nullptr) *head_dim_k = v.head_dim_k;
+  if (head_dim_v != nullptr) *head_dim_v = v.head_dim_v;
+  if (dtype != nullptr) *dtype = std::strcmp(v.dtype, "fp16") == 0 ? 0 : 1;
+  return 0;
+}

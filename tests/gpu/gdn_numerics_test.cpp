@@ -1,0 +1,516 @@
+// GPU numerics of the gdn group (Gated DeltaNet decode): every variant of the linked artifact over
+// batches 1 / 7 / 32 / 256 and Hv / H ratios 1 / 2 / 4, against the float64 reference in
+// kernels/gdn/reference.h.
+//
+// Each case: fresh random q, k, v (random 16-bit bit patterns, exact on the host), gates g in
+// [-1, 0] and beta in [0, 1] (float32, as the model computes them), a float32 state pool with more
+// slots than sequences whose slots are handed out in a random permutation, and some sequences
+// given a negative slot (skipped). The output and a guard past it are poisoned (0xffff, NaN in
+// fp16 and bf16); the state pool has a poisoned guard past it. One run() on a non-default stream,
+// then: status ok; every output of a live sequence written and finite; every output of a skipped
+// sequence still poison and the out guard untouched (the runner's contract: "a negative slot skips
+// the sequence: neither its state nor its output is touched"); every state slot no live sequence
+// owns, and the state guard, bit-identical to what was uploaded; relative L2 error of the outputs
+// and of the updated state slots within the bounds. Runner errors (unbuilt head dims, Hv not a
+// multiple of H, null and misaligned pointers, batch 0) are checked on the device too, each
+// leaving out and state untouched. The summary (stdout, and JSON at $KILN_EVIDENCE_OUT) is the
+// evidence format of DESIGN.md contract 10; the process exits non-zero on any failure.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/gpu_test_support.h"
+#include "gdn/reference.h"
+#include "kiln/groups/gdn.h"
+#include "kiln/kiln_all.h"
+#include "kiln/runners/gdn.h"
+#include "kiln/runtime.h"
+
+#if !defined(KILN_GDN_ENABLED)
+#error "the artifact has no gdn group: kiln build --gpu-arch sm_NN --kernels gdn"
+#endif
+
+namespace {
+
+using namespace kiln::gpu_test;  // NOLINT: Counts, run(), DeviceBuffer, allocate, download, ...
+namespace ref = kiln::gdn::reference;
+namespace generated = kiln::generated::gdn;
+namespace gdn = kiln::gdn;
+
+// Output bounds (PERF.md, Method 2): inputs exact in the dtype, fp32 arithmetic, the output
+// rounded once to the dtype: ~u / sqrt(3) relative L2 from the rounding (u = 2^-11 fp16, 2^-8
+// bf16), and the same bounds as the other groups (about 4x / 3x that) for the fp32 part.
+constexpr double kRelL2BoundFp16 = 2e-3;
+constexpr double kRelL2BoundBf16 = 1.2e-2;
+// The state is float32 in and out and never rounded to the dtype. Each element's update is
+// exp(g) s + k_i u with u = beta (v - sum_i s_i k_i): a dot product of 128 terms in fp32 (error
+// <= ~128 * 2^-24 ~ 8e-6 worst case, ~sqrt(128) * 2^-24 ~ 7e-7 typical), one fast exp and one
+// rsqrt (each a few ulp, ~2e-7), one FMA. So ~1e-6 relative L2 is expected; 1e-4 leaves 100x
+// room and still catches any real error (a wrong column, a missing decay, a bf16 rounding of the
+// state, ~4e-3, is 40x over it).
+constexpr double kRelL2BoundState = 1e-4;
+
+// ---- 16-bit formats --------------------------------------------------------------------------
+
+bool isFp16(const char* dtype) { return std::strcmp(dtype, "fp16") == 0; }
+
+gdn::DType dtypeOf(const char* name) { return isFp16(name) ? gdn::DType::kFloat16 : gdn::DType::kBFloat16; }
+
+double decode16(bool fp16, std::uint16_t bits) {
+  if (!fp16) {
+    const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof(f));
+    return f;
+  }
+  const int e = (bits >> 10) & 0x1f;
+  const int m = bits & 0x3ff;
+  const double sign = (bits & 0x8000) ? -1.0 : 1.0;
+  if (e == 0) return sign * std::ldexp(m, -24);
+  if (e == 31) return m ? std::nan("") : sign * INFINITY;
+  return sign * std::ldexp(1024 + m, e - 25);
+}
+
+// A random finite 16-bit value with magnitude in [2^lo, 2^(hi + 1)), random sign and mantissa.
+std::uint16_t randomBits(Rng& rng, bool fp16, int lo, int hi) {
+  const int mantissa_bits = fp16 ? 10 : 7;
+  const int bias = fp16 ? 15 : 127;
+  const std::uint64_t r = rng.next();
+  const int exponent = lo + static_cast<int>(r % static_cast<std::uint64_t>(hi - lo + 1));
+  const unsigned mantissa = static_cast<unsigned>((r >> 16) & ((1u << mantissa_bits) - 1u));
+  const unsigned sign = ((r >> 40) & 1u) ? 0x8000u : 0u;
+  return static_cast<std::uint16_t>(sign | (static_cast<unsigned>(exponent + bias) << mantissa_bits) |
+                                    mantissa);
+}
+
+// Uniform in [lo, hi), exactly a float.
+float uniform(Rng& rng, float lo, float hi) {
+  const double u = static_cast<double>(rng.next() >> 40) / static_cast<double>(1ull << 24);
+  return static_cast<float>(lo + (hi - lo) * u);
+}
+
+// ---- cases ----------------------------------------------------------------------------------
+
+struct CaseSpec {
+  const char* name;
+  int batch;
+  int heads_qk;  // H
+  int heads_v;   // Hv
+  int skip_every;  // every n-th sequence (b % n == n - 1) gets a negative slot; 0: none
+};
+
+const std::vector<CaseSpec>& cases() {
+  static const std::vector<CaseSpec> c = {
+      {"b1_h16_hv16", 1, 16, 16, 0},
+      {"b1_h16_hv64", 1, 16, 64, 0},
+      {"b7_h16_hv32_skip", 7, 16, 32, 3},
+      {"b32_h16_hv64_skip", 32, 16, 64, 5},
+      {"b32_h16_hv16_skip", 32, 16, 16, 4},
+      {"b256_h16_hv32_skip", 256, 16, 32, 7},
+      {"b256_h4_hv16_skip", 256, 4, 16, 2},
+  };
+  return c;
+}
+
+struct CaseResult {
+  double out_rel = 0.0, state_rel = 0.0;
+};
+
+// Runs one (variant, case); returns "" on success, else what failed.
+std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng& rng,
+                    cudaStream_t stream, CaseResult* result) {
+  const bool fp16 = isFp16(v.dtype);
+  const int dk = v.head_dim_k, dv = v.head_dim_v;
+  const int batch = spec.batch, hq = spec.heads_qk, hv = spec.heads_v;
+  const int num_slots = batch + batch / 4 + 2;  // unused slots must stay as they were
+
+  // Slots: a random permutation of the pool; some sequences skipped with assorted negatives.
+  std::vector<std::int32_t> perm(static_cast<std::size_t>(num_slots));
+  std::iota(perm.begin(), perm.end(), 0);
+  for (int i = num_slots - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(batch));
+  for (int b = 0; b < batch; ++b) {
+    const bool skip = spec.skip_every > 0 && b % spec.skip_every == spec.skip_every - 1;
+    slots[b] = skip ? (b % 2 ? -1 : -1 - rng.below(1 << 20)) : perm[b];
+  }
+
+  const std::size_t qk_elems = static_cast<std::size_t>(batch) * hq * dk;
+  const std::size_t out_elems = static_cast<std::size_t>(batch) * hv * dv;
+  const std::size_t head_state = static_cast<std::size_t>(dk) * dv;
+  const std::size_t state_elems = static_cast<std::size_t>(num_slots) * hv * head_state;
+  std::vector<std::uint16_t> q(qk_elems), k(qk_elems), vv(out_elems);
+  for (auto& x : q) x = randomBits(rng, fp16, -4, 0);
+  for (auto& x : k) x = randomBits(rng, fp16, -4, 0);
+  for (auto& x : vv) x = randomBits(rng, fp16, -4, 0);
+  std::vector<float> g(static_cast<std::size_t>(batch) * hv), beta(g.size());
+  for (auto& x : g) x = uniform(rng, -1.0f, 0.0f);
+  for (auto& x : beta) x = uniform(rng, 0.0f, 1.0f);
+  std::vector<float> state(state_elems);
+  for (auto& x : state) x = uniform(rng, -1.0f, 1.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+
+  DeviceBuffer d_q, d_k, d_v, d_g, d_beta, d_out, d_state, d_slots;
+  const std::size_t guard = 64;  // elements past out / state that must stay poisoned
+  for (const std::string& e :
+       {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
+        allocate(&d_k, k.size() * 2, k.data(), k.size() * 2),
+        allocate(&d_v, vv.size() * 2, vv.data(), vv.size() * 2),
+        allocate(&d_g, g.size() * 4, g.data(), g.size() * 4),
+        allocate(&d_beta, beta.size() * 4, beta.data(), beta.size() * 4),
+        allocate(&d_slots, slots.size() * 4, slots.data(), slots.size() * 4),
+        allocate(&d_state, (state_elems + guard) * 4, state.data(), state_elems * 4),
+        allocate(&d_out, (out_elems + guard) * 2, nullptr, 0)}) {
+    if (!e.empty()) return e;
+  }
+
+  gdn::Problem p;
+  p.dtype = dtypeOf(v.dtype);
+  p.batch = batch;
+  p.heads_qk = hq;
+  p.heads_v = hv;
+  p.head_dim_k = dk;
+  p.head_dim_v = dv;
+  p.num_slots = num_slots;
+  p.scale = scale;
+  p.q = d_q.ptr;
+  p.k = d_k.ptr;
+  p.v = d_v.ptr;
+  p.g = static_cast<const float*>(d_g.ptr);
+  p.beta = static_cast<const float*>(d_beta.ptr);
+  p.out = d_out.ptr;
+  p.state = static_cast<float*>(d_state.ptr);
+  p.slots = static_cast<const std::int32_t*>(d_slots.ptr);
+  if (gdn::workspaceSize(p) != 0) return "workspaceSize is not 0";
+  const kiln::Status s = gdn::run(p, nullptr, 0, reinterpret_cast<kiln::Stream>(stream));
+  if (!s.ok()) return "run: " + s.toString();
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+    return std::string("kernel: ") + cudaGetErrorString(e);
+  }
+  const std::vector<std::uint16_t> out = download<std::uint16_t>(d_out);
+  const std::vector<float> got_state = download<float>(d_state);
+  if (out.size() < out_elems + guard) return "download of out failed";
+  if (got_state.size() < state_elems + guard) return "download of state failed";
+
+  // The reference, one (sequence, value head) at a time (reference::decode's loop, without a
+  // float64 copy of the whole pool): reference::decodeHead on the head's float64 state.
+  std::ostringstream err;
+  std::vector<bool> owned(static_cast<std::size_t>(num_slots), false);
+  double out_num = 0, out_den = 0, st_num = 0, st_den = 0;
+  std::size_t unwritten = 0, nonfinite = 0, skipped_written = 0;
+  std::vector<double> dq(dk), dkv(dk), dvv(dv), dstate(head_state), dout(dv);
+  const int group = hv / hq;
+  for (int b = 0; b < batch; ++b) {
+    const std::size_t out_seq = static_cast<std::size_t>(b) * hv * dv;
+    if (slots[b] < 0) {
+      for (std::size_t i = 0; i < static_cast<std::size_t>(hv) * dv; ++i) {
+        skipped_written += out[out_seq + i] != kPoison;
+      }
+      continue;
+    }
+    owned[static_cast<std::size_t>(slots[b])] = true;
+    for (int h = 0; h < hv; ++h) {
+      const std::size_t qk = (static_cast<std::size_t>(b) * hq + h / group) * dk;
+      const std::size_t vo = (static_cast<std::size_t>(b) * hv + h) * dv;
+      const std::size_t gb = static_cast<std::size_t>(b) * hv + h;
+      const std::size_t so = (static_cast<std::size_t>(slots[b]) * hv + h) * head_state;
+      for (int i = 0; i < dk; ++i) {
+        dq[i] = decode16(fp16, q[qk + i]);
+        dkv[i] = decode16(fp16, k[qk + i]);
+      }
+      for (int j = 0; j < dv; ++j) dvv[j] = decode16(fp16, vv[vo + j]);
+      for (std::size_t i = 0; i < head_state; ++i) dstate[i] = state[so + i];
+      ref::decodeHead(dk, dv, dq.data(), dkv.data(), dvv.data(), g[gb], beta[gb], scale,
+                      dstate.data(), dout.data());
+      for (int j = 0; j < dv; ++j) {
+        const std::uint16_t bits = out[vo + j];
+        const double o = decode16(fp16, bits);
+        if (bits == kPoison) {
+          ++unwritten;
+        } else if (!std::isfinite(o)) {
+          ++nonfinite;
+        }
+        out_num += (o - dout[j]) * (o - dout[j]);
+        out_den += dout[j] * dout[j];
+      }
+      for (std::size_t i = 0; i < head_state; ++i) {
+        const double d = static_cast<double>(got_state[so + i]) - dstate[i];
+        st_num += d * d;
+        st_den += dstate[i] * dstate[i];
+      }
+    }
+  }
+  // Slots no live sequence owns, and the state guard: bit-identical.
+  std::size_t state_changed = 0;
+  const std::size_t slot_elems = static_cast<std::size_t>(hv) * head_state;
+  for (int sl = 0; sl < num_slots; ++sl) {
+    if (owned[static_cast<std::size_t>(sl)]) continue;
+    const std::size_t base = static_cast<std::size_t>(sl) * slot_elems;
+    state_changed += std::memcmp(&state[base], &got_state[base], slot_elems * 4) != 0;
+  }
+  std::size_t state_guard_changed = 0;
+  for (std::size_t i = state_elems; i < state_elems + guard; ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, &got_state[i], 4);
+    state_guard_changed += u != 0xffffffffu;
+  }
+  const std::size_t out_guard_changed = countChanged(out, out_elems, out_elems + guard);
+
+  if (unwritten) err << unwritten << " outputs of live sequences not written (still poison); ";
+  if (nonfinite) err << nonfinite << " outputs not finite; ";
+  if (skipped_written) err << skipped_written << " outputs of skipped sequences written; ";
+  if (out_guard_changed) err << out_guard_changed << " elements written past the end of out; ";
+  if (state_changed) err << state_changed << " state slots not owned by a live sequence changed; ";
+  if (state_guard_changed) err << state_guard_changed << " elements written past the state pool; ";
+  const double out_rel = out_den > 0 ? std::sqrt(out_num / out_den) : 0.0;
+  const double st_rel = st_den > 0 ? std::sqrt(st_num / st_den) : 0.0;
+  result->out_rel = out_rel;
+  result->state_rel = st_rel;
+  const double bound = fp16 ? kRelL2BoundFp16 : kRelL2BoundBf16;
+  if (!(out_rel <= bound)) err << "output relative L2 error " << out_rel << " > bound " << bound << "; ";
+  if (!(st_rel <= kRelL2BoundState)) {
+    err << "state relative L2 error " << st_rel << " > bound " << kRelL2BoundState << "; ";
+  }
+  std::string message = err.str();
+  if (!message.empty()) {
+    message += "(out rel L2 " + std::to_string(out_rel) + ", state rel L2 " + std::to_string(st_rel) + ")";
+  }
+  return message;
+}
+
+// ---- tests -----------------------------------------------------------------------------------
+
+struct VariantCase {
+  std::size_t variant;
+  std::size_t spec;
+};
+
+std::vector<VariantCase> allCases() {
+  std::vector<VariantCase> all;
+  for (std::size_t i = 0; i < std::size(generated::kVariants); ++i) {
+    for (std::size_t c = 0; c < cases().size(); ++c) all.push_back({i, c});
+  }
+  return all;
+}
+
+gdn::Problem probeOf(const generated::VariantEntry& v) {
+  gdn::Problem probe;  // batch 0: the pointer checks are skipped
+  probe.dtype = dtypeOf(v.dtype);
+  probe.heads_qk = 1;
+  probe.heads_v = 1;
+  probe.head_dim_k = v.head_dim_k;
+  probe.head_dim_v = v.head_dim_v;
+  return probe;
+}
+
+class GdnNumerics : public ::testing::TestWithParam<VariantCase> {};
+
+TEST_P(GdnNumerics, MatchesFloat64Reference) {
+  const auto& v = generated::kVariants[GetParam().variant];
+  const CaseSpec& spec = cases()[GetParam().spec];
+  Counts& counts = run().at(v.dtype, v.name, spec.name);
+  if (const kiln::Status s = gdn::canImplement(probeOf(v), run().sm); !s.ok()) {
+    ++counts.skipped;
+    counts.notes.push_back(s.toString());
+    GTEST_SKIP() << v.name << ": " << s.toString();
+  }
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Rng rng{run().seed ^ (GetParam().variant * 0x100000001b3ULL) ^
+          (static_cast<std::uint64_t>(GetParam().spec) << 48)};
+  CaseResult r;
+  const std::string failure = runCase(v, spec, rng, stream, &r);
+  if (failure.empty()) {
+    ++counts.passed;
+    counts.notes.push_back("out rel L2 " + std::to_string(r.out_rel) + ", state rel L2 " +
+                           std::to_string(r.state_rel));
+  } else {
+    ++counts.failed;
+    counts.notes.push_back(failure);
+    ADD_FAILURE() << v.name << " " << spec.name << ": " << failure;
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+INSTANTIATE_TEST_SUITE_P(Artifact, GdnNumerics, ::testing::ValuesIn(allCases()),
+                         [](const ::testing::TestParamInfo<VariantCase>& param_info) {
+                           return std::string(generated::kVariants[param_info.param.variant].name) +
+                                  "_" + cases()[param_info.param.spec].name;
+                         });
+
+// Runner errors on the device, once per built dtype (its first variant).
+class GdnRunnerErrors : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(GdnRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
+  const auto& v = generated::kVariants[GetParam()];
+  Counts& counts = run().at(v.dtype, v.name, "runner_errors");
+  if (const kiln::Status s = gdn::canImplement(probeOf(v), run().sm); !s.ok()) {
+    counts.skipped += 8;
+    counts.notes.push_back(s.toString());
+    GTEST_SKIP() << s.toString();
+  }
+  const bool fp16 = isFp16(v.dtype);
+  const int batch = 2, hq = 2, hv = 4, dk = v.head_dim_k, dv = v.head_dim_v, num_slots = 3;
+  const std::size_t qk_elems = static_cast<std::size_t>(batch) * hq * dk;
+  const std::size_t out_elems = static_cast<std::size_t>(batch) * hv * dv;
+  const std::size_t state_elems = static_cast<std::size_t>(num_slots) * hv * dk * dv;
+  // q = k (any equal nonzero values), v = 1, g = 0 (no decay), beta = 1, state 0: the update
+  // writes S = k_hat v^T, so o = scale (k_hat . q_hat) v = scale * 1 (to the L2 eps) per element.
+  const std::uint16_t one = fp16 ? 0x3c00 : 0x3f80;
+  const std::vector<std::uint16_t> ones(std::max(qk_elems, out_elems), one);
+  const std::vector<float> zeros_g(static_cast<std::size_t>(batch) * hv, 0.0f);
+  const std::vector<float> ones_beta(static_cast<std::size_t>(batch) * hv, 1.0f);
+  const std::vector<float> state0(state_elems, 0.0f);
+  const std::vector<std::int32_t> slots = {2, 0};
+  DeviceBuffer d_q, d_k, d_v, d_g, d_beta, d_out, d_state, d_slots;
+  ASSERT_EQ(allocate(&d_q, qk_elems * 2 + 16, ones.data(), qk_elems * 2), "");
+  ASSERT_EQ(allocate(&d_k, qk_elems * 2, ones.data(), qk_elems * 2), "");
+  ASSERT_EQ(allocate(&d_v, out_elems * 2, ones.data(), out_elems * 2), "");
+  ASSERT_EQ(allocate(&d_g, zeros_g.size() * 4, zeros_g.data(), zeros_g.size() * 4), "");
+  ASSERT_EQ(allocate(&d_beta, ones_beta.size() * 4, ones_beta.data(), ones_beta.size() * 4), "");
+  ASSERT_EQ(allocate(&d_state, state_elems * 4, state0.data(), state_elems * 4), "");
+  ASSERT_EQ(allocate(&d_slots, slots.size() * 4, slots.data(), slots.size() * 4), "");
+  ASSERT_EQ(allocate(&d_out, out_elems * 2, nullptr, 0), "");
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const auto kstream = reinterpret_cast<kiln::Stream>(stream);
+
+  gdn::Problem good;
+  good.dtype = dtypeOf(v.dtype);
+  good.batch = batch;
+  good.heads_qk = hq;
+  good.heads_v = hv;
+  good.head_dim_k = dk;
+  good.head_dim_v = dv;
+  good.num_slots = num_slots;
+  good.scale = 0.125f;
+  good.q = d_q.ptr;
+  good.k = d_k.ptr;
+  good.v = d_v.ptr;
+  good.g = static_cast<const float*>(d_g.ptr);
+  good.beta = static_cast<const float*>(d_beta.ptr);
+  good.out = d_out.ptr;
+  good.state = static_cast<float*>(d_state.ptr);
+  good.slots = static_cast<const std::int32_t*>(d_slots.ptr);
+  auto record = [&](bool ok, const std::string& what) { EXPECT_TRUE(counts.record(ok, what)) << what; };
+  auto untouched = [&]() {
+    if (cudaStreamSynchronize(stream) != cudaSuccess) return false;
+    const auto st = download<float>(d_state);
+    return allPoison(download<std::uint16_t>(d_out)) && st.size() == state_elems &&
+           std::memcmp(st.data(), state0.data(), state_elems * 4) == 0;
+  };
+  auto refused = [&](const gdn::Problem& p, kiln::StatusCode code, const std::string& needle,
+                     const std::string& what) {
+    const kiln::Status s = gdn::run(p, nullptr, 0, kstream);
+    const kiln::Status c = gdn::canImplement(p, run().sm);
+    record(s.code() == code && c.code() == code && s.message().find(needle) != std::string::npos &&
+               untouched(),
+           what + ": run " + s.toString() + ", canImplement " + c.toString());
+  };
+
+  {  // Head dims no variant has.
+    gdn::Problem p = good;
+    p.head_dim_k = 64;
+    p.head_dim_v = 64;
+    refused(p, kiln::StatusCode::kNotSupported, "head dims 64x64", "unbuilt head dims");
+  }
+  {  // Hv not a multiple of H.
+    gdn::Problem p = good;
+    p.heads_qk = 3;
+    refused(p, kiln::StatusCode::kInvalidArgument, "multiple of heads_qk", "Hv 4 over H 3");
+  }
+  {  // A null state.
+    gdn::Problem p = good;
+    p.state = nullptr;
+    refused(p, kiln::StatusCode::kInvalidArgument, "state is null", "null state");
+  }
+  {  // A null slots array.
+    gdn::Problem p = good;
+    p.slots = nullptr;
+    refused(p, kiln::StatusCode::kInvalidArgument, "slots is null", "null slots");
+  }
+  {  // q one element past an aligned address.
+    gdn::Problem p = good;
+    p.q = static_cast<const std::uint16_t*>(d_q.ptr) + 1;
+    refused(p, kiln::StatusCode::kInvalidArgument, "pointer q", "misaligned q");
+  }
+  {  // g one byte past an aligned address.
+    gdn::Problem p = good;
+    p.g = reinterpret_cast<const float*>(static_cast<const char*>(d_g.ptr) + 1);
+    refused(p, kiln::StatusCode::kInvalidArgument, "pointer g", "misaligned g");
+  }
+  {  // batch = 0: ok, nothing touched, even with null pointers.
+    gdn::Problem p;
+    p.dtype = good.dtype;
+    p.heads_qk = hq;
+    p.heads_v = hv;
+    p.head_dim_k = dk;
+    p.head_dim_v = dv;
+    p.scale = good.scale;
+    const kiln::Status s0 = gdn::run(p, nullptr, 0, kstream);
+    p = good;
+    p.batch = 0;
+    const kiln::Status s1 = gdn::run(p, nullptr, 0, kstream);
+    record(s0.ok() && s1.ok() && untouched(), "batch 0: " + s0.toString() + ", " + s1.toString());
+  }
+  {  // The admitted problem runs (and canImplement agrees): o = scale, slot 1 untouched.
+    const kiln::Status can = gdn::canImplement(good, run().sm);
+    const kiln::Status s = gdn::run(good, nullptr, 0, kstream);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const auto out = download<std::uint16_t>(d_out);
+    const auto st = download<float>(d_state);
+    double worst = out.empty() ? 1.0 : 0.0;
+    for (std::uint16_t b : out) worst = std::max(worst, std::fabs(decode16(fp16, b) / 0.125 - 1.0));
+    const std::size_t slot_elems = static_cast<std::size_t>(hv) * dk * dv;
+    const bool slot1_zero = st.size() == state_elems &&
+                            std::all_of(st.begin() + slot_elems, st.begin() + 2 * slot_elems,
+                                        [](float x) { return x == 0.0f; });
+    record(can.ok() && s.ok() && worst < 1e-2 && slot1_zero,
+           "valid problem: canImplement " + can.toString() + ", run " + s.toString() +
+               ", worst |o / scale - 1| " + std::to_string(worst) +
+               (slot1_zero ? "" : ", unused slot 1 changed"));
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+INSTANTIATE_TEST_SUITE_P(Artifact, GdnRunnerErrors,
+                         ::testing::ValuesIn(firstVariantPerDtype(generated::kVariants)),
+                         [](const ::testing::TestParamInfo<std::size_t>& param_info) {
+                           return std::string(generated::kVariants[param_info.param].name);
+                         });
+
+// ---- summary ---------------------------------------------------------------------------------
+
+ReportFormat reportFormat() {
+  ReportFormat f;
+  f.group = "gdn";
+  f.case_key = "case";
+  f.show_multiprocessors = true;
+  f.per_variant_totals = true;
+  std::ostringstream json;
+  json << "\"state_bound\": " << kRelL2BoundState << ", \"cases\": [";
+  for (std::size_t i = 0; i < cases().size(); ++i) {
+    const CaseSpec& c = cases()[i];
+    json << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"batch\": " << c.batch
+         << ", \"heads_qk\": " << c.heads_qk << ", \"heads_v\": " << c.heads_v
+         << ", \"skip_every\": " << c.skip_every << "}";
+  }
+  json << "]";
+  f.extra_json = json.str();
+  f.bound_fp16 = kRelL2BoundFp16;
+  f.bound_bf16 = kRelL2BoundBf16;
+  f.artifact_tag = kiln_artifact_tag();
+  f.artifact_fingerprint = kiln_artifact_fingerprint();
+  return f;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return kiln::gpu_test::numericsMain(argc, argv, reportFormat); }
