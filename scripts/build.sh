@@ -61,7 +61,8 @@ ctest --test-dir build/gpu --output-on-failure -V 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 step "self-test summary"
-grep -E '[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$log" | tail -n 1 || true
+# One summary line per group's test (each ends with its own "N passed, N failed, N skipped").
+grep -E '^([0-9]+: )?[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$log" || true
 grep -E 'tests passed, [0-9]+ tests failed' "$log" | tail -n 1 || true
 echo "artifact: $ARTIFACT"
 echo "tarball: $TARBALL"
