@@ -66,7 +66,11 @@ TEST(GdnSelector, ErrorsNameTheValueAndTheLimit) {
             std::string::npos);
   p = valid();
   p.q = kBuffer + 4;
-  EXPECT_NE(select(kTable, p, nullptr, &plan).message().find("pointer q is not 16-byte aligned"), std::string::npos);
+  {
+    const std::string message = select(kTable, p, nullptr, &plan).message();
+    EXPECT_EQ(message.rfind("gdn: pointer q (0x", 0), 0u) << message;  // names the address
+    EXPECT_NE(message.find(") is not 16-byte aligned"), std::string::npos) << message;
+  }
   p = valid();
   p.scale = std::numeric_limits<float>::quiet_NaN();
   EXPECT_NE(select(kTable, p, nullptr, &plan).message().find("scale is not finite"), std::string::npos);

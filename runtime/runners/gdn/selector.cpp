@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gdn/launch.h"
+#include "kiln/runner_support.h"
 
 namespace kiln::gdn {
 namespace {
@@ -15,13 +16,8 @@ Status invalid(const std::string& message) {
   return Status(StatusCode::kInvalidArgument, "gdn: " + message);
 }
 
-Status checkPointer(const char* name, const void* p, unsigned alignment) {
-  if (p == nullptr) return invalid(std::string(name) + " is null");
-  if (reinterpret_cast<std::uintptr_t>(p) % alignment != 0) {
-    return invalid("pointer " + std::string(name) + " is not " + std::to_string(alignment) +
-                   "-byte aligned");
-  }
-  return Status::Ok();
+Status checkPointer(const char* name, const void* p, std::size_t alignment) {
+  return runner::checkPointer("gdn", name, p, alignment);
 }
 
 std::string builtList(std::span<const VariantInfo> table) {
@@ -31,13 +27,6 @@ std::string builtList(std::span<const VariantInfo> table) {
             std::to_string(v.head_dim_v) + " " + v.dtype;
   }
   return list.empty() ? "none" : list;
-}
-
-int findEntry(const kiln_variant& variant, const char* entry) {
-  for (int i = 0; i < variant.num_entries; ++i) {
-    if (variant.entries[i] != nullptr && std::strcmp(variant.entries[i], entry) == 0) return i;
-  }
-  return -1;
 }
 
 }  // namespace
@@ -85,7 +74,7 @@ Status select(std::span<const VariantInfo> table, const Problem& p, const Device
   }
   plan->info = info;
   plan->variant = info->variant();
-  plan->entry = findEntry(*plan->variant, kDecodeEntry);
+  plan->entry = runner::findEntry(*plan->variant, kDecodeEntry);
   if (plan->entry < 0) {
     return Status(StatusCode::kInternal,
                   std::string("gdn: variant ") + info->name + " has no entry " + kDecodeEntry);

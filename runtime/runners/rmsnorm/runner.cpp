@@ -9,6 +9,7 @@
 #include <iterator>
 
 #include "kiln/groups/rmsnorm.h"
+#include "kiln/runner_support.h"
 #include "kiln/runtime.h"
 #include "selector.h"
 
@@ -29,11 +30,6 @@ constexpr std::array<VariantInfo, kNumVariants> makeTable() {
 }
 constexpr std::array<VariantInfo, kNumVariants> kTable = makeTable();
 
-Status checkImage(const kiln_variant& variant, int device_sm) {
-  const kiln_image* image = nullptr;
-  return selectImage(variant, device_sm, &image);
-}
-
 }  // namespace
 
 Status canImplement(const Problem& problem) {
@@ -42,7 +38,7 @@ Status canImplement(const Problem& problem) {
 }
 
 Status canImplement(const Problem& problem, int device_sm) {
-  const DeviceQuery device{device_sm, &checkImage};
+  const DeviceQuery device{device_sm, &runner::checkImage};
   Plan plan;
   return select(kTable, problem, &device, &plan);
 }

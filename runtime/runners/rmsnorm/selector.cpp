@@ -9,21 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "kiln/runner_support.h"
 #include "rmsnorm/launch.h"
 
 namespace kiln::rmsnorm {
 namespace {
-
-std::string hexAddress(const void* p) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  auto value = reinterpret_cast<std::uintptr_t>(p);
-  std::string digits;
-  do {
-    digits.insert(digits.begin(), kDigits[value & 0xf]);
-    value >>= 4;
-  } while (value != 0);
-  return "0x" + digits;
-}
 
 std::string formatFloat(float v) {
   // Shortest round-trip text is not needed; enough digits to tell 1e-6 from 0 and from -1e-6.
@@ -37,15 +27,8 @@ Status invalid(const std::string& message) {
 }
 
 Status checkPointer(const char* name, const void* p, bool required) {
-  if (p == nullptr) {
-    if (required) return invalid(std::string(name) + " is null");
-    return Status::Ok();
-  }
-  if (reinterpret_cast<std::uintptr_t>(p) % kRequiredAlignment != 0) {
-    return invalid("pointer " + std::string(name) + " (" + hexAddress(p) + ") is not " +
-                   std::to_string(kRequiredAlignment) + "-byte aligned");
-  }
-  return Status::Ok();
+  if (p == nullptr && !required) return Status::Ok();
+  return runner::checkPointer("rmsnorm", name, p, kRequiredAlignment);
 }
 
 // "1024, 2048, 4096" for the hidden sizes built for `dtype`, in table order.
@@ -67,13 +50,6 @@ std::string builtDtypes(std::span<const VariantInfo> table) {
   std::string list;
   for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
   return list.empty() ? "none" : list;
-}
-
-int findEntry(const kiln_variant& variant, const char* entry) {
-  for (int i = 0; i < variant.num_entries; ++i) {
-    if (variant.entries[i] != nullptr && std::strcmp(variant.entries[i], entry) == 0) return i;
-  }
-  return -1;
 }
 
 }  // namespace
@@ -147,7 +123,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   }
   const bool fused = problem.residual != nullptr;
   const char* entry_name = fused ? kFusedEntry : kPlainEntry;
-  const int entry = findEntry(*variant, entry_name);
+  const int entry = runner::findEntry(*variant, entry_name);
   if (entry < 0) {
     return Status(StatusCode::kInternal, std::string("rmsnorm: variant ") + info->name +
                                              " has no entry kernel " + entry_name);

@@ -1,0 +1,40 @@
+// kiln/runner_support.h: the checks every runner shares.
+#include "kiln/runner_support.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "kiln/runtime.h"
+
+namespace kiln::runner {
+
+Status checkPointer(const char* group, const char* name, const void* p, std::size_t alignment) {
+  if (p == nullptr) {
+    return Status(StatusCode::kInvalidArgument, std::string(group) + ": " + name + " is null");
+  }
+  if (alignment > 1 && reinterpret_cast<std::uintptr_t>(p) % alignment != 0) {
+    char address[32];
+    std::snprintf(address, sizeof(address), "0x%llx",
+                  static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
+    return Status(StatusCode::kInvalidArgument, std::string(group) + ": pointer " + name + " (" +
+                                                    address + ") is not " +
+                                                    std::to_string(alignment) + "-byte aligned");
+  }
+  return Status::Ok();
+}
+
+int findEntry(const kiln_variant& variant, const char* entry) {
+  for (int i = 0; i < variant.num_entries; ++i) {
+    if (variant.entries[i] != nullptr && std::strcmp(variant.entries[i], entry) == 0) return i;
+  }
+  return -1;
+}
+
+Status checkImage(const kiln_variant& variant, int device_sm) {
+  const kiln_image* image = nullptr;
+  return selectImage(variant, device_sm, &image);
+}
+
+}  // namespace kiln::runner
