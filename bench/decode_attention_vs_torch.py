@@ -81,6 +81,12 @@ class Kiln(kb.Bridge):
         return self.lib.kiln_bench_decodeattn_splits(shape, scale, sms)
 
     def __call__(self, shape, scale, out, q, k_cache, v_cache, table, lens, workspace):
+        # The bridge passes raw pointers: every tensor must be in the row-major layout of params.h.
+        for name, t in (("out", out), ("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
+                        ("table", table), ("lens", lens)):
+            if not t.is_contiguous():
+                raise RuntimeError(f"kiln decodeattn: {name} is not contiguous "
+                                   f"(shape {tuple(t.shape)}, strides {t.stride()})")
         stream = torch.cuda.current_stream().cuda_stream
         rc = self.lib.kiln_bench_decodeattn(
             shape, scale, out.data_ptr(), q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(),
@@ -104,8 +110,12 @@ def make_set(batch, keys, dtype, page_size, gen):
     perm = torch.randperm(num_pages, device="cuda", generator=gen)
     k_pages = k.permute(0, 2, 1, 3).reshape(num_pages, page_size, KV_HEADS, HEAD_DIM)
     v_pages = v.permute(0, 2, 1, 3).reshape(num_pages, page_size, KV_HEADS, HEAD_DIM)
-    k_cache = torch.empty_like(k_pages)
-    v_cache = torch.empty_like(v_pages)
+    # Contiguous by construction: at batch 1 the reshape above is a view (the size-1 batch dim
+    # merges), strided [Hkv, num_pages, page_size, d] in memory, and empty_like would keep those
+    # strides, handing kiln (which reads data_ptr() as [num_pages, page_size, Hkv, d]) a cache of
+    # the wrong layout: the 1 x 32768 row's rel L2 1.32 on the H200.
+    k_cache = torch.empty(k_pages.shape, dtype=dtype, device="cuda")
+    v_cache = torch.empty(v_pages.shape, dtype=dtype, device="cuda")
     k_cache[perm] = k_pages
     v_cache[perm] = v_pages
     table = perm.to(torch.int32).reshape(batch, pages_per_seq).contiguous()

@@ -157,6 +157,32 @@ TEST(DecodeAttentionSelector, SplitPlanSizesWorkspaceAndMerge) {
   EXPECT_EQ(plan.num_splits, 4);  // ceil(1000 / 256)
 }
 
+// The benchmark's 1 x 32768 row: it sizes the workspace with multiprocessors = 0 (planned for
+// kMaxMultiprocessors), run() re-plans for the device's 132 SMs and places the partials by that
+// plan's own lse_offset. The buffer must hold the 132-SM layout, and both layouts follow the
+// [rows, splits, head_dim] / [rows, splits] formula of params.h for their own split count.
+TEST(DecodeAttentionSelector, BenchRowWorkspaceForMaxSmsHoldsTheDevicePlan) {
+  Problem p = validProblem();
+  p.batch = 1;
+  p.num_pages = 2048;
+  p.max_pages_per_seq = 2048;  // 32768 keys, no spare entry (as the benchmark builds it)
+  p.max_seq_len = 32768;
+  Plan host, device;
+  ASSERT_TRUE(select(kTable, p, kMaxMultiprocessors, nullptr, &host).ok());
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &device).ok());
+  EXPECT_EQ(host.num_splits, 64);  // 256 x 2 slots / 8 pairs
+  EXPECT_EQ(device.num_splits, 33);
+  for (const Plan* plan : {&host, &device}) {
+    const std::size_t partial_rows = 32u * static_cast<std::size_t>(plan->num_splits);
+    EXPECT_EQ(plan->params.num_splits, plan->num_splits);
+    EXPECT_EQ(plan->attention.grid.x, static_cast<unsigned>(plan->num_splits));
+    EXPECT_EQ(plan->lse_offset, (partial_rows * 128u * 4u + 255u) / 256u * 256u);
+    EXPECT_EQ(plan->workspace_bytes, plan->lse_offset + (partial_rows * 4u + 255u) / 256u * 256u);
+  }
+  EXPECT_GE(host.workspace_bytes, device.workspace_bytes);
+  EXPECT_TRUE(checkWorkspace(device, fakeAddress(0x1000), host.workspace_bytes).ok());
+}
+
 TEST(DecodeAttentionSelector, WorkspaceCheckNamesBothSizes) {
   Problem p = validProblem();
   p.batch = 1;
