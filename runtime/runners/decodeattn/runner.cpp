@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "kiln/groups/decodeattn.h"
+#include "kiln/runner_support.h"
 #include "kiln/runtime.h"
 #include "selector.h"
 
@@ -30,11 +31,6 @@ constexpr std::array<VariantInfo, kNumVariants> makeTable() {
 }
 constexpr std::array<VariantInfo, kNumVariants> kTable = makeTable();
 
-Status checkImage(const kiln_variant& variant, int device_sm) {
-  const kiln_image* image = nullptr;
-  return selectImage(variant, device_sm, &image);
-}
-
 // Admission does not depend on the SM count; any positive value plans the same checks.
 int hostMultiprocessors(const Problem& problem) {
   return problem.multiprocessors > 0 ? problem.multiprocessors : kMaxMultiprocessors;
@@ -48,7 +44,7 @@ Status canImplement(const Problem& problem) {
 }
 
 Status canImplement(const Problem& problem, int device_sm) {
-  const DeviceQuery device{device_sm, &checkImage};
+  const DeviceQuery device{device_sm, &runner::checkImage};
   Plan plan;
   return select(kTable, problem, hostMultiprocessors(problem), &device, &plan);
 }
@@ -81,7 +77,7 @@ Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes,
   const int multiprocessors =
       problem.multiprocessors > 0 ? problem.multiprocessors : info.multiprocessors;
   KILN_RETURN_IF_ERROR(select(kTable, problem, multiprocessors, nullptr, &plan));
-  KILN_RETURN_IF_ERROR(checkDevice(plan, DeviceQuery{info.sm, &checkImage}));
+  KILN_RETURN_IF_ERROR(checkDevice(plan, DeviceQuery{info.sm, &runner::checkImage}));
   KILN_RETURN_IF_ERROR(checkWorkspace(plan, workspace, workspace_bytes));
   if (plan.num_splits > 1) {
     auto* base = static_cast<unsigned char*>(workspace);

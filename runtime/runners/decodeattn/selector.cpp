@@ -11,28 +11,17 @@
 #include <vector>
 
 #include "decodeattn/launch.h"
+#include "kiln/runner_support.h"
 
 namespace kiln::decodeattn {
 namespace {
-
-std::string hexAddress(const void* p) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "0x%llx",
-                static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
-  return buffer;
-}
 
 Status invalid(const std::string& message) {
   return Status(StatusCode::kInvalidArgument, "decodeattn: " + message);
 }
 
-Status checkPointer(const char* name, const void* p, unsigned alignment) {
-  if (p == nullptr) return invalid(std::string(name) + " is null");
-  if (reinterpret_cast<std::uintptr_t>(p) % alignment != 0) {
-    return invalid("pointer " + std::string(name) + " (" + hexAddress(p) + ") is not " +
-                   std::to_string(alignment) + "-byte aligned");
-  }
-  return Status::Ok();
+Status checkPointer(const char* name, const void* p, std::size_t alignment) {
+  return runner::checkPointer("decodeattn", name, p, alignment);
 }
 
 std::string builtHeadDims(std::span<const VariantInfo> table, const char* dtype) {
@@ -53,13 +42,6 @@ std::string builtDtypes(std::span<const VariantInfo> table) {
   std::string list;
   for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
   return list.empty() ? "none" : list;
-}
-
-int findEntry(const kiln_variant& variant, const char* entry) {
-  for (int i = 0; i < variant.num_entries; ++i) {
-    if (variant.entries[i] != nullptr && std::strcmp(variant.entries[i], entry) == 0) return i;
-  }
-  return -1;
 }
 
 std::size_t alignUp(std::size_t n, std::size_t a) {
@@ -153,8 +135,8 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
     return Status(StatusCode::kInternal,
                   std::string("decodeattn: variant ") + info->name + " has no variant table");
   }
-  const int attention_entry = findEntry(*variant, kAttentionEntry);
-  const int merge_entry = findEntry(*variant, kMergeEntry);
+  const int attention_entry = runner::findEntry(*variant, kAttentionEntry);
+  const int merge_entry = runner::findEntry(*variant, kMergeEntry);
   if (attention_entry < 0 || merge_entry < 0) {
     return Status(StatusCode::kInternal,
                   std::string("decodeattn: variant ") + info->name + " has no entry kernel " +
