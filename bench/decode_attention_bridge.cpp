@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kiln/groups/decodeattn.h"
+#include "bridge.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/decodeattn.h"
 
@@ -17,14 +18,7 @@
 #error "the artifact has no decodeattn group: kiln build --gpu-arch sm_NN --kernels decodeattn"
 #endif
 
-#define KILN_BENCH_EXPORT extern "C" __attribute__((visibility("default")))
-
 namespace {
-
-void copyMessage(const std::string& text, char* message, std::size_t message_bytes) {
-  if (message == nullptr || message_bytes == 0) return;
-  std::snprintf(message, message_bytes, "%s", text.c_str());
-}
 
 // Shapes as one array, so that the three entry points below cannot take them in different orders:
 // {dtype (0 fp16, 1 bf16), batch, q_heads, kv_heads, head_dim, page_size, num_pages,
@@ -62,7 +56,7 @@ KILN_BENCH_EXPORT int kiln_bench_decodeattn(const int* shape, float scale, void*
                                             std::size_t workspace_bytes, void* stream,
                                             char* message, std::size_t message_bytes) {
   if (shape[0] != 0 && shape[0] != 1) {
-    copyMessage("dtype code " + std::to_string(shape[0]) + " is not 0 (fp16) or 1 (bf16)", message,
+    kiln_bench::copyMessage("dtype code " + std::to_string(shape[0]) + " is not 0 (fp16) or 1 (bf16)", message,
                 message_bytes);
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
   }
@@ -75,7 +69,7 @@ KILN_BENCH_EXPORT int kiln_bench_decodeattn(const int* shape, float scale, void*
   p.seq_lens = seq_lens;
   const kiln::Status s =
       kiln::decodeattn::run(p, workspace, workspace_bytes, static_cast<kiln::Stream>(stream));
-  copyMessage(s.toString(), message, message_bytes);
+  kiln_bench::copyMessage(s.toString(), message, message_bytes);
   return static_cast<int>(s.code());
 }
 
@@ -96,22 +90,14 @@ KILN_BENCH_EXPORT int kiln_bench_decodeattn_splits(const int* shape, float scale
   return kiln::decodeattn::numSplits(p, multiprocessors);
 }
 
-KILN_BENCH_EXPORT const char* kiln_bench_artifact_tag(void) {
-  return kiln_artifact_tag();
-}
-
-KILN_BENCH_EXPORT const char* kiln_bench_artifact_fingerprint(void) {
-  return kiln_artifact_fingerprint();
-}
-
 // The i-th decodeattn variant: its name, head dim and dtype code (0 fp16, 1 bf16). Returns 0, or
 // -1 when i is out of range.
 KILN_BENCH_EXPORT int kiln_bench_variant(int i, char* name, std::size_t name_bytes, int* head_dim,
                                          int* dtype) {
   if (i < 0 || i >= static_cast<int>(std::size(kiln::generated::decodeattn::kVariants))) return -1;
   const auto& v = kiln::generated::decodeattn::kVariants[i];
-  copyMessage(v.name, name, name_bytes);
+  kiln_bench::copyMessage(v.name, name, name_bytes);
   if (head_dim != nullptr) *head_dim = v.head_dim;
-  if (dtype != nullptr) *dtype = std::strcmp(v.dtype, "fp16") == 0 ? 0 : 1;
+  if (dtype != nullptr) *dtype = kiln_bench::dtypeCode(v.dtype);
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kiln/groups/gdn.h"
+#include "bridge.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/gdn.h"
 
@@ -16,14 +17,7 @@
 #error "the artifact has no gdn group: kiln build --gpu-arch sm_NN --kernels gdn"
 #endif
 
-#define KILN_BENCH_EXPORT extern "C" __attribute__((visibility("default")))
-
 namespace {
-
-void copyMessage(const std::string& text, char* message, std::size_t message_bytes) {
-  if (message == nullptr || message_bytes == 0) return;
-  std::snprintf(message, message_bytes, "%s", text.c_str());
-}
 
 // Shapes as one array: {dtype (0 fp16, 1 bf16), batch, heads_qk, heads_v, head_dim_k,
 // head_dim_v, num_slots}.
@@ -40,7 +34,7 @@ KILN_BENCH_EXPORT int kiln_bench_gdn(const int* shape, float scale, const void* 
                                      float* state, const std::int32_t* slots, void* stream,
                                      char* message, std::size_t message_bytes) {
   if (shape[0] != 0 && shape[0] != 1) {
-    copyMessage("dtype code " + std::to_string(shape[0]) + " is not 0 (fp16) or 1 (bf16)", message,
+    kiln_bench::copyMessage("dtype code " + std::to_string(shape[0]) + " is not 0 (fp16) or 1 (bf16)", message,
                 message_bytes);
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
   }
@@ -62,14 +56,8 @@ KILN_BENCH_EXPORT int kiln_bench_gdn(const int* shape, float scale, const void* 
   p.state = state;
   p.slots = slots;
   const kiln::Status s = kiln::gdn::run(p, nullptr, 0, static_cast<kiln::Stream>(stream));
-  copyMessage(s.toString(), message, message_bytes);
+  kiln_bench::copyMessage(s.toString(), message, message_bytes);
   return static_cast<int>(s.code());
-}
-
-KILN_BENCH_EXPORT const char* kiln_bench_artifact_tag(void) { return kiln_artifact_tag(); }
-
-KILN_BENCH_EXPORT const char* kiln_bench_artifact_fingerprint(void) {
-  return kiln_artifact_fingerprint();
 }
 
 // The i-th gdn variant: its name, head dims and dtype code (0 fp16, 1 bf16). Returns 0, or -1
@@ -78,9 +66,9 @@ KILN_BENCH_EXPORT int kiln_bench_variant(int i, char* name, std::size_t name_byt
                                          int* head_dim_v, int* dtype) {
   if (i < 0 || i >= static_cast<int>(std::size(kiln::generated::gdn::kVariants))) return -1;
   const auto& v = kiln::generated::gdn::kVariants[i];
-  copyMessage(v.name, name, name_bytes);
+  kiln_bench::copyMessage(v.name, name, name_bytes);
   if (head_dim_k != nullptr) *head_dim_k = v.head_dim_k;
   if (head_dim_v != nullptr) *head_dim_v = v.head_dim_v;
-  if (dtype != nullptr) *dtype = std::strcmp(v.dtype, "fp16") == 0 ? 0 : 1;
+  if (dtype != nullptr) *dtype = kiln_bench::dtypeCode(v.dtype);
   return 0;
 }

@@ -9,23 +9,13 @@
 #include <string>
 
 #include "kiln/groups/rmsnorm.h"
+#include "bridge.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/rmsnorm.h"
 
 #if !defined(KILN_RMSNORM_ENABLED)
 #error "the artifact has no rmsnorm group: kiln build --gpu-arch sm_NN --kernels rmsnorm"
 #endif
-
-#define KILN_BENCH_EXPORT extern "C" __attribute__((visibility("default")))
-
-namespace {
-
-void copyMessage(const std::string& text, char* message, std::size_t message_bytes) {
-  if (message == nullptr || message_bytes == 0) return;
-  std::snprintf(message, message_bytes, "%s", text.c_str());
-}
-
-}  // namespace
 
 // dtype: 0 = fp16, 1 = bf16. residual == NULL: plain RMSNorm; else fused add + RMSNorm.
 // stream: a cudaStream_t (torch.cuda.current_stream().cuda_stream), NULL for the legacy default.
@@ -35,7 +25,7 @@ KILN_BENCH_EXPORT int kiln_bench_rmsnorm(int dtype, std::int64_t rows, std::int6
                                          const void* weight, void* stream, char* message,
                                          std::size_t message_bytes) {
   if (dtype != 0 && dtype != 1) {
-    copyMessage("dtype code " + std::to_string(dtype) + " is not 0 (fp16) or 1 (bf16)", message,
+    kiln_bench::copyMessage("dtype code " + std::to_string(dtype) + " is not 0 (fp16) or 1 (bf16)", message,
                 message_bytes);
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
   }
@@ -49,16 +39,8 @@ KILN_BENCH_EXPORT int kiln_bench_rmsnorm(int dtype, std::int64_t rows, std::int6
   p.residual = residual;
   p.weight = weight;
   const kiln::Status s = kiln::rmsnorm::run(p, nullptr, 0, static_cast<kiln::Stream>(stream));
-  copyMessage(s.toString(), message, message_bytes);
+  kiln_bench::copyMessage(s.toString(), message, message_bytes);
   return static_cast<int>(s.code());
-}
-
-KILN_BENCH_EXPORT const char* kiln_bench_artifact_tag(void) {
-  return kiln_artifact_tag();
-}
-
-KILN_BENCH_EXPORT const char* kiln_bench_artifact_fingerprint(void) {
-  return kiln_artifact_fingerprint();
 }
 
 KILN_BENCH_EXPORT int kiln_bench_variant_count(void) {
@@ -71,8 +53,8 @@ KILN_BENCH_EXPORT int kiln_bench_variant(int i, char* name, std::size_t name_byt
                                          int* dtype) {
   if (i < 0 || i >= kiln_bench_variant_count()) return -1;
   const auto& v = kiln::generated::rmsnorm::kVariants[i];
-  copyMessage(v.name, name, name_bytes);
+  kiln_bench::copyMessage(v.name, name, name_bytes);
   if (hidden != nullptr) *hidden = v.hidden;
-  if (dtype != nullptr) *dtype = std::strcmp(v.dtype, "fp16") == 0 ? 0 : 1;
+  if (dtype != nullptr) *dtype = kiln_bench::dtypeCode(v.dtype);
   return 0;
 }

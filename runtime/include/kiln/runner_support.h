@@ -4,6 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "kiln/status.h"
 #include "kiln/variant.h"
@@ -20,5 +24,31 @@ int findEntry(const kiln_variant& variant, const char* entry);
 // Whether `variant` has an image for a device of SM `device_sm` (selectImage's verdict and
 // message); the device check behind every runner's canImplement(problem, device_sm).
 Status checkImage(const kiln_variant& variant, int device_sm);
+
+// "fp16, bf16": the distinct dtypes of a runner's variant table (any element type with a
+// `const char* dtype`), in table order; "none" for an empty table.
+template <typename Info>
+std::string builtDtypes(std::span<const Info> table) {
+  std::vector<std::string> names;
+  for (const Info& v : table) {
+    bool seen = false;
+    for (const std::string& n : names) seen = seen || n == v.dtype;
+    if (!seen) names.emplace_back(v.dtype);
+  }
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  return list.empty() ? "none" : list;
+}
+
+// "1024, 2048, 4096": `value(v)` of every variant built for `dtype`, in table order.
+template <typename Info, typename Value>
+std::string builtFor(std::span<const Info> table, const char* dtype, Value value) {
+  std::string list;
+  for (const Info& v : table) {
+    if (std::strcmp(v.dtype, dtype) != 0) continue;
+    list += (list.empty() ? "" : ", ") + std::to_string(value(v));
+  }
+  return list;
+}
 
 }  // namespace kiln::runner

@@ -24,26 +24,6 @@ Status checkPointer(const char* name, const void* p, std::size_t alignment) {
   return runner::checkPointer("decodeattn", name, p, alignment);
 }
 
-std::string builtHeadDims(std::span<const VariantInfo> table, const char* dtype) {
-  std::string list;
-  for (const VariantInfo& v : table) {
-    if (std::strcmp(v.dtype, dtype) != 0) continue;
-    if (!list.empty()) list += ", ";
-    list += std::to_string(v.head_dim);
-  }
-  return list;
-}
-
-std::string builtDtypes(std::span<const VariantInfo> table) {
-  std::vector<std::string> names;
-  for (const VariantInfo& v : table) {
-    if (std::find(names.begin(), names.end(), v.dtype) == names.end()) names.emplace_back(v.dtype);
-  }
-  std::string list;
-  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
-  return list.empty() ? "none" : list;
-}
-
 std::size_t alignUp(std::size_t n, std::size_t a) {
   return (n + a - 1) / a * a;
 }
@@ -123,12 +103,12 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   if (!dtype_built) {
     return Status(StatusCode::kNotSupported, std::string("decodeattn: dtype ") + dtype +
                                                  " is not built; built dtypes: " +
-                                                 builtDtypes(table));
+                                                 runner::builtDtypes(table));
   }
   if (info == nullptr) {
     return Status(StatusCode::kNotSupported,
                   "decodeattn: head_dim " + std::to_string(problem.head_dim) + " is not built for " +
-                      dtype + "; built for " + dtype + ": " + builtHeadDims(table, dtype));
+                      dtype + "; built for " + dtype + ": " + runner::builtFor(table, dtype, [](const VariantInfo& v) { return v.head_dim; }));
   }
   const kiln_variant* variant = info->variant != nullptr ? info->variant() : nullptr;
   if (variant == nullptr) {

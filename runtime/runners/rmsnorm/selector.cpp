@@ -31,27 +31,6 @@ Status checkPointer(const char* name, const void* p, bool required) {
   return runner::checkPointer("rmsnorm", name, p, kRequiredAlignment);
 }
 
-// "1024, 2048, 4096" for the hidden sizes built for `dtype`, in table order.
-std::string builtHiddenSizes(std::span<const VariantInfo> table, const char* dtype) {
-  std::string list;
-  for (const VariantInfo& v : table) {
-    if (std::strcmp(v.dtype, dtype) != 0) continue;
-    if (!list.empty()) list += ", ";
-    list += std::to_string(v.hidden);
-  }
-  return list;
-}
-
-std::string builtDtypes(std::span<const VariantInfo> table) {
-  std::vector<std::string> names;
-  for (const VariantInfo& v : table) {
-    if (std::find(names.begin(), names.end(), v.dtype) == names.end()) names.emplace_back(v.dtype);
-  }
-  std::string list;
-  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
-  return list.empty() ? "none" : list;
-}
-
 }  // namespace
 
 const char* dtypeName(DType dtype) {
@@ -98,12 +77,12 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   if (!dtype_built) {
     return Status(StatusCode::kNotSupported,
                   std::string("rmsnorm: dtype ") + dtype +
-                      " is not built; built dtypes: " + builtDtypes(table));
+                      " is not built; built dtypes: " + runner::builtDtypes(table));
   }
   if (info == nullptr) {
     return Status(StatusCode::kNotSupported, "rmsnorm: hidden " + std::to_string(problem.hidden) +
                                                  " is not built for " + dtype + "; built for " +
-                                                 dtype + ": " + builtHiddenSizes(table, dtype));
+                                                 dtype + ": " + runner::builtFor(table, dtype, [](const VariantInfo& v) { return v.hidden; }));
   }
   if (problem.rows < 0) return invalid("rows " + std::to_string(problem.rows) + " is negative");
   if (!std::isfinite(problem.eps) || problem.eps <= 0.0f) {
