@@ -68,6 +68,7 @@ TEST_F(DriverLibraryTest, GetProcAddressResolvesTheTwelveZeroAbi) {
   EXPECT_EQ(address(api->ctxGetDevice), dlsym(lib, "cuCtxGetDevice"));
   EXPECT_EQ(address(api->launchKernel), dlsym(lib, "cuLaunchKernel"));
   EXPECT_EQ(address(api->moduleGetFunction), dlsym(lib, "cuModuleGetFunction"));
+  EXPECT_EQ(address(api->tensorMapEncodeTiled), dlsym(lib, "cuTensorMapEncodeTiled"));
 
   auto log = reinterpret_cast<const char* (*)()>(dlsym(lib, "kiln_fake_log"));
   auto inits = reinterpret_cast<int (*)()>(dlsym(lib, "kiln_fake_inits"));
@@ -76,6 +77,7 @@ TEST_F(DriverLibraryTest, GetProcAddressResolvesTheTwelveZeroAbi) {
   EXPECT_NE(requests.find("cuStreamGetCtx@12000/1;"), std::string::npos) << requests;
   EXPECT_NE(requests.find("cuCtxPushCurrent@12000/1;"), std::string::npos) << requests;
   EXPECT_NE(requests.find("cuModuleGetFunction@12000/1;"), std::string::npos) << requests;
+  EXPECT_NE(requests.find("cuTensorMapEncodeTiled@12000/1;"), std::string::npos) << requests;
   EXPECT_EQ(requests.find("@13000"), std::string::npos) << requests;
   EXPECT_EQ(inits(), 1);
   // Once per process: a second request neither reloads nor re-inits.
@@ -99,6 +101,7 @@ TEST_F(DriverLibraryTest, WithoutGetProcAddressFallsBackToVersionedSymbols) {
   EXPECT_EQ(address(api->devicePrimaryCtxRelease), dlsym(lib, "cuDevicePrimaryCtxRelease_v2"));
   EXPECT_EQ(address(api->streamGetCtx), dlsym(lib, "cuStreamGetCtx"));
   EXPECT_EQ(address(api->getErrorString), dlsym(lib, "cuGetErrorString"));
+  EXPECT_EQ(address(api->tensorMapEncodeTiled), dlsym(lib, "cuTensorMapEncodeTiled"));
   dlclose(lib);
 }
 

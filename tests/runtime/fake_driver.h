@@ -1,13 +1,15 @@
 // A fake CUDA driver for the runtime's CPU tests: devices with chosen SMs, contexts, streams
 // that can be "captured", modules whose loads, unloads and lookups are counted and can be made
-// to fail. It checks what the real driver checks (a current context for loads, the function's
-// context matching the stream's at launch, the dynamic shared memory opt-in), so the loader is
-// tested against the driver's rules, not just against itself.
+// to fail, and tensor-map encoding that records its arguments. It checks what the real driver
+// checks (a current context for loads, the function's context matching the stream's at launch, the
+// dynamic shared memory opt-in), so the loader is tested against the driver's rules, not just
+// against itself.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -60,6 +62,26 @@ struct LaunchRecord {
   CUstream stream = nullptr;
   void** args = nullptr;
 };
+
+// The arguments of the last cuTensorMapEncodeTiled call, copied (entries past the rank stay 0).
+struct TensorMapRecord {
+  void* map = nullptr;
+  CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  cuuint32_t rank = 0;
+  void* address = nullptr;
+  cuuint64_t dims[5] = {};
+  cuuint64_t strides[4] = {};
+  cuuint32_t box[5] = {};
+  cuuint32_t element_strides[5] = {};
+  CUtensorMapInterleave interleave = CU_TENSOR_MAP_INTERLEAVE_NONE;
+  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+  CUtensorMapL2promotion l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  CUtensorMapFloatOOBfill oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+  CUcontext current_context = nullptr;  // the calling thread's context at the call
+};
+
+// What the fake writes into an encoded map: this word, then the address, then zeros.
+inline constexpr std::uint64_t kTensorMapMagic = 0x6b696c6e544d4150ULL;  // "kilnTMAP"
 
 class Driver;
 inline Driver* g_driver = nullptr;
@@ -125,6 +147,21 @@ class Driver {
     std::lock_guard<std::mutex> lock(mu_);
     return last_launch_;
   }
+  TensorMapRecord lastTensorMap() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tensor_maps_.empty() ? TensorMapRecord{} : tensor_maps_.back();
+  }
+  // Every successful cuTensorMapEncodeTiled call, in order.
+  std::vector<TensorMapRecord> tensorMaps() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tensor_maps_;
+  }
+  // The first `record_first_arg_bytes` bytes that the last launch's first parameter pointed to
+  // (the caller's args die with its frame; a test of a by-value struct parameter reads this).
+  std::vector<unsigned char> lastLaunchFirstArg() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_first_arg_;
+  }
   int functionSharedOptIn(const std::string& name) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& f : functions_)
@@ -135,12 +172,14 @@ class Driver {
   // Counters.
   std::atomic<int> inits{0}, load_attempts{0}, loads{0}, unloads{0}, get_functions{0},
       set_attributes{0}, launches{0}, retains{0}, releases{0}, pushes{0}, pops{0},
-      attribute_queries{0}, capture_queries{0};
+      attribute_queries{0}, capture_queries{0}, tensor_map_encodes{0};
   // Failure injection: the next N loads / unloads fail; every load sleeps this long (to widen
   // the window in which concurrent first launches race); results to return instead of success.
   std::atomic<int> fail_loads{0}, fail_unloads{0}, load_delay_ms{0};
   CUresult init_result = CUDA_SUCCESS;
   CUresult launch_result = CUDA_SUCCESS;
+  CUresult tensor_map_result = CUDA_SUCCESS;
+  std::size_t record_first_arg_bytes = 0;
   int driver_version = 13000;
 
   DriverApi api() const {
@@ -164,6 +203,7 @@ class Driver {
     a.moduleGetFunction = &Driver::moduleGetFunction;
     a.funcSetAttribute = &Driver::funcSetAttribute;
     a.launchKernel = &Driver::launchKernel;
+    a.tensorMapEncodeTiled = &Driver::tensorMapEncodeTiled;
     a.getErrorName = &Driver::getErrorName;
     a.getErrorString = &Driver::getErrorString;
     return a;
@@ -352,6 +392,47 @@ class Driver {
                                      shared_bytes,
                                      stream,
                                      params};
+    if (self.record_first_arg_bytes > 0 && params != nullptr && params[0] != nullptr) {
+      const auto* first = static_cast<const unsigned char*>(params[0]);
+      self.last_first_arg_.assign(first, first + self.record_first_arg_bytes);
+    }
+    return CUDA_SUCCESS;
+  }
+  // Checks what the driver documents for the map itself (64-byte aligned, rank 1..5) and records
+  // the call; kiln::encodeTensorMap checks every other limit before calling.
+  static CUresult tensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,
+                                       void* address, const cuuint64_t* dims,
+                                       const cuuint64_t* strides, const cuuint32_t* box,
+                                       const cuuint32_t* element_strides,
+                                       CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                                       CUtensorMapL2promotion l2_promotion,
+                                       CUtensorMapFloatOOBfill oob_fill) {
+    Driver& self = d();
+    std::lock_guard<std::mutex> lock(self.mu_);
+    ++self.tensor_map_encodes;
+    if (self.tensor_map_result != CUDA_SUCCESS) return self.tensor_map_result;
+    if (map == nullptr || reinterpret_cast<std::uintptr_t>(map) % 64 != 0 || rank < 1 || rank > 5)
+      return CUDA_ERROR_INVALID_VALUE;
+    TensorMapRecord r;
+    r.map = map;
+    r.type = type;
+    r.rank = rank;
+    r.address = address;
+    for (cuuint32_t i = 0; i < rank; ++i) {
+      r.dims[i] = dims[i];
+      r.box[i] = box[i];
+      r.element_strides[i] = element_strides[i];
+      if (i + 1 < rank) r.strides[i] = strides[i];
+    }
+    r.interleave = interleave;
+    r.swizzle = swizzle;
+    r.l2_promotion = l2_promotion;
+    r.oob_fill = oob_fill;
+    r.current_context = current();
+    self.tensor_maps_.push_back(r);
+    // Through memcpy: the map is 64-byte aligned, CUDA 13's CUtensorMap type 128.
+    std::uint64_t words[16] = {kTensorMapMagic, reinterpret_cast<std::uintptr_t>(address)};
+    std::memcpy(static_cast<void*>(map), words, sizeof(words));
     return CUDA_SUCCESS;
   }
   static CUresult getErrorName(CUresult error, const char** name) {
@@ -424,6 +505,8 @@ class Driver {
   std::vector<std::unique_ptr<Module>> modules_;
   std::vector<std::unique_ptr<Function>> functions_;
   LaunchRecord last_launch_;
+  std::vector<TensorMapRecord> tensor_maps_;
+  std::vector<unsigned char> last_first_arg_;
   std::unique_ptr<kiln::testing::ScopedDriver> scope_;
 };
 

@@ -37,6 +37,13 @@ struct DriverApi {
                            unsigned block_x, unsigned block_y, unsigned block_z,
                            unsigned shared_bytes, CUstream stream, void** params,
                            void** extra) = nullptr;
+  // cuTensorMapEncodeTiled (since 12.0): needs no context; see kiln::encodeTensorMap.
+  CUresult (*tensorMapEncodeTiled)(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,
+                                   void* address, const cuuint64_t* dims, const cuuint64_t* strides,
+                                   const cuuint32_t* box, const cuuint32_t* element_strides,
+                                   CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                                   CUtensorMapL2promotion l2_promotion,
+                                   CUtensorMapFloatOOBfill oob_fill) = nullptr;
   CUresult (*getErrorName)(CUresult error, const char** name) = nullptr;
   CUresult (*getErrorString)(CUresult error, const char** text) = nullptr;
 };

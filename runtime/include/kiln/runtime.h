@@ -1,5 +1,6 @@
 // The kiln runtime's public surface: launch a variant's entry kernel on the caller's stream,
-// find out which device a stream belongs to, and ask which variants this device can run.
+// find out which device a stream belongs to, ask which variants this device can run, and encode
+// the TMA tensor maps that some kernels take as parameters.
 //
 // Modules load lazily, once per (variant, CUDA context), thread-safely; see loader.h for the
 // rules (capture guard, retry after a failed load, poison after a failed cleanup). The driver is
@@ -7,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -76,5 +78,57 @@ struct DoctorReport {
 // and loads it (then unloads it) in the device's primary context, so "no kernel image" and a
 // corrupt cubin are both found before any launch.
 Status doctor(std::span<const kiln_variant* const> variants, int ordinal, DoctorReport* out);
+
+// ---- TMA tensor maps -------------------------------------------------------------------------
+// A tiled tensor map (the driver's CUtensorMap) tells the Tensor Memory Accelerator of sm_90 and
+// later how to copy boxes of a global tensor into shared memory. A runner encodes it on the host,
+// once per launch, and passes it by value in the kernel's parameters (a 128-byte, 64-byte aligned
+// member of a __grid_constant__ struct). The enums mirror cuda.h's, so that this header needs no
+// CUDA header; interleaved layouts are not offered (the interleave is always NONE).
+
+enum class TensorMapElement { kUInt8, kUInt16, kUInt32, kFloat16, kBFloat16, kFloat32 };
+// Shared-memory swizzle; a swizzled map's box rows (box[0] * element bytes) fit the width.
+enum class TensorMapSwizzle { kNone, k32B, k64B, k128B };
+// The size of the L2 requests that a copy's DRAM reads are promoted to.
+enum class TensorMapL2Promotion { kNone, k64B, k128B, k256B };
+// What out-of-bounds elements of a box read as: zero (the driver's FLOAT_OOB_FILL_NONE), or
+// (float elements only) a NaN that the tensor cores treat as zero.
+enum class TensorMapOobFill { kZero, kNanRequestZeroFma };
+
+inline constexpr int kMaxTensorMapRank = 5;
+inline constexpr std::size_t kTensorMapBytes = 128;     // sizeof(CUtensorMap)
+inline constexpr std::size_t kTensorMapAlignment = 64;  // the driver's requirement (CUDA 13's
+                                                        // cuda.h aligns CUtensorMap to 128)
+
+// A tiled map of a tensor of `rank` dimensions, innermost (contiguous) first. The limits are the
+// driver's (cuTensorMapEncodeTiled); checkTensorMap enforces them.
+struct TensorMapSpec {
+  TensorMapElement element = TensorMapElement::kFloat16;
+  int rank = 0;                   // 1..5
+  const void* address = nullptr;  // global address of element (0, ..., 0): 16-byte aligned
+  // Elements along each dimension: 1..2^32.
+  std::uint64_t dims[kMaxTensorMapRank] = {};
+  // Bytes from one index to the next of dimensions 1..rank-1 (strides[i] is dimension i + 1's;
+  // dimension 0 is contiguous): multiples of 16, below 2^40. Need not grow with the dimension.
+  std::uint64_t strides[kMaxTensorMapRank - 1] = {};
+  // Elements one copy moves along each dimension: 1..256; box[0] * element bytes a multiple of 16.
+  std::uint32_t box[kMaxTensorMapRank] = {};
+  // Traversal step along each dimension: 1..8 (1: every element of the box).
+  std::uint32_t element_strides[kMaxTensorMapRank] = {1, 1, 1, 1, 1};
+  TensorMapSwizzle swizzle = TensorMapSwizzle::kNone;
+  TensorMapL2Promotion l2_promotion = TensorMapL2Promotion::kNone;
+  TensorMapOobFill oob_fill = TensorMapOobFill::kZero;
+};
+
+// Whether `spec` meets every documented limit of cuTensorMapEncodeTiled; needs no driver.
+// kInvalidArgument naming the field, its value and the limit ("tensor map: strides[0] 200 bytes
+// is not a multiple of 16"). Entries past `rank` are ignored.
+Status checkTensorMap(const TensorMapSpec& spec);
+
+// Checks `spec` (above), then encodes it through the driver into `out`: kTensorMapBytes bytes,
+// kTensorMapAlignment-aligned (a CUtensorMap, or any struct of that size and alignment). Needs
+// the driver but no CUDA context. A driver failure is kDriverError naming the CUresult and the
+// spec.
+Status encodeTensorMap(const TensorMapSpec& spec, void* out);
 
 }  // namespace kiln
