@@ -1,0 +1,83 @@
+// The fmha selector: the one function that decides both "is this problem supported?"
+// (canImplement) and "which variant, grid, parameters and tensor maps does run() use?", so they
+// cannot disagree. Pure logic over a table of variants: no generated header, no driver call, so
+// it is unit-tested on the host with a fake table and a fake image check. runner.cpp feeds it the
+// artifact's table and the stream's device, and encodes the tensor maps it describes.
+#pragma once
+
+#include <functional>
+#include <span>
+
+#include "fmha/params.h"
+#include "kiln/runners/fmha.h"
+#include "kiln/runtime.h"
+#include "kiln/status.h"
+#include "kiln/variant.h"
+
+namespace kiln::fmha {
+
+inline constexpr const char kEntry[] = "kiln_fmha";
+inline constexpr unsigned kTensorAlignment = 16;  // TMA global addresses; 16-byte stores of out
+inline constexpr unsigned kIndexAlignment = 4;    // int32 cu_seqlens, fp32 lse
+inline constexpr int kServedSm = 90;              // wgmma and setmaxnreg: sm_90a images only
+
+// One variant of the artifact: the generated kiln::generated::fmha::kVariants entry's fields.
+struct VariantInfo {
+  const char* name;                  // "fmha_wgmma_d128_bf16_causal"
+  int head_dim;                      // baked head dim
+  const char* dtype;                 // "fp16" | "bf16"
+  const char* mask;                  // "full" | "causal"
+  const kiln_variant* (*variant)();  // the variant's images and entries
+};
+
+// Whether a device of SM `device_sm` can run `variant`: kiln::selectImage in the runner, a fake in
+// unit tests. Returns the runtime's status (kNoKernelImage, naming the SMs) on a miss.
+using ImageCheck = std::function<Status(const kiln_variant& variant, int device_sm)>;
+
+struct DeviceQuery {
+  int sm = 0;  // 10 * major + minor
+  ImageCheck check_image;
+};
+
+// What run() launches. Valid only when select() returned ok; nothing to launch when no_op.
+struct Plan {
+  const VariantInfo* info = nullptr;
+  const kiln_variant* variant = nullptr;
+  bool no_op = false;  // batch == 0
+  int entry = -1;
+  LaunchConfig launch;  // grid (m_blocks, q_heads, batch), block kThreads, sharedBytes(head_dim)
+  // The maps run() encodes into params.tma_q / tma_k / tma_v (params.h describes them).
+  TensorMapSpec tma_q;
+  TensorMapSpec tma_k;
+  TensorMapSpec tma_v;
+  FmhaParams params{};  // every field but the three tensor maps, which stay zero
+};
+
+// "fp16" / "bf16" and "full" / "causal"; nullptr for a value outside the enum.
+const char* dtypeName(DType dtype);
+const char* maskName(Mask mask);
+
+// Admits `problem` against `table` and plans its launch. The checks, in order (the first failure
+// is returned, its message naming the value and the limit):
+//   dtype and mask are enum values; a variant of (head_dim, dtype, mask) is built
+//                                               (kInvalidArgument / kNotSupported naming the built)
+//   the variant has entry kiln_fmha                                 (kInternal)
+//   batch >= 0; batch == 0: plan.no_op and nothing else is checked but the device
+//   kv_heads >= 1, q_heads a positive multiple of kv_heads; total_q, total_k >= 1;
+//   max_seqlen_q in 0..total_q (0: total_q); scale finite and > 0   (kInvalidArgument)
+//   unless `pointers` is kSkip: q, k, v, out non-null and 16-byte aligned; cu_seqlens_q,
+//   cu_seqlens_k non-null and 4-byte aligned; lse null or 4-byte aligned
+//   q_heads (grid.y), batch (grid.z) <= 65535; the tensor maps within the TMA unit's limits
+//   (kiln::checkTensorMap: row strides < 2^40, ...; run only when pointers are checked, since
+//   the maps hold them)                                             (kInvalidArgument)
+//   last, `device` (when given) is an sm_90 device with an image of the variant (kNoKernelImage)
+enum class PointerChecks { kCheck, kSkip };
+Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
+              Plan* plan, PointerChecks pointers = PointerChecks::kCheck);
+
+// The device step of select() alone: the image check's verdict, and on any SM but sm_90 a refusal
+// that says why no rebuild helps ("fmha_wgmma_d128_bf16_full: artifact has sm_90a only; device is
+// sm_87; the fmha kernels (wgmma, TMA) run on sm_90 only").
+Status checkDevice(const Plan& plan, const DeviceQuery& device);
+
+}  // namespace kiln::fmha

@@ -1,0 +1,217 @@
+// The fmha runner (runner.cpp, compiled here against a stand-in of the generated group header)
+// on the fake driver: run() encodes the three tensor maps the selector describes into the kernel
+// parameters and launches the plan on the caller's stream; a device other than sm_90, an invalid
+// problem, a zero batch and a failed encode launch nothing.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fmha/launch.h"
+#include "fmha/params.h"
+#include "kiln/runners/fmha.h"
+#include "runtime/fake_driver.h"
+
+namespace {
+
+const char* const kEntries[] = {"kiln_fmha"};
+const char kCubin[] = "FAKECUBIN kiln_fmha";
+const kiln_image kImages[] = {
+    {90, 1, reinterpret_cast<const unsigned char*>(kCubin), sizeof(kCubin), "0000"}};
+const kiln_variant kD128Bf16Causal{"fmha_wgmma_d128_bf16_causal", "fmha", kEntries, 1, kImages, 1};
+const kiln_variant kD64Fp16Full{"fmha_wgmma_d64_fp16_full", "fmha", kEntries, 1, kImages, 1};
+
+}  // namespace
+
+extern "C" const kiln_variant* kiln_fmha_wgmma_d128_bf16_causal_variant(void) {
+  return &kD128Bf16Causal;
+}
+extern "C" const kiln_variant* kiln_fmha_wgmma_d64_fp16_full_variant(void) {
+  return &kD64Fp16Full;
+}
+
+namespace kiln::fmha {
+namespace {
+
+template <typename T = void>
+T* fakeAddress(std::uintptr_t a) {
+  return reinterpret_cast<T*>(a);
+}
+
+// bf16 d128 causal, GQA 16/2, 3 sequences in 3000 query and 7000 key tokens, the longest 1500.
+Problem validProblem() {
+  Problem p;
+  p.dtype = DType::kBFloat16;
+  p.mask = Mask::kCausal;
+  p.head_dim = 128;
+  p.batch = 3;
+  p.q_heads = 16;
+  p.kv_heads = 2;
+  p.total_q = 3000;
+  p.total_k = 7000;
+  p.max_seqlen_q = 1500;
+  p.scale = 0.125f;
+  p.out = fakeAddress(0x7f0000010000);
+  p.lse = fakeAddress<float>(0x7f0000020000);
+  p.q = fakeAddress(0x7f0000030000);
+  p.k = fakeAddress(0x7f0000040000);
+  p.v = fakeAddress(0x7f0000050000);
+  p.cu_seqlens_q = fakeAddress<const std::int32_t>(0x7f0000060000);
+  p.cu_seqlens_k = fakeAddress<const std::int32_t>(0x7f0000070000);
+  return p;
+}
+
+// The words the fake driver writes into a map: its magic, then the tensor's address.
+void expectEncodedMap(const TensorMap& map, const void* address, const char* what) {
+  EXPECT_EQ(map.opaque[0], fake::kTensorMapMagic) << what;
+  EXPECT_EQ(map.opaque[1], reinterpret_cast<std::uintptr_t>(address)) << what;
+}
+
+TEST(FmhaRunner, RunEncodesTheThreeMapsAndLaunchesThePlan) {
+  fake::Driver driver({fake::h200()});
+  driver.record_first_arg_bytes = sizeof(FmhaParams);
+  CUstream stream = driver.makeStream(0);
+  const Problem p = validProblem();
+  ASSERT_TRUE(canImplement(p).ok()) << canImplement(p).toString();
+  ASSERT_TRUE(canImplement(p, 90).ok());
+  EXPECT_EQ(workspaceSize(p), 0u);
+  const Status s = run(p, nullptr, 0, stream);
+  ASSERT_TRUE(s.ok()) << s.toString();
+
+  const std::vector<fake::TensorMapRecord> maps = driver.tensorMaps();
+  ASSERT_EQ(maps.size(), 3u);
+  const void* addresses[] = {p.q, p.k, p.v};
+  const cuuint64_t rows[] = {3000, 7000, 7000};
+  const cuuint64_t heads[] = {16, 2, 2};
+  const cuuint32_t box_rows[] = {static_cast<cuuint32_t>(kBlockM),
+                                 static_cast<cuuint32_t>(blockN(128)),
+                                 static_cast<cuuint32_t>(blockN(128))};
+  for (int i = 0; i < 3; ++i) {
+    const fake::TensorMapRecord& m = maps[static_cast<std::size_t>(i)];
+    EXPECT_EQ(m.type, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) << i;
+    EXPECT_EQ(m.rank, 3u) << i;
+    EXPECT_EQ(m.address, addresses[i]) << i;
+    EXPECT_EQ(m.dims[0], 128u) << i;
+    EXPECT_EQ(m.dims[1], rows[i]) << i;
+    EXPECT_EQ(m.dims[2], heads[i]) << i;
+    EXPECT_EQ(m.strides[0], heads[i] * 128u * 2u) << i;
+    EXPECT_EQ(m.strides[1], 256u) << i;
+    EXPECT_EQ(m.box[0], 64u) << i;
+    EXPECT_EQ(m.box[1], box_rows[i]) << i;
+    EXPECT_EQ(m.box[2], 1u) << i;
+    EXPECT_EQ(m.interleave, CU_TENSOR_MAP_INTERLEAVE_NONE) << i;
+    EXPECT_EQ(m.swizzle, CU_TENSOR_MAP_SWIZZLE_128B) << i;
+    EXPECT_EQ(m.l2_promotion, CU_TENSOR_MAP_L2_PROMOTION_L2_128B) << i;
+    EXPECT_EQ(m.oob_fill, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) << i;
+  }
+  // Each map was encoded in place, into the parameter struct that is launched.
+  EXPECT_EQ(static_cast<unsigned char*>(maps[1].map) - static_cast<unsigned char*>(maps[0].map),
+            static_cast<std::ptrdiff_t>(offsetof(FmhaParams, tma_k)));
+  EXPECT_EQ(static_cast<unsigned char*>(maps[2].map) - static_cast<unsigned char*>(maps[0].map),
+            static_cast<std::ptrdiff_t>(offsetof(FmhaParams, tma_v)));
+
+  ASSERT_EQ(driver.launches.load(), 1);
+  const fake::LaunchRecord launch = driver.lastLaunch();
+  EXPECT_EQ(launch.function, "kiln_fmha");
+  EXPECT_EQ(launch.stream, stream);
+  EXPECT_EQ(launch.grid[0], 12u);  // ceil(1500 / 128)
+  EXPECT_EQ(launch.grid[1], 16u);
+  EXPECT_EQ(launch.grid[2], 3u);
+  EXPECT_EQ(launch.block[0], static_cast<unsigned>(kThreads));
+  EXPECT_EQ(launch.shared_bytes, static_cast<unsigned>(sharedBytes(128)));
+  EXPECT_EQ(driver.functionSharedOptIn("kiln_fmha"), sharedBytes(128));
+
+  const std::vector<unsigned char> bytes = driver.lastLaunchFirstArg();
+  ASSERT_EQ(bytes.size(), sizeof(FmhaParams));
+  FmhaParams params;
+  std::memcpy(static_cast<void*>(&params), bytes.data(), sizeof(params));
+  expectEncodedMap(params.tma_q, p.q, "tma_q");
+  expectEncodedMap(params.tma_k, p.k, "tma_k");
+  expectEncodedMap(params.tma_v, p.v, "tma_v");
+  EXPECT_EQ(params.out, p.out);
+  EXPECT_EQ(params.lse, p.lse);
+  EXPECT_EQ(params.cu_seqlens_q, p.cu_seqlens_q);
+  EXPECT_EQ(params.cu_seqlens_k, p.cu_seqlens_k);
+  EXPECT_EQ(params.batch, 3);
+  EXPECT_EQ(params.q_heads, 16);
+  EXPECT_EQ(params.kv_heads, 2);
+  EXPECT_EQ(params.group_size, 8);
+  EXPECT_EQ(params.total_q, 3000);
+  EXPECT_EQ(params.total_k, 7000);
+  EXPECT_EQ(params.m_blocks, 12);
+  EXPECT_FLOAT_EQ(params.scale, 0.125f);
+  EXPECT_FLOAT_EQ(params.scale_log2, 0.125f * 1.4426950408889634f);
+}
+
+TEST(FmhaRunner, Fp16VariantEncodesFp16Maps) {
+  fake::Driver driver({fake::h200()});
+  Problem p = validProblem();
+  p.dtype = DType::kFloat16;
+  p.mask = Mask::kNone;
+  p.head_dim = 64;
+  const Status s = run(p, nullptr, 0, driver.makeStream(0));
+  ASSERT_TRUE(s.ok()) << s.toString();
+  for (const fake::TensorMapRecord& m : driver.tensorMaps()) {
+    EXPECT_EQ(m.type, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+    EXPECT_EQ(m.dims[0], 64u);
+  }
+  EXPECT_EQ(driver.lastLaunch().shared_bytes, static_cast<unsigned>(sharedBytes(64)));
+}
+
+TEST(FmhaRunner, OtherSmsAreRefusedBeforeAnyEncodeOrLaunch) {
+  fake::Driver driver({fake::h200(), fake::orin()});
+  const Status s = run(validProblem(), nullptr, 0, driver.makeStream(1));
+  EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
+  EXPECT_EQ(s.message(),
+            "fmha_wgmma_d128_bf16_causal: artifact has sm_90a only; device is sm_87; the fmha "
+            "kernels (wgmma, TMA) run on sm_90 only");
+  EXPECT_EQ(canImplement(validProblem(), 87).message(), s.message());
+  EXPECT_EQ(driver.tensor_map_encodes.load(), 0);
+  EXPECT_EQ(driver.launches.load(), 0);
+  EXPECT_EQ(driver.load_attempts.load(), 0);
+}
+
+TEST(FmhaRunner, InvalidProblemIsRefusedAsCanImplementSays) {
+  fake::Driver driver({fake::h200()});
+  Problem p = validProblem();
+  p.q_heads = 15;
+  const Status s = run(p, nullptr, 0, driver.makeStream(0));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "fmha: q_heads 15 is not a positive multiple of kv_heads 2");
+  EXPECT_EQ(canImplement(p).message(), s.message());
+  p = validProblem();
+  p.head_dim = 64;  // built for fp16 full only
+  EXPECT_EQ(run(p, nullptr, 0, driver.makeStream(0)).message(),
+            "fmha: head_dim 64 is not built for bf16 causal; built for bf16 causal: 128");
+  EXPECT_EQ(driver.tensor_map_encodes.load(), 0);
+  EXPECT_EQ(driver.launches.load(), 0);
+}
+
+TEST(FmhaRunner, ZeroBatchTouchesNothing) {
+  fake::Driver driver({fake::h200()});
+  Problem p;
+  p.dtype = DType::kBFloat16;
+  p.mask = Mask::kCausal;
+  p.head_dim = 128;
+  const Status s = run(p, nullptr, 0, driver.makeStream(0));
+  EXPECT_TRUE(s.ok()) << s.toString();
+  EXPECT_EQ(driver.tensor_map_encodes.load(), 0);
+  EXPECT_EQ(driver.launches.load(), 0);
+  EXPECT_EQ(driver.attribute_queries.load(), 0);
+}
+
+TEST(FmhaRunner, FailedEncodeNamesTheMapAndLaunchesNothing) {
+  fake::Driver driver({fake::h200()});
+  driver.tensor_map_result = CUDA_ERROR_INVALID_VALUE;
+  const Status s = run(validProblem(), nullptr, 0, driver.makeStream(0));
+  ASSERT_EQ(s.code(), StatusCode::kDriverError);
+  EXPECT_EQ(s.message().rfind("fmha: tma_q: tensor map (bf16, rank 3, dims (128, 3000, 16)", 0), 0u)
+      << s.message();
+  EXPECT_NE(s.message().find("CUDA_ERROR_INVALID_VALUE (1)"), std::string::npos) << s.message();
+  EXPECT_EQ(driver.launches.load(), 0);
+}
+
+}  // namespace
+}  // namespace kiln::fmha
