@@ -1,0 +1,165 @@
+// Host reference for the fmha group, in float64, for the GPU numerics test and the CPU tests:
+// prefill attention over a packed ragged batch with the semantics of the runner's contract
+// (runtime/runners/fmha/include/kiln/runners/fmha.h): cumulative offsets per sequence, GQA head
+// mapping, causal masks aligned to the bottom right, the natural-log lse [q_heads, total_q], and
+// out = 0, lse = -inf for a query that sees no key.
+// Header-only, no CUDA headers. Inputs are float64 arrays holding the exact values of the 16-bit
+// inputs (decode them once with Decoder); it is deliberately the plainest loop nest, one query row
+// at a time, so that a caller can spread rows over threads and the CPU tests can check it on
+// hand-computed cases of head dim 2.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace kiln::fmha::reference {
+
+enum class Format { kFloat16, kBFloat16 };
+
+inline constexpr const char* formatName(Format f) {
+  return f == Format::kFloat16 ? "fp16" : "bf16";
+}
+
+// The exact value of a binary16 (1-5-10) or bfloat16 (1-8-7) bit pattern.
+inline double toDouble(std::uint16_t bits, Format f) {
+  const int mantissa_bits = f == Format::kFloat16 ? 10 : 7;
+  const int exponent_bits = f == Format::kFloat16 ? 5 : 8;
+  const int bias = (1 << (exponent_bits - 1)) - 1;
+  const unsigned exponent_mask = (1u << exponent_bits) - 1u;
+  const unsigned exponent = (bits >> mantissa_bits) & exponent_mask;
+  const unsigned mantissa = bits & ((1u << mantissa_bits) - 1u);
+  const double sign = (bits & 0x8000) ? -1.0 : 1.0;
+  if (exponent == exponent_mask) {
+    return mantissa != 0 ? std::numeric_limits<double>::quiet_NaN()
+                         : sign * std::numeric_limits<double>::infinity();
+  }
+  if (exponent == 0)
+    return sign * std::ldexp(static_cast<double>(mantissa), 1 - bias - mantissa_bits);
+  return sign * std::ldexp(static_cast<double>(mantissa + (1u << mantissa_bits)),
+                           static_cast<int>(exponent) - bias - mantissa_bits);
+}
+
+// toDouble for every bit pattern, precomputed: the GPU test decodes millions of elements.
+class Decoder {
+ public:
+  explicit Decoder(Format f) : table_(1u << 16) {
+    for (std::uint32_t bits = 0; bits < (1u << 16); ++bits) {
+      table_[bits] = toDouble(static_cast<std::uint16_t>(bits), f);
+    }
+  }
+  double operator()(std::uint16_t bits) const { return table_[bits]; }
+  std::vector<double> operator()(const std::vector<std::uint16_t>& bits) const {
+    std::vector<double> values(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) values[i] = table_[bits[i]];
+    return values;
+  }
+
+ private:
+  std::vector<double> table_;
+};
+
+// How many keys query i (0-based within its sequence) of a sequence with sq queries and sk keys
+// sees: all sk without a mask; with the bottom-right causal mask, the keys j <= i + sk - sq
+// (FlashAttention's definition), clamped to [0, sk]. Keys are always a prefix of the sequence's.
+inline int visibleKeys(bool causal, int i, int sq, int sk) {
+  if (!causal) return sk;
+  return std::clamp(i + sk - sq + 1, 0, sk);
+}
+
+// One problem in the runner's layouts (fmha.h), values as float64:
+//   q [total_q, q_heads, head_dim], k / v [total_k, kv_heads, head_dim],
+//   cu_seqlens_q / cu_seqlens_k [batch + 1], non-decreasing from 0.
+struct Problem {
+  bool causal = false;
+  int batch = 0;
+  int q_heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  double scale = 1.0;
+  const std::int32_t* cu_seqlens_q = nullptr;
+  const std::int32_t* cu_seqlens_k = nullptr;
+  const double* q = nullptr;
+  const double* k = nullptr;
+  const double* v = nullptr;
+
+  int totalQ() const { return cu_seqlens_q[batch]; }
+  int totalK() const { return cu_seqlens_k[batch]; }
+};
+
+// Query i of sequence b, query head h (KV head h / (q_heads / kv_heads)):
+//   s_j = scale * q[t, h] . k[j, kvh] over the n visible keys j,
+//   out[t, h, :] = sum_j exp(s_j - lse) v[j, kvh, :],  lse[h, t] = log(sum_j exp(s_j))
+// with t = cu_seqlens_q[b] + i. n = 0: out = 0, lse = -inf. `out` is [total_q, q_heads,
+// head_dim] and `lse` [q_heads, total_q] (nullptr: not computed), both unrounded; only this row's
+// elements are written, so rows may be computed concurrently. `scores` is scratch space.
+inline void attendQuery(const Problem& p, int b, int h, int i, std::vector<double>& scores,
+                        double* out, double* lse) {
+  const auto d = static_cast<std::size_t>(p.head_dim);
+  const int sq = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+  const int sk = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+  const int kvh = h / (p.q_heads / p.kv_heads);
+  const std::size_t t = static_cast<std::size_t>(p.cu_seqlens_q[b]) + i;
+  const double* q = p.q + (t * p.q_heads + h) * d;
+  double* o = out + (t * p.q_heads + h) * d;
+  // Row j of K or V for this head: key cu_seqlens_k[b] + j, KV head kvh.
+  auto kvRow = [&](const double* base, int j) {
+    return base + ((static_cast<std::size_t>(p.cu_seqlens_k[b]) + j) * p.kv_heads + kvh) * d;
+  };
+
+  std::fill(o, o + d, 0.0);
+  const int n = visibleKeys(p.causal, i, sq, sk);
+  if (n <= 0) {
+    if (lse != nullptr)
+      lse[static_cast<std::size_t>(h) * p.totalQ() + t] = -std::numeric_limits<double>::infinity();
+    return;
+  }
+  scores.assign(static_cast<std::size_t>(n), 0.0);
+  double max_score = -std::numeric_limits<double>::infinity();
+  for (int j = 0; j < n; ++j) {
+    const double* k = kvRow(p.k, j);
+    double dot = 0.0;
+    for (std::size_t c = 0; c < d; ++c) dot += q[c] * k[c];
+    scores[j] = p.scale * dot;
+    max_score = std::max(max_score, scores[j]);
+  }
+  double sum = 0.0;
+  for (int j = 0; j < n; ++j) {
+    const double w = std::exp(scores[j] - max_score);
+    sum += w;
+    const double* v = kvRow(p.v, j);
+    for (std::size_t c = 0; c < d; ++c) o[c] += w * v[c];
+  }
+  for (std::size_t c = 0; c < d; ++c) o[c] /= sum;
+  if (lse != nullptr) lse[static_cast<std::size_t>(h) * p.totalQ() + t] = max_score + std::log(sum);
+}
+
+// The whole problem, one row after another: out [total_q, q_heads, head_dim], lse [q_heads,
+// total_q] or nullptr.
+inline void attention(const Problem& p, double* out, double* lse) {
+  std::vector<double> scores;
+  for (int b = 0; b < p.batch; ++b) {
+    const int sq = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+    for (int h = 0; h < p.q_heads; ++h) {
+      for (int i = 0; i < sq; ++i) attendQuery(p, b, h, i, scores, out, lse);
+    }
+  }
+}
+
+// ||got - ref||_2 / ||ref||_2 over n elements (||got - ref||_2 when ref is all zero). NaN in
+// `got` gives NaN, which fails every `<= bound` check.
+inline double relativeL2(const Decoder& dec, std::size_t n, const std::uint16_t* got,
+                         const double* ref) {
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double e = dec(got[i]) - ref[i];
+    diff += e * e;
+    norm += ref[i] * ref[i];
+  }
+  return norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+}  // namespace kiln::fmha::reference
