@@ -1,4 +1,5 @@
-// A C bridge from Python (ctypes) to the gdn runner of a kiln artifact, for bench/gdn_vs_torch.py:
+// A C bridge from Python (ctypes) to the gdn runner of a kiln artifact (both problems: decode in
+// place and the multi-token verify), for bench/gdn_vs_torch.py:
 // the benchmark passes raw device pointers (torch's data_ptr()), sizes and its CUDA stream, and
 // gets a status code and message back. The artifact's library is linked statically into this
 // shared library with its symbols hidden, so only these functions show.
@@ -8,8 +9,8 @@
 #include <cstring>
 #include <string>
 
-#include "kiln/groups/gdn.h"
 #include "bridge.h"
+#include "kiln/groups/gdn.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/gdn.h"
 
@@ -20,12 +21,29 @@
 namespace {
 
 // Shapes as one array: {dtype (0 fp16, 1 bf16), batch, heads_qk, heads_v, head_dim_k,
-// head_dim_v, num_slots}.
+// head_dim_v, num_slots}; the multi-token problem appends tokens (T).
 constexpr int kShapeFields = 7;
+constexpr int kMtpShapeFields = 8;
+
+kiln::gdn::DType dtypeOf(int code) {
+  return code == 0 ? kiln::gdn::DType::kFloat16 : kiln::gdn::DType::kBFloat16;
+}
+
+bool badDtype(int code, char* message, std::size_t message_bytes) {
+  if (code == 0 || code == 1) return false;
+  kiln_bench::copyMessage("dtype code " + std::to_string(code) + " is not 0 (fp16) or 1 (bf16)",
+                          message, message_bytes);
+  return true;
+}
 
 }  // namespace
 
-KILN_BENCH_EXPORT int kiln_bench_gdn_shape_fields(void) { return kShapeFields; }
+KILN_BENCH_EXPORT int kiln_bench_gdn_shape_fields(void) {
+  return kShapeFields;
+}
+KILN_BENCH_EXPORT int kiln_bench_gdn_mtp_shape_fields(void) {
+  return kMtpShapeFields;
+}
 
 // One decode step. Returns 0 on success, else the kiln::StatusCode value, with the status text in
 // `message`. stream: a cudaStream_t (torch.cuda.current_stream().cuda_stream).
@@ -33,13 +51,10 @@ KILN_BENCH_EXPORT int kiln_bench_gdn(const int* shape, float scale, const void* 
                                      const void* v, const float* g, const float* beta, void* out,
                                      float* state, const std::int32_t* slots, void* stream,
                                      char* message, std::size_t message_bytes) {
-  if (shape[0] != 0 && shape[0] != 1) {
-    kiln_bench::copyMessage("dtype code " + std::to_string(shape[0]) + " is not 0 (fp16) or 1 (bf16)", message,
-                message_bytes);
+  if (badDtype(shape[0], message, message_bytes))
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
-  }
   kiln::gdn::Problem p;
-  p.dtype = shape[0] == 0 ? kiln::gdn::DType::kFloat16 : kiln::gdn::DType::kBFloat16;
+  p.dtype = dtypeOf(shape[0]);
   p.batch = shape[1];
   p.heads_qk = shape[2];
   p.heads_v = shape[3];
@@ -60,15 +75,49 @@ KILN_BENCH_EXPORT int kiln_bench_gdn(const int* shape, float scale, const void* 
   return static_cast<int>(s.code());
 }
 
-// The i-th gdn variant: its name, head dims and dtype code (0 fp16, 1 bf16). Returns 0, or -1
-// when i is out of range.
+// One multi-token verify step (T = shape[7] tokens per sequence): outputs and every intermediate
+// state into `cache`, the pool `state` only read. Returns as kiln_bench_gdn.
+KILN_BENCH_EXPORT int kiln_bench_gdn_mtp(const int* shape, float scale, const void* q,
+                                         const void* k, const void* v, const float* g,
+                                         const float* beta, void* out, const float* state,
+                                         const std::int32_t* slots, float* cache, void* stream,
+                                         char* message, std::size_t message_bytes) {
+  if (badDtype(shape[0], message, message_bytes))
+    return static_cast<int>(kiln::StatusCode::kInvalidArgument);
+  kiln::gdn::MtpProblem p;
+  p.dtype = dtypeOf(shape[0]);
+  p.batch = shape[1];
+  p.heads_qk = shape[2];
+  p.heads_v = shape[3];
+  p.head_dim_k = shape[4];
+  p.head_dim_v = shape[5];
+  p.num_slots = shape[6];
+  p.tokens = shape[7];
+  p.scale = scale;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.g = g;
+  p.beta = beta;
+  p.out = out;
+  p.state = state;
+  p.slots = slots;
+  p.cache = cache;
+  const kiln::Status s = kiln::gdn::run(p, nullptr, 0, static_cast<kiln::Stream>(stream));
+  kiln_bench::copyMessage(s.toString(), message, message_bytes);
+  return static_cast<int>(s.code());
+}
+
+// The i-th gdn variant: its name, head dims, dtype code (0 fp16, 1 bf16) and max_tokens (1:
+// gdn_decode, in place; more: gdn_decode_mtp). Returns 0, or -1 when i is out of range.
 KILN_BENCH_EXPORT int kiln_bench_variant(int i, char* name, std::size_t name_bytes, int* head_dim_k,
-                                         int* head_dim_v, int* dtype) {
+                                         int* head_dim_v, int* dtype, int* max_tokens) {
   if (i < 0 || i >= static_cast<int>(std::size(kiln::generated::gdn::kVariants))) return -1;
   const auto& v = kiln::generated::gdn::kVariants[i];
   kiln_bench::copyMessage(v.name, name, name_bytes);
   if (head_dim_k != nullptr) *head_dim_k = v.head_dim_k;
   if (head_dim_v != nullptr) *head_dim_v = v.head_dim_v;
   if (dtype != nullptr) *dtype = kiln_bench::dtypeCode(v.dtype);
+  if (max_tokens != nullptr) *max_tokens = v.max_tokens;
   return 0;
 }

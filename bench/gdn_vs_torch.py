@@ -1,28 +1,46 @@
 #!/usr/bin/env python3
-"""kiln gdn (Gated DeltaNet decode) vs plain PyTorch, in one process, on the same data.
+"""kiln gdn (Gated DeltaNet decode) vs flash-linear-attention and plain PyTorch, in one process, on
+the same data.
 
-Loads the ctypes bridge (libkiln_bench_gdn.so, see bench/CMakeLists.txt), then for each batch
-(1, 8, 32, 256), bf16, H = 16 query/key heads, Hv = 32 value heads, d_k = d_v = 128, one token per
-sequence, a float32 state pool [num_slots, Hv, 128, 128] indexed by a permuted slot per sequence:
+Loads the ctypes bridge (libkiln_bench_gdn.so, see bench/CMakeLists.txt). bf16 (or --dtype fp16),
+H = 16 query/key heads, Hv = 32 value heads, d_k = d_v = 128, a float32 state pool
+[num_slots, Hv, 128, 128] indexed by a permuted slot per sequence. Two tables:
 
-  1. checks kiln, and the PyTorch peers, against a float64 torch reference of the same recurrence
+  decode (gdn_decode, one token per sequence, the state updated in place), batch 1, 8, 32, 256;
+  mtp (gdn_decode_mtp, T = 4 draft tokens per sequence, every intermediate state written to a
+  cache [B, T, Hv, 128, 128], the pool only read), batch 1, 8, 32, 256.
+
+Per row:
+  1. kiln and every peer are checked against a float64 torch reference of the same recurrence
      (q, k L2-normalised; S <- exp(g) S; u = beta (v - S^T k); S <- S + k u^T; o = scale S^T q):
-     relative L2 of the output (kiln within the PERF.md bf16 bound 1.2e-2) and of the updated
-     state (1e-4: fp32 in and out, tests/gpu/gdn_numerics_test.cpp) before any timing;
-  2. times kiln (the runner, one kernel, state updated in place) and the peers with CUDA events:
-     warm-up, then the median of the timed runs, rotating through enough input sets that they
-     exceed 4x the L2; torch.cuda._sleep ahead of each timed run keeps the GPU busy while the host
-     enqueues, so the events bracket device time only. The peers are the same recurrence written
-     in PyTorch, vectorised over batch and heads, fp32 state gathered by slot and scattered back
-     (index_copy_): "torch" in eager mode, and "torch_graph" the same ops captured in a CUDA graph
-     (one graph per input set) to take the launch overhead out;
-  3. reports TB/s of state bytes (read + written: 2 * B * Hv * 128 * 128 * 4), % of the
-     device-to-device copy bandwidth measured in this run, the floor (state bytes / copy
-     bandwidth), and kiln / peer ratios.
+     relative L2 of the outputs (kiln within the PERF.md bound, bf16 1.2e-2) and of the states
+     (1e-4: fp32 in and out, tests/gpu/gdn_numerics_test.cpp), before any timing; mtp also checks
+     that the pool is bit-identical afterwards;
+  2. times kiln (the runner, one kernel) and the peers with CUDA events: warm-up, then the median
+     of the timed runs, rotating through enough input sets that they exceed 4x the L2;
+     torch.cuda._sleep ahead of each timed run keeps the GPU busy while the host enqueues, so the
+     events bracket device time only. Peers:
+       fla          flash-linear-attention's fused recurrent kernel,
+                    fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule(q, k, v, g, beta,
+                    scale, initial_state, output_final_state=True, use_qk_l2norm_in_kernel=True),
+                    on the state gathered by slot beforehand (fla takes one initial state per
+                    sequence and returns the final state as a new tensor: no slot indirection, no
+                    scatter back, which favours it). For mtp one call over the T tokens returns
+                    only the final state, so it moves 2 states per sequence where kiln moves
+                    1 + T: reported, but not the same work;
+       fla_steps    (mtp only) fla once per token, each call starting from the last one's final
+                    state: all T intermediate states, as kiln, at 2 T states moved;
+       torch        the recurrence in PyTorch, vectorised over batch and heads, eager;
+       torch_graph  the same ops captured in a CUDA graph (one graph per input set).
+     fla is optional: without it (ImportError) the rows say so and the other peers run;
+  3. reports TB/s of state bytes (decode: read + written, 2 B Hv 128^2 4; mtp: the pool read once
+     and T states written, (1 + T) B Hv 128^2 4), % of the device-to-device copy bandwidth
+     measured in this run, the floor (state bytes / copy bandwidth), and peer / kiln ratios
+     (> 1: kiln is faster).
 
-flash-linear-attention (fla) is not installed on the benchmark machine, so it is not a peer; the
-output says so. SM and memory clocks are logged (nvidia-smi) before and after. Writes JSON to
---json and prints a table. Exit code 1 when kiln's correctness check fails.
+SM and memory clocks are logged (nvidia-smi) before and after. Writes JSON to --json and prints
+the tables. Exit code 1 when a kiln correctness check fails (a failing peer is recorded, not
+fatal).
 """
 import argparse
 import ctypes
@@ -38,39 +56,57 @@ STATE_BOUND = 1e-4  # the state is fp32 in and out (tests/gpu/gdn_numerics_test.
 DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 DTYPE_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 BATCHES = [1, 8, 32, 256]
+MTP_TOKENS = 4
 HEADS_QK, HEADS_V, DK, DV = 16, 32, 128, 128
 L2_EPS = 1e-6
-FLA_NOTE = ("flash-linear-attention (fla) is not available on this machine: not benchmarked; "
-            "the peers are plain PyTorch")
+RUNS = 50
+FLA_INSTALL = ("pip install --no-index --no-deps --target /tmp/site .whl/*.whl; "
+               "PYTHONPATH=/tmp/site (bench/README.md)")
 
 
 class Kiln(kb.Bridge):
     def __init__(self, path):
         super().__init__(path)
         self.lib.kiln_bench_gdn_shape_fields.restype = ctypes.c_int
+        self.lib.kiln_bench_gdn_mtp_shape_fields.restype = ctypes.c_int
         self.fields = self.lib.kiln_bench_gdn_shape_fields()
+        self.mtp_fields = self.lib.kiln_bench_gdn_mtp_shape_fields()
         f = self.lib.kiln_bench_gdn
         f.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_float] + [ctypes.c_void_p] * 9 + [
             ctypes.c_char_p, ctypes.c_size_t]
         f.restype = ctypes.c_int
-        self.variants = []
+        f = self.lib.kiln_bench_gdn_mtp
+        f.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_float] + [ctypes.c_void_p] * 10 + [
+            ctypes.c_char_p, ctypes.c_size_t]
+        f.restype = ctypes.c_int
+        self.variants = []  # (name, dk, dv, dtype code, max_tokens)
         i = 0
         while True:
             name = ctypes.create_string_buffer(128)
-            dk, dv, dtype = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+            dk, dv, dtype, tokens = ctypes.c_int(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
             if self.lib.kiln_bench_variant(i, name, 128, ctypes.byref(dk), ctypes.byref(dv),
-                                           ctypes.byref(dtype)) != 0:
+                                           ctypes.byref(dtype), ctypes.byref(tokens)) != 0:
                 break
-            self.variants.append((name.value.decode(), dk.value, dv.value, dtype.value))
+            self.variants.append((name.value.decode(), dk.value, dv.value, dtype.value,
+                                  tokens.value))
             i += 1
 
-    def has(self, dk, dv, dtype):
-        return any(a == dk and b == dv and d == DTYPE_CODE[dtype] for _, a, b, d in self.variants)
+    def has(self, dk, dv, dtype, tokens):
+        """A variant of these dims and dtype for `tokens` tokens: 1 is gdn_decode (max_tokens 1),
+        more is gdn_decode_mtp (max_tokens >= tokens)."""
+        return any(a == dk and b == dv and d == DTYPE_CODE[dtype] and
+                   ((t == 1) if tokens == 1 else (t > 1 and t >= tokens))
+                   for _, a, b, d, t in self.variants)
 
     def shape(self, dtype, batch, num_slots):
         values = [DTYPE_CODE[dtype], batch, HEADS_QK, HEADS_V, DK, DV, num_slots]
         assert len(values) == self.fields
         return (ctypes.c_int * self.fields)(*values)
+
+    def mtp_shape(self, dtype, batch, num_slots, tokens):
+        values = [DTYPE_CODE[dtype], batch, HEADS_QK, HEADS_V, DK, DV, num_slots, tokens]
+        assert len(values) == self.mtp_fields
+        return (ctypes.c_int * self.mtp_fields)(*values)
 
     def __call__(self, shape, scale, s):
         stream = torch.cuda.current_stream().cuda_stream
@@ -81,62 +117,177 @@ class Kiln(kb.Bridge):
         if rc != 0:
             raise RuntimeError(f"kiln gdn: {self.message.value.decode()}")
 
+    def mtp(self, shape, scale, s):
+        stream = torch.cuda.current_stream().cuda_stream
+        rc = self.lib.kiln_bench_gdn_mtp(
+            shape, scale, s["q"].data_ptr(), s["k"].data_ptr(), s["v"].data_ptr(),
+            s["g"].data_ptr(), s["beta"].data_ptr(), s["out"].data_ptr(), s["state"].data_ptr(),
+            s["slots"].data_ptr(), s["cache"].data_ptr(), stream, self.message, len(self.message))
+        if rc != 0:
+            raise RuntimeError(f"kiln gdn mtp: {self.message.value.decode()}")
 
-def torch_gdn(q, k, v, g, beta, state, slots, scale, compute=torch.float32):
-    """The recurrence in plain PyTorch, vectorised over batch and heads; state updated in place.
-    q, k [B, H, dk]; v [B, Hv, dv]; g, beta [B, Hv]; state [N, Hv, dk, dv]; slots [B] int64.
-    Returns o [B, Hv, dv] in `compute` (the caller casts)."""
-    group = v.shape[1] // q.shape[1]
-    qf = q.to(compute)
-    kf = k.to(compute)
-    qf = qf * torch.rsqrt((qf * qf).sum(-1, keepdim=True) + L2_EPS)
-    kf = kf * torch.rsqrt((kf * kf).sum(-1, keepdim=True) + L2_EPS)
-    qf = qf.repeat_interleave(group, dim=1)  # [B, Hv, dk]: value head hv reads head hv // group
-    kf = kf.repeat_interleave(group, dim=1)
-    S = state.index_select(0, slots).to(compute)  # [B, Hv, dk, dv]
+
+def load_fla():
+    """(fused_recurrent_gated_delta_rule or None, a note saying which or why not)."""
+    try:
+        import fla
+        from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+    except Exception as e:  # noqa: BLE001 - any import failure means: no fla peer
+        return None, (f"flash-linear-attention is not importable ({type(e).__name__}: "
+                      f"{str(e).splitlines()[0][:200]}): not benchmarked; to install it: "
+                      f"{FLA_INSTALL}")
+    return fused_recurrent_gated_delta_rule, (
+        f"flash-linear-attention {getattr(fla, '__version__', '?')}: "
+        "fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule")
+
+
+# ---- the recurrence in PyTorch ----------------------------------------------------------------
+
+def normalise(x, group, compute):
+    """x [.., H, dk] -> L2-normalised in `compute`, repeated to [.., Hv, dk] (value head hv reads
+    query/key head hv // group)."""
+    xf = x.to(compute)
+    xf = xf * torch.rsqrt((xf * xf).sum(-1, keepdim=True) + L2_EPS)
+    return xf.repeat_interleave(group, dim=-2)
+
+
+def rule_step(S, qf, kf, v, g, beta, scale, compute):
+    """One token on S [B, Hv, dk, dv] (returned updated); qf, kf [B, Hv, dk] normalised; v [B, Hv,
+    dv]; g, beta [B, Hv]. Returns (S, o [B, Hv, dv] in `compute`)."""
     S = S * torch.exp(g.to(compute))[..., None, None]
     kv = torch.einsum("bhk,bhkv->bhv", kf, S)
     u = beta.to(compute)[..., None] * (v.to(compute) - kv)
     S = S + kf[..., :, None] * u[..., None, :]
-    o = scale * torch.einsum("bhk,bhkv->bhv", qf, S)
+    return S, scale * torch.einsum("bhk,bhkv->bhv", qf, S)
+
+
+def torch_gdn(q, k, v, g, beta, state, slots, scale, compute=torch.float32):
+    """Decode, vectorised over batch and heads; state updated in place. q, k [B, H, dk]; v [B, Hv,
+    dv]; g, beta [B, Hv]; state [N, Hv, dk, dv]; slots [B] int64. Returns o [B, Hv, dv] in
+    `compute` (the caller casts)."""
+    group = v.shape[1] // q.shape[1]
+    S = state.index_select(0, slots).to(compute)  # [B, Hv, dk, dv]
+    S, o = rule_step(S, normalise(q, group, compute), normalise(k, group, compute), v, g, beta,
+                     scale, compute)
     state.index_copy_(0, slots, S.to(state.dtype))
     return o
 
 
-def make_set(batch, dtype, gen):
+def torch_mtp(q, k, v, g, beta, state, slots, scale, cache, compute=torch.float32):
+    """Multi-token verify: q, k [B, T, H, dk]; v [B, T, Hv, dv]; g, beta [B, T, Hv]; state [N, Hv,
+    dk, dv] only read; cache [B, T, Hv, dk, dv] gets the state after each token. Returns o [B, T,
+    Hv, dv] in `compute`."""
+    group = v.shape[2] // q.shape[2]
+    qf, kf = normalise(q, group, compute), normalise(k, group, compute)
+    S = state.index_select(0, slots).to(compute)
+    outs = []
+    for t in range(q.shape[1]):
+        S, o = rule_step(S, qf[:, t], kf[:, t], v[:, t], g[:, t], beta[:, t], scale, compute)
+        cache[:, t].copy_(S)
+        outs.append(o)
+    return torch.stack(outs, dim=1)
+
+
+# ---- inputs and checks ------------------------------------------------------------------------
+
+def make_set(batch, dtype, gen, tokens=None):
+    """One input set; tokens None: the decode layouts, else [B, T, ...] and a cache."""
     num_slots = batch + batch // 4 + 2
     perm = torch.randperm(num_slots, device="cuda", generator=gen)[:batch]
-    q = torch.randn(batch, HEADS_QK, DK, device="cuda", generator=gen).to(dtype)
-    k = torch.randn(batch, HEADS_QK, DK, device="cuda", generator=gen).to(dtype)
-    v = torch.randn(batch, HEADS_V, DV, device="cuda", generator=gen).to(dtype)
-    g = -torch.rand(batch, HEADS_V, device="cuda", generator=gen)  # in (-1, 0]
-    beta = torch.rand(batch, HEADS_V, device="cuda", generator=gen)
+    lead = (batch,) if tokens is None else (batch, tokens)
+    q = torch.randn(*lead, HEADS_QK, DK, device="cuda", generator=gen).to(dtype)
+    k = torch.randn(*lead, HEADS_QK, DK, device="cuda", generator=gen).to(dtype)
+    v = torch.randn(*lead, HEADS_V, DV, device="cuda", generator=gen).to(dtype)
+    g = -torch.rand(*lead, HEADS_V, device="cuda", generator=gen)  # in (-1, 0]
+    beta = torch.rand(*lead, HEADS_V, device="cuda", generator=gen)
     state = torch.randn(num_slots, HEADS_V, DK, DV, device="cuda", generator=gen) * 0.5
-    return {"q": q, "k": k, "v": v, "g": g, "beta": beta, "state": state,
-            "slots": perm.to(torch.int32).contiguous(), "slots64": perm.contiguous(),
-            "out": torch.empty(batch, HEADS_V, DV, dtype=dtype, device="cuda"),
-            "num_slots": num_slots}
+    s = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "state": state,
+         "slots": perm.to(torch.int32).contiguous(), "slots64": perm.contiguous(),
+         "out": torch.empty(*lead, HEADS_V, DV, dtype=dtype, device="cuda"),
+         "num_slots": num_slots}
+    if tokens is not None:
+        s["cache"] = torch.empty(batch, tokens, HEADS_V, DK, DV, device="cuda")
+    return s
 
 
 def rel_l2(got, ref):
     return ((got.double() - ref).norm() / ref.norm()).item()
 
 
+def finite(x):
+    return bool(torch.isfinite(x).all().item())
+
+
+def timed_into(row, key, fn, sets, busy_cycles, state_bytes):
+    """Times fn over the sets into row[key_us], row[key_tbps] and the kiln ratio; a failure is
+    recorded as row[key_error]."""
+    try:
+        med, mn = kb.timed(fn, sets, RUNS, 10, busy_cycles)
+    except Exception as e:  # noqa: BLE001 - a peer's failure is recorded, the run goes on
+        row[f"{key}_error"] = f"timing: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        return
+    row.update({f"{key}_us": med * 1e3, f"{key}_min_us": mn * 1e3,
+                f"{key}_tbps": kb.tbps(state_bytes, med)})
+    if key != "kiln" and "kiln_us" in row:
+        row[f"kiln_vs_{key}"] = med / (row["kiln_us"] * 1e-3)  # > 1: kiln is faster
+
+
+def graph_peer(row, sets, fn):
+    """fn(set) captured in one CUDA graph per set; returns a replay function, or None (the
+    capture error recorded in row)."""
+    graphs = {}
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for s in sets:  # warm-up outside capture (allocator, kernels)
+                fn(s)
+        torch.cuda.current_stream().wait_stream(side)
+        for i, s in enumerate(sets):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                fn(s)
+            graphs[i] = graph
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - a capture failure is recorded, the run goes on
+        row["torch_graph_error"] = f"capture: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        return None, graphs
+    index = {id(s): i for i, s in enumerate(sets)}
+    return (lambda s: graphs[index[id(s)]].replay()), graphs
+
+
+def record_check(row, name, ok, why):
+    row[f"{name}_correct"] = ok
+    if not ok:
+        row[f"{name}_why"] = why
+    return ok
+
+
+# ---- decode rows ------------------------------------------------------------------------------
+
 def torch_eager(s, scale):
     s["out"].copy_(torch_gdn(s["q"], s["k"], s["v"], s["g"], s["beta"], s["state"], s["slots64"],
                              scale))
 
 
-def bench_row(kiln, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
+def fla_decode(fla_fn, s, scale):
+    """fla on one token per sequence, from the states gathered by slot (s["h0"])."""
+    o, ht = fla_fn(s["q"][:, None], s["k"][:, None], s["v"][:, None], g=s["g"][:, None],
+                   beta=s["beta"][:, None], scale=scale, initial_state=s["h0"],
+                   output_final_state=True, use_qk_l2norm_in_kernel=True)
+    return o[:, 0], ht
+
+
+def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
     scale = 1.0 / math.sqrt(DK)
     state_bytes = 2 * batch * HEADS_V * DK * DV * 4  # read + written
     nsets = kb.rotation_sets(state_bytes // 2, l2_bytes, 8)
     sets = [make_set(batch, dtype, gen) for _ in range(nsets)]
     s0 = sets[0]
     shape = kiln.shape(dtype, batch, s0["num_slots"])
-    row = {"dtype": DTYPE_NAME[dtype], "batch": batch, "heads_qk": HEADS_QK, "heads_v": HEADS_V,
-           "head_dim_k": DK, "head_dim_v": DV, "num_slots": s0["num_slots"],
-           "state_bytes": state_bytes, "input_sets": nsets,
+    row = {"op": "decode", "dtype": DTYPE_NAME[dtype], "batch": batch, "tokens": 1,
+           "heads_qk": HEADS_QK, "heads_v": HEADS_V, "head_dim_k": DK, "head_dim_v": DV,
+           "num_slots": s0["num_slots"], "state_bytes": state_bytes, "input_sets": nsets,
            "floor_us": state_bytes / (copy_tbps * 1e12) * 1e6}
 
     # Correctness on set 0, before any timing: each implementation on its own copy of the state.
@@ -145,6 +296,7 @@ def bench_row(kiln, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
     ref_out = torch_gdn(s0["q"], s0["k"], s0["v"], s0["g"], s0["beta"], ref_state, s0["slots64"],
                         scale, compute=torch.float64)
     live = s0["slots64"]
+    bound = REL_L2_BOUND[dtype]
 
     def check(name, fn):
         s0["state"].copy_(state0)
@@ -157,15 +309,11 @@ def bench_row(kiln, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
         mask = torch.ones(s0["num_slots"], dtype=torch.bool, device="cuda")
         mask[live] = False
         untouched = bool(torch.equal(s0["state"][mask], state0[mask]))
-        ok = (bool(torch.isfinite(s0["out"]).all().item()) and out_rel <= REL_L2_BOUND[dtype]
-              and st_rel <= STATE_BOUND and untouched)
-        row.update({f"{name}_rel_l2": out_rel, f"{name}_state_rel_l2": st_rel,
-                    f"{name}_correct": ok})
-        if not ok:
-            row[f"{name}_why"] = (f"out rel L2 {out_rel:.3g} (bound {REL_L2_BOUND[dtype]}), state "
-                                  f"rel L2 {st_rel:.3g} (bound {STATE_BOUND}), unowned slots "
-                                  f"{'untouched' if untouched else 'CHANGED'}")
-        return ok
+        row.update({f"{name}_rel_l2": out_rel, f"{name}_state_rel_l2": st_rel})
+        return record_check(
+            row, name, finite(s0["out"]) and out_rel <= bound and st_rel <= STATE_BOUND and untouched,
+            f"out rel L2 {out_rel:.3g} (bound {bound}), state rel L2 {st_rel:.3g} (bound "
+            f"{STATE_BOUND}), unowned slots {'untouched' if untouched else 'CHANGED'}")
 
     ok = check("kiln", lambda s: kiln(shape, scale, s))
     row["correct"] = ok
@@ -173,45 +321,34 @@ def bench_row(kiln, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
         row["why"] = row["kiln_why"]
     torch_ok = check("torch", lambda s: torch_eager(s, scale))
     s0["state"].copy_(state0)
+
+    fla_ok = False
+    if fla_fn is not None:
+        for s in sets:
+            s["h0"] = s["state"].index_select(0, s["slots64"])  # gathered once, outside timing
+        try:
+            o, ht = fla_decode(fla_fn, s0, scale)
+            torch.cuda.synchronize()
+            out_rel, st_rel = rel_l2(o, ref_out), rel_l2(ht, ref_state[live])
+            row.update({"fla_rel_l2": out_rel, "fla_state_rel_l2": st_rel})
+            fla_ok = record_check(row, "fla", finite(o) and out_rel <= bound and st_rel <= STATE_BOUND,
+                                  f"out rel L2 {out_rel:.3g} (bound {bound}), state rel L2 "
+                                  f"{st_rel:.3g} (bound {STATE_BOUND})")
+        except Exception as e:  # noqa: BLE001
+            row["fla_error"] = f"check: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
     del ref_state, ref_out, state0
 
-    runs = 50
     if ok:
-        med, mn = kb.timed(lambda s: kiln(shape, scale, s), sets, runs, 10, busy_cycles)
-        row.update({"kiln_us": med * 1e3, "kiln_min_us": mn * 1e3,
-                    "kiln_tbps": kb.tbps(state_bytes, med)})
-        row["kiln_pct_of_copy"] = 100 * row["kiln_tbps"] / copy_tbps
-    peers = [("torch", lambda s: torch_eager(s, scale))]
-    # torch_graph: the eager ops captured once per input set, replayed on it.
-    graphs = {}
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for s in sets:  # warm-up outside capture (allocator, kernels)
-                torch_eager(s, scale)
-        torch.cuda.current_stream().wait_stream(side)
-        for i, s in enumerate(sets):
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                torch_eager(s, scale)
-            graphs[i] = graph
-        torch.cuda.synchronize()
-        index = {id(s): i for i, s in enumerate(sets)}
-        peers.append(("torch_graph", lambda s: graphs[index[id(s)]].replay()))
-    except Exception as e:  # noqa: BLE001 - a capture failure is recorded, the run goes on
-        row["torch_graph_error"] = f"capture: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        timed_into(row, "kiln", lambda s: kiln(shape, scale, s), sets, busy_cycles, state_bytes)
+        row["kiln_pct_of_copy"] = 100 * row["kiln_tbps"] / copy_tbps if "kiln_tbps" in row else None
+    if fla_ok:
+        timed_into(row, "fla", lambda s: fla_decode(fla_fn, s, scale), sets, busy_cycles,
+                   state_bytes)
+    timed_into(row, "torch", lambda s: torch_eager(s, scale), sets, busy_cycles, state_bytes)
+    replay, graphs = graph_peer(row, sets, lambda s: torch_eager(s, scale))
     row["torch_graph_rel_l2_note"] = "same ops as torch (eager), checked there"
-    for key, fn in peers:
-        try:
-            med, mn = kb.timed(fn, sets, runs, 10, busy_cycles)
-        except Exception as e:  # noqa: BLE001
-            row[f"{key}_error"] = f"timing: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
-            continue
-        row.update({f"{key}_us": med * 1e3, f"{key}_min_us": mn * 1e3,
-                    f"{key}_tbps": kb.tbps(state_bytes, med)})
-        if "kiln_us" in row:
-            row[f"kiln_vs_{key}"] = med / (row["kiln_us"] * 1e-3)  # > 1: kiln is faster
+    if replay is not None:
+        timed_into(row, "torch_graph", replay, sets, busy_cycles, state_bytes)
     if not torch_ok:
         row["torch_note"] = "the torch peer failed its own correctness check: " + row["torch_why"]
     del sets, graphs
@@ -220,13 +357,155 @@ def bench_row(kiln, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
     return row
 
 
+# ---- mtp rows ---------------------------------------------------------------------------------
+
+def torch_mtp_eager(s, scale):
+    s["out"].copy_(torch_mtp(s["q"], s["k"], s["v"], s["g"], s["beta"], s["state"], s["slots64"],
+                             scale, s["cache"]))
+
+
+def fla_mtp(fla_fn, s, scale):
+    """fla over the T tokens in one call: outputs and the final state only."""
+    return fla_fn(s["q"], s["k"], s["v"], g=s["g"], beta=s["beta"], scale=scale,
+                  initial_state=s["h0"], output_final_state=True, use_qk_l2norm_in_kernel=True)
+
+
+def fla_mtp_steps(fla_fn, s, scale):
+    """fla once per token: outputs [B, T, Hv, dv] and the T intermediate states (a list)."""
+    h, outs, states = s["h0"], [], []
+    for t in range(s["q"].shape[1]):
+        o, h = fla_fn(s["q"][:, t:t + 1], s["k"][:, t:t + 1], s["v"][:, t:t + 1],
+                      g=s["g"][:, t:t + 1], beta=s["beta"][:, t:t + 1], scale=scale,
+                      initial_state=h, output_final_state=True, use_qk_l2norm_in_kernel=True)
+        outs.append(o)
+        states.append(h)
+    return torch.cat(outs, dim=1), states
+
+
+def mtp_row(kiln, fla_fn, batch, tokens, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
+    scale = 1.0 / math.sqrt(DK)
+    head_bytes = HEADS_V * DK * DV * 4
+    state_bytes = (1 + tokens) * batch * head_bytes  # the pool read once, T states written
+    nsets = kb.rotation_sets(state_bytes, l2_bytes, 8)
+    sets = [make_set(batch, dtype, gen, tokens) for _ in range(nsets)]
+    s0 = sets[0]
+    shape = kiln.mtp_shape(dtype, batch, s0["num_slots"], tokens)
+    row = {"op": "mtp", "dtype": DTYPE_NAME[dtype], "batch": batch, "tokens": tokens,
+           "heads_qk": HEADS_QK, "heads_v": HEADS_V, "head_dim_k": DK, "head_dim_v": DV,
+           "num_slots": s0["num_slots"], "state_bytes": state_bytes, "input_sets": nsets,
+           "floor_us": state_bytes / (copy_tbps * 1e12) * 1e6,
+           "fla_bytes_note": "fla (one call) writes only the final state: 2 states per sequence "
+                             "moved, not 1 + T; fla_steps writes all T: 2 T states moved",
+           "fla_state_bytes": 2 * batch * head_bytes,
+           "fla_steps_state_bytes": 2 * tokens * batch * head_bytes}
+
+    state0 = s0["state"].clone()
+    ref_cache = torch.empty(batch, tokens, HEADS_V, DK, DV, dtype=torch.float64, device="cuda")
+    ref_out = torch_mtp(s0["q"], s0["k"], s0["v"], s0["g"], s0["beta"], state0.double(),
+                        s0["slots64"], scale, ref_cache, compute=torch.float64)
+    bound = REL_L2_BOUND[dtype]
+
+    def check(name, fn):
+        s0["out"].fill_(float("nan"))
+        s0["cache"].fill_(float("nan"))
+        fn(s0)
+        torch.cuda.synchronize()
+        out_rel = rel_l2(s0["out"], ref_out)
+        cache_rel = max(rel_l2(s0["cache"][:, t], ref_cache[:, t]) for t in range(tokens))
+        pool_same = bool(torch.equal(s0["state"], state0))
+        row.update({f"{name}_rel_l2": out_rel, f"{name}_state_rel_l2": cache_rel})
+        return record_check(
+            row, name, finite(s0["out"]) and finite(s0["cache"]) and out_rel <= bound and
+            cache_rel <= STATE_BOUND and pool_same,
+            f"out rel L2 {out_rel:.3g} (bound {bound}), worst token's cached state rel L2 "
+            f"{cache_rel:.3g} (bound {STATE_BOUND}), pool {'untouched' if pool_same else 'CHANGED'}")
+
+    ok = check("kiln", lambda s: kiln.mtp(shape, scale, s))
+    row["correct"] = ok
+    if not ok:
+        row["why"] = row["kiln_why"]
+    torch_ok = check("torch", lambda s: torch_mtp_eager(s, scale))
+    s0["state"].copy_(state0)
+
+    fla_ok = fla_steps_ok = False
+    if fla_fn is not None:
+        for s in sets:
+            s["h0"] = s["state"].index_select(0, s["slots64"])
+        try:
+            o, ht = fla_mtp(fla_fn, s0, scale)
+            torch.cuda.synchronize()
+            out_rel, st_rel = rel_l2(o, ref_out), rel_l2(ht, ref_cache[:, tokens - 1])
+            row.update({"fla_rel_l2": out_rel, "fla_state_rel_l2": st_rel})
+            fla_ok = record_check(row, "fla", finite(o) and out_rel <= bound and st_rel <= STATE_BOUND,
+                                  f"out rel L2 {out_rel:.3g}, final state rel L2 {st_rel:.3g}")
+            o, states = fla_mtp_steps(fla_fn, s0, scale)
+            torch.cuda.synchronize()
+            out_rel = rel_l2(o, ref_out)
+            st_rel = max(rel_l2(h, ref_cache[:, t]) for t, h in enumerate(states))
+            row.update({"fla_steps_rel_l2": out_rel, "fla_steps_state_rel_l2": st_rel})
+            fla_steps_ok = record_check(
+                row, "fla_steps", finite(o) and out_rel <= bound and st_rel <= STATE_BOUND,
+                f"out rel L2 {out_rel:.3g}, worst token's state rel L2 {st_rel:.3g}")
+            del o, states
+        except Exception as e:  # noqa: BLE001
+            row["fla_error"] = f"check: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+    del ref_cache, ref_out, state0
+
+    if ok:
+        timed_into(row, "kiln", lambda s: kiln.mtp(shape, scale, s), sets, busy_cycles, state_bytes)
+        row["kiln_pct_of_copy"] = 100 * row["kiln_tbps"] / copy_tbps if "kiln_tbps" in row else None
+    if fla_ok:
+        timed_into(row, "fla", lambda s: fla_mtp(fla_fn, s, scale), sets, busy_cycles,
+                   row["fla_state_bytes"])
+    if fla_steps_ok:
+        timed_into(row, "fla_steps", lambda s: fla_mtp_steps(fla_fn, s, scale), sets, busy_cycles,
+                   row["fla_steps_state_bytes"])
+    timed_into(row, "torch", lambda s: torch_mtp_eager(s, scale), sets, busy_cycles, state_bytes)
+    replay, graphs = graph_peer(row, sets, lambda s: torch_mtp_eager(s, scale))
+    row["torch_graph_rel_l2_note"] = "same ops as torch (eager), checked there"
+    if replay is not None:
+        timed_into(row, "torch_graph", replay, sets, busy_cycles, state_bytes)
+    if not torch_ok:
+        row["torch_note"] = "the torch peer failed its own correctness check: " + row["torch_why"]
+    del sets, graphs
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    return row
+
+
+# ---- output -----------------------------------------------------------------------------------
+
+def print_table(title, rows, peers):
+    def fmt(row, key, spec):
+        return format(row[key], spec) if row.get(key) is not None else "-"
+
+    print(f"\n{title}")
+    header = (f"{'B':>4} {'T':>2} {'floor us':>8} {'kiln us':>8} {'TB/s':>6} {'% copy':>6} " +
+              " ".join(f"{p + ' us':>12}" for p in peers) + " " +
+              " ".join(f"{'/' + p:>12}" for p in peers) + f" {'out L2':>8} {'state L2':>8}  ok")
+    kb.print_header(header)
+    for r in rows:
+        print(f"{r['batch']:>4} {r['tokens']:>2} {r['floor_us']:8.1f} {fmt(r, 'kiln_us', '8.1f'):>8} "
+              f"{fmt(r, 'kiln_tbps', '6.2f'):>6} {fmt(r, 'kiln_pct_of_copy', '5.1f'):>5}% " +
+              " ".join(f"{fmt(r, p + '_us', '12.1f'):>12}" for p in peers) + " " +
+              " ".join(f"{fmt(r, 'kiln_vs_' + p, '11.2f'):>11}x" for p in peers) +
+              f" {r['kiln_rel_l2']:8.2e} {r['kiln_state_rel_l2']:8.2e}  "
+              f"{'yes' if r['correct'] else 'NO ' + r.get('why', '')}")
+        for key in [p + s for p in ["fla", "fla_steps", "torch", "torch_graph"]
+                    for s in ("_error", "_why", "_note")]:
+            if key in r:
+                print(f"    {key}: {r[key]}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lib", required=True, help="path of libkiln_bench_gdn.so")
     ap.add_argument("--json", required=True, help="where to write the results")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
+    ap.add_argument("--ops", default="decode,mtp", help="comma list of decode, mtp")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
+    ops = [o for o in args.ops.split(",") if o]
 
     kiln = Kiln(args.lib)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
@@ -235,11 +514,7 @@ def main():
     seed, gen = kb.start_seed(args.seed)
     busy_cycles = 400000  # ~200 us of GPU work ahead of each timed call
 
-    try:
-        import fla  # noqa: F401
-        fla_note = "flash-linear-attention is importable but not benchmarked by this script"
-    except ImportError:
-        fla_note = FLA_NOTE
+    fla_fn, fla_note = load_fla()
     result = kb.result_header("gdn_vs_torch", props, l2_bytes, kiln, seed, {"fla": fla_note})
     copy_tbps = kb.measure_copy(result)
     print(f"{props.name} sm_{result['sm']} ({props.multi_processor_count} SMs), driver "
@@ -248,37 +523,35 @@ def main():
     print(fla_note)
     kb.print_copy(result)
 
-    rows = []
-    if not kiln.has(DK, DV, dtype):
-        print(f"gdn_decode_dk{DK}_dv{DV}_{args.dtype} is not in the artifact")
-        result["rows"] = rows
-        result["failed_checks"] = 1
-        kb.write_json(args.json, result)
-        return 1
-    for batch in BATCHES:
-        rows.append(bench_row(kiln, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles))
+    rows, failed = [], 0
+    for op, tokens in (("decode", 1), ("mtp", MTP_TOKENS)):
+        if op not in ops:
+            continue
+        if not kiln.has(DK, DV, dtype, tokens):
+            family = "gdn_decode" if tokens == 1 else "gdn_decode_mtp"
+            print(f"{family}_dk{DK}_dv{DV}_{args.dtype} is not in the artifact")
+            failed += 1
+            continue
+        for batch in BATCHES:
+            if op == "decode":
+                rows.append(bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen,
+                                      busy_cycles))
+            else:
+                rows.append(mtp_row(kiln, fla_fn, batch, tokens, dtype, copy_tbps, l2_bytes, gen,
+                                    busy_cycles))
     result["rows"] = rows
     result["clocks_after"] = kb.clocks()
 
-    def fmt(row, key, spec):
-        return format(row[key], spec) if key in row else "-"
-
-    header = (f"{'B':>4} {'floor us':>8} {'kiln us':>8} {'TB/s':>6} {'% copy':>6} "
-              f"{'torch us':>8} {'graph us':>8} {'/torch':>7} {'/graph':>7} {'out L2':>8} "
-              f"{'state L2':>8}  ok")
-    kb.print_header(header)
-    failed = 0
-    for r in rows:
-        failed += not r["correct"]
-        print(f"{r['batch']:>4} {r['floor_us']:8.1f} {fmt(r, 'kiln_us', '8.1f'):>8} "
-              f"{fmt(r, 'kiln_tbps', '6.2f'):>6} {fmt(r, 'kiln_pct_of_copy', '5.1f'):>5}% "
-              f"{fmt(r, 'torch_us', '8.1f'):>8} {fmt(r, 'torch_graph_us', '8.1f'):>8} "
-              f"{fmt(r, 'kiln_vs_torch', '6.2f'):>6}x {fmt(r, 'kiln_vs_torch_graph', '6.2f'):>6}x "
-              f"{r['kiln_rel_l2']:8.2e} {r['kiln_state_rel_l2']:8.2e}  "
-              f"{'yes' if r['correct'] else 'NO ' + r.get('why', '')}")
-        for key in ("torch_error", "torch_graph_error", "torch_note"):
-            if key in r:
-                print(f"    {key}: {r[key]}")
+    decode_rows = [r for r in rows if r["op"] == "decode"]
+    mtp_rows = [r for r in rows if r["op"] == "mtp"]
+    if decode_rows:
+        print_table("decode (gdn_decode: one token, state in place; bytes: the state read + "
+                    "written)", decode_rows, ["fla", "torch", "torch_graph"])
+    if mtp_rows:
+        print_table(f"mtp (gdn_decode_mtp: T = {MTP_TOKENS} tokens, every state to the cache; "
+                    "bytes: the pool read + T states written; fla writes the final state only)",
+                    mtp_rows, ["fla", "fla_steps", "torch", "torch_graph"])
+    failed += sum(not r["correct"] for r in rows)
     return kb.finish(args.json, result, failed)
 
 

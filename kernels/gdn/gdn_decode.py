@@ -1,14 +1,16 @@
 # Gated DeltaNet decode (one token per sequence) in CuTe DSL, for kiln's cute_dsl front end
 # (docs/cute-dsl.md). Per sequence b and value head hv (query/key head h = hv / (Hv / H)), with
-# S = state[slots[b], hv] (float32, d_k x d_v, row-major: S[i][j] at i * d_v + j):
+# S = state[slots[b], hv] (float32, d_k x d_v, row-major: S[i][j] at i * d_v + j), one token of
+# the gated delta rule (gdn_rule.py, shared with gdn_decode_mtp.py):
 #   q, k <- q / sqrt(sum q^2 + 1e-6), k likewise (L2 norm in the kernel, as the models do)
 #   S <- exp(g) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = scale S^T q
 # S is updated in place; a negative slot skips the sequence (its output is not written).
 #
 # Launch (kernels/gdn/launch.h computes the same grid on the host):
-#   grid = (d_v / tile_v, Hv, batch), block = tile_v threads; thread j of block x owns state column
-#   x * tile_v + j and keeps it in registers (d_k floats) for the whole update, so the state is read
-#   once and written once with coalesced row accesses, and the reductions over d_k are per thread.
+#   grid = (d_v / tile_v, Hv, batch), block = tile_v = 32 threads (one warp); thread j of block x
+#   owns state column x * tile_v + j and keeps it in registers (d_k floats) for the whole update,
+#   so the state is read once and written once with coalesced row accesses, and the reductions over
+#   d_k are per thread. The warp normalises q and k once into shared memory (gdn_rule.stage_qk).
 #
 # Arguments are plain pointers and 32-bit integers (make_ptr placeholders, no tensor descriptors),
 # so the cubin's entry takes the same parameters as a CUDA C++ kernel would:
@@ -18,8 +20,9 @@
 import cutlass
 import cutlass.cute as cute
 
+import gdn_rule as rule
+
 _DTYPES = {"fp16": cutlass.Float16, "bf16": cutlass.BFloat16}
-L2_EPS = 1e-6  # q and k are normalised as x / sqrt(sum x^2 + 1e-6) (flash-linear-attention's l2norm)
 
 
 def kiln_export(kiln):
@@ -28,6 +31,8 @@ def kiln_export(kiln):
     tile_v = kiln.constants["tile_v"]
     dtype = _DTYPES[kiln.constants["dtype"]]
     f32 = cutlass.Float32
+    i64 = cutlass.Int64
+    rule.check_tile(tile_v, dk)
 
     @cute.kernel
     def decode(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
@@ -35,43 +40,22 @@ def kiln_export(kiln):
                scale: cutlass.Float32, heads_qk: cutlass.Int32, heads_v: cutlass.Int32):
         j, _, _ = cute.arch.thread_idx()
         vx, hv, b, = cute.arch.block_idx()
-        slot = cute.make_tensor(slots + b, cute.make_layout(1))[0]
+        q_s, k_s = rule.qk_buffers(dk)
+        slot = rule.scalar(slots + b)
         if slot >= 0:
             h = hv // (heads_v // heads_qk)
             col = vx * tile_v + j
-            qh = cute.make_tensor(q + (b * heads_qk + h) * dk, cute.make_layout(dk))
-            kh = cute.make_tensor(k + (b * heads_qk + h) * dk, cute.make_layout(dk))
-            gate = cute.make_tensor(g + b * heads_v + hv, cute.make_layout(1))[0]
-            bet = cute.make_tensor(beta + b * heads_v + hv, cute.make_layout(1))[0]
-            vj = cute.make_tensor(v + (b * heads_v + hv) * dv + col, cute.make_layout(1))[0].to(f32)
-            s_ptr = state + (cutlass.Int64(slot) * heads_v + hv) * (dk * dv) + col
-            S = cute.make_tensor(s_ptr, cute.make_layout(dk, stride=dv))
-
-            qq = f32(0.0)
-            kk = f32(0.0)
-            for i in cutlass.range_constexpr(dk):
-                qi = qh[i].to(f32)
-                ki = kh[i].to(f32)
-                qq = qq + qi * qi
-                kk = kk + ki * ki
-            rq = cute.math.rsqrt(qq + f32(L2_EPS))
-            rk = cute.math.rsqrt(kk + f32(L2_EPS))
-            decay = cute.math.exp(gate)
-
-            col_regs = cute.make_rmem_tensor(cute.make_layout(dk), f32)
-            kv = f32(0.0)
-            for i in cutlass.range_constexpr(dk):
-                s = S[i] * decay
-                col_regs[i] = s
-                kv = kv + s * (kh[i].to(f32) * rk)
-            u = bet * (vj - kv)
-            out = f32(0.0)
-            for i in cutlass.range_constexpr(dk):
-                s = col_regs[i] + (kh[i].to(f32) * rk) * u
-                S[i] = s
-                out = out + s * (qh[i].to(f32) * rq)
-            oj = cute.make_tensor(o + (b * heads_v + hv) * dv + col, cute.make_layout(1))
-            oj[0] = (out * scale).to(dtype)
+            head = i64(b) * heads_v + hv  # (sequence, value head): g, beta, v, o
+            qh = rule.vector(q + (i64(b) * heads_qk + h) * dk, dk)
+            kh = rule.vector(k + (i64(b) * heads_qk + h) * dk, dk)
+            S = rule.vector(state + (i64(slot) * heads_v + hv) * (dk * dv) + col, dk, dv)
+            column = cute.make_rmem_tensor(cute.make_layout(dk), f32)
+            rule.load_column(column, S, dk)
+            rule.stage_qk(q_s, k_s, qh, kh, j, dk)
+            cute.arch.sync_warp()
+            out = rule.step(column, S, q_s, k_s, rule.scalar(v + head * dv + col).to(f32),
+                            rule.scalar(g + head), rule.scalar(beta + head), scale, dk)
+            cute.make_tensor(o + head * dv + col, cute.make_layout(1))[0] = out.to(dtype)
 
     @cute.jit
     def launch(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,

@@ -1,6 +1,7 @@
 // Gated DeltaNet decode, float64 host reference: the ground truth for tests/gpu/gdn_* and itself
 // checked on hand-computed cases in tests/runners/gdn_reference_test.cpp. Written for reading,
-// not speed; the formulas are those of gdn_decode.py's header, step by step.
+// not speed; the formulas are those of gdn_rule.py's header, step by step. The multi-token form
+// (gdn_decode_mtp) is the one-token form applied token after token, with each state recorded.
 #pragma once
 
 #include <cmath>
@@ -43,11 +44,11 @@ inline void decodeHead(int dk, int dv, const double* q, const double* k, const d
 // The whole batch, in the kernel's layouts: q, k [batch, H, dk]; v, out [batch, Hv, dv];
 // g, beta [batch, Hv]; state pool [num_slots, Hv, dk, dv]; slots [batch] (negative: skipped,
 // out left as it was). Value head hv reads query/key head hv / (Hv / H).
-inline void decode(int batch, int heads_qk, int heads_v, int dk, int dv, const std::vector<double>& q,
-                   const std::vector<double>& k, const std::vector<double>& v,
-                   const std::vector<double>& g, const std::vector<double>& beta,
-                   const std::vector<std::int32_t>& slots, double scale, std::vector<double>& state,
-                   std::vector<double>& out) {
+inline void decode(int batch, int heads_qk, int heads_v, int dk, int dv,
+                   const std::vector<double>& q, const std::vector<double>& k,
+                   const std::vector<double>& v, const std::vector<double>& g,
+                   const std::vector<double>& beta, const std::vector<std::int32_t>& slots,
+                   double scale, std::vector<double>& state, std::vector<double>& out) {
   const int group = heads_v / heads_qk;
   for (int b = 0; b < batch; ++b) {
     if (slots[b] < 0) continue;
@@ -58,6 +59,69 @@ inline void decode(int batch, int heads_qk, int heads_v, int dk, int dv, const s
       const std::size_t gb = static_cast<std::size_t>(b) * heads_v + hv;
       const std::size_t s = (static_cast<std::size_t>(slots[b]) * heads_v + hv) * dk * dv;
       decodeHead(dk, dv, &q[qk], &k[qk], &v[vo], g[gb], beta[gb], scale, &state[s], &out[vo]);
+    }
+  }
+}
+
+// One sequence and one value head over `tokens` tokens, each input and output contiguous per token:
+// q, k [tokens, dk]; v, out [tokens, dv]; g, beta [tokens]; cache [tokens, dk * dv]. `state`
+// (dk x dv) is the starting state and is left as the state after the last token; the state after
+// token t is also copied to cache[t] (what the runtime keeps when t + 1 tokens are accepted).
+inline void decodeMtpHead(int tokens, int dk, int dv, const double* q, const double* k,
+                          const double* v, const double* g, const double* beta, double scale,
+                          double* state, double* cache, double* out) {
+  const std::size_t head = static_cast<std::size_t>(dk) * dv;
+  for (int t = 0; t < tokens; ++t) {
+    decodeHead(dk, dv, q + static_cast<std::size_t>(t) * dk, k + static_cast<std::size_t>(t) * dk,
+               v + static_cast<std::size_t>(t) * dv, g[t], beta[t], scale, state,
+               out + static_cast<std::size_t>(t) * dv);
+    for (std::size_t i = 0; i < head; ++i) cache[t * head + i] = state[i];
+  }
+}
+
+// The whole batch of the multi-token problem, in the kernel's layouts: q, k [batch, T, H, dk];
+// v, out [batch, T, Hv, dv]; g, beta [batch, T, Hv]; state pool [num_slots, Hv, dk, dv], only
+// read; cache [batch, T, Hv, dk, dv]; slots [batch] (negative: skipped, its out and cache left as
+// they were). Value head hv reads query/key head hv / (Hv / H).
+inline void decodeMtp(int batch, int tokens, int heads_qk, int heads_v, int dk, int dv,
+                      const std::vector<double>& q, const std::vector<double>& k,
+                      const std::vector<double>& v, const std::vector<double>& g,
+                      const std::vector<double>& beta, const std::vector<std::int32_t>& slots,
+                      double scale, const std::vector<double>& state, std::vector<double>& cache,
+                      std::vector<double>& out) {
+  const int group = heads_v / heads_qk;
+  const std::size_t head = static_cast<std::size_t>(dk) * dv;
+  std::vector<double> hq(static_cast<std::size_t>(tokens) * dk), hk(hq.size());
+  std::vector<double> hvv(static_cast<std::size_t>(tokens) * dv), hout(hvv.size());
+  std::vector<double> hg(static_cast<std::size_t>(tokens)), hbeta(hg.size());
+  std::vector<double> hstate(head), hcache(static_cast<std::size_t>(tokens) * head);
+  for (int b = 0; b < batch; ++b) {
+    if (slots[b] < 0) continue;
+    for (int hv = 0; hv < heads_v; ++hv) {
+      const int h = hv / group;
+      for (int t = 0; t < tokens; ++t) {
+        const std::size_t row = static_cast<std::size_t>(b) * tokens + t;  // [batch, T] row
+        const std::size_t qk = (row * heads_qk + h) * dk;
+        const std::size_t vo = (row * heads_v + hv) * dv;
+        for (int i = 0; i < dk; ++i) {
+          hq[static_cast<std::size_t>(t) * dk + i] = q[qk + i];
+          hk[static_cast<std::size_t>(t) * dk + i] = k[qk + i];
+        }
+        for (int j = 0; j < dv; ++j) hvv[static_cast<std::size_t>(t) * dv + j] = v[vo + j];
+        hg[t] = g[row * heads_v + hv];
+        hbeta[t] = beta[row * heads_v + hv];
+      }
+      const std::size_t s = (static_cast<std::size_t>(slots[b]) * heads_v + hv) * head;
+      for (std::size_t i = 0; i < head; ++i) hstate[i] = state[s + i];
+      decodeMtpHead(tokens, dk, dv, hq.data(), hk.data(), hvv.data(), hg.data(), hbeta.data(),
+                    scale, hstate.data(), hcache.data(), hout.data());
+      for (int t = 0; t < tokens; ++t) {
+        const std::size_t row = static_cast<std::size_t>(b) * tokens + t;
+        const std::size_t vo = (row * heads_v + hv) * dv;
+        const std::size_t c = (row * heads_v + hv) * head;
+        for (int j = 0; j < dv; ++j) out[vo + j] = hout[static_cast<std::size_t>(t) * dv + j];
+        for (std::size_t i = 0; i < head; ++i) cache[c + i] = hcache[t * head + i];
+      }
     }
   }
 }

@@ -1,6 +1,8 @@
-// GPU numerics of the gdn group (Gated DeltaNet decode): every variant of the linked artifact over
-// batches 1 / 7 / 32 / 256 and Hv / H ratios 1 / 2 / 4, against the float64 reference in
-// kernels/gdn/reference.h.
+// GPU numerics of the gdn group (Gated DeltaNet decode): every variant of the linked artifact
+// against the float64 reference in kernels/gdn/reference.h. gdn_decode variants (one token, state
+// in place) over batches 1 / 7 / 32 / 256 and Hv / H ratios 1 / 2 / 4; gdn_decode_mtp variants
+// (T draft tokens, every intermediate state into a cache, the pool only read) over T = 1 .. 8,
+// batches 1 .. 256 and the same ratios (the second half of this file).
 //
 // Each case: fresh random q, k, v (random 16-bit bit patterns, exact on the host), gates g in
 // [-1, 0] and beta in [0, 1] (float32, as the model computes them), a float32 state pool with more
@@ -13,8 +15,19 @@
 // owns, and the state guard, bit-identical to what was uploaded; relative L2 error of the outputs
 // and of the updated state slots within the bounds. Runner errors (unbuilt head dims, Hv not a
 // multiple of H, null and misaligned pointers, batch 0) are checked on the device too, each
-// leaving out and state untouched. The summary (stdout, and JSON at $KILN_EVIDENCE_OUT) is the
-// evidence format of DESIGN.md contract 10; the process exits non-zero on any failure.
+// leaving out and state untouched.
+//
+// Multi-token cases: the same inputs per token ([batch, T, ...] layouts), the output, the cache
+// [batch, T, Hv, d_k, d_v] and guards past both poisoned (the cache with 0xffffffff, a float
+// NaN). After one run(): every output and every cache entry (the state after each token) of a
+// live sequence written, finite and, per token t, within the bounds against the reference; every
+// output and cache entry of a skipped sequence still poison; both guards untouched; the whole
+// state pool (and its guard) bit-identical to what was uploaded, since the pool is only read.
+// The runner's multi-token errors (tokens 0 and 9, null / misaligned / pool-overlapping cache,
+// unbuilt head dims, batch 0) are checked on the device too, each leaving every buffer untouched.
+//
+// The summary (stdout, and JSON at $KILN_EVIDENCE_OUT) is the evidence format of DESIGN.md
+// contract 10; the process exits non-zero on any failure.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -55,14 +68,19 @@ constexpr double kRelL2BoundBf16 = 1.2e-2;
 // <= ~128 * 2^-24 ~ 8e-6 worst case, ~sqrt(128) * 2^-24 ~ 7e-7 typical), one fast exp and one
 // rsqrt (each a few ulp, ~2e-7), one FMA. So ~1e-6 relative L2 is expected; 1e-4 leaves 100x
 // room and still catches any real error (a wrong column, a missing decay, a bf16 rounding of the
-// state, ~4e-3, is 40x over it).
+// state, ~4e-3, is 40x over it). The multi-token cache holds the state after up to 8 such steps,
+// whose errors add at most linearly (8 x ~1e-6): the same bound, checked per token.
 constexpr double kRelL2BoundState = 1e-4;
 
 // ---- 16-bit formats --------------------------------------------------------------------------
 
-bool isFp16(const char* dtype) { return std::strcmp(dtype, "fp16") == 0; }
+bool isFp16(const char* dtype) {
+  return std::strcmp(dtype, "fp16") == 0;
+}
 
-gdn::DType dtypeOf(const char* name) { return isFp16(name) ? gdn::DType::kFloat16 : gdn::DType::kBFloat16; }
+gdn::DType dtypeOf(const char* name) {
+  return isFp16(name) ? gdn::DType::kFloat16 : gdn::DType::kBFloat16;
+}
 
 double decode16(bool fp16, std::uint16_t bits) {
   if (!fp16) {
@@ -87,8 +105,8 @@ std::uint16_t randomBits(Rng& rng, bool fp16, int lo, int hi) {
   const int exponent = lo + static_cast<int>(r % static_cast<std::uint64_t>(hi - lo + 1));
   const unsigned mantissa = static_cast<unsigned>((r >> 16) & ((1u << mantissa_bits) - 1u));
   const unsigned sign = ((r >> 40) & 1u) ? 0x8000u : 0u;
-  return static_cast<std::uint16_t>(sign | (static_cast<unsigned>(exponent + bias) << mantissa_bits) |
-                                    mantissa);
+  return static_cast<std::uint16_t>(
+      sign | (static_cast<unsigned>(exponent + bias) << mantissa_bits) | mantissa);
 }
 
 // Uniform in [lo, hi), exactly a float.
@@ -97,24 +115,57 @@ float uniform(Rng& rng, float lo, float hi) {
   return static_cast<float>(lo + (hi - lo) * u);
 }
 
+// ---- variants -------------------------------------------------------------------------------
+
+// Whether variant i has the entry kernel `entry` (gdn_decode_*: kiln_gdn_decode; gdn_decode_mtp_*:
+// kiln_gdn_decode_mtp): which of the two problems it serves.
+bool hasEntry(const generated::VariantEntry& v, const char* entry) {
+  const kiln_variant* variant = v.variant();
+  for (int e = 0; variant != nullptr && e < variant->num_entries; ++e) {
+    if (std::strcmp(variant->entries[e], entry) == 0) return true;
+  }
+  return false;
+}
+constexpr const char kDecodeEntry[] = "kiln_gdn_decode";
+constexpr const char kMtpEntry[] = "kiln_gdn_decode_mtp";
+
+std::vector<std::size_t> variantsWith(const char* entry) {
+  std::vector<std::size_t> picks;
+  for (std::size_t i = 0; i < std::size(generated::kVariants); ++i) {
+    if (hasEntry(generated::kVariants[i], entry)) picks.push_back(i);
+  }
+  return picks;
+}
+
+// The first variant with `entry` of each built dtype (fp16, then bf16).
+std::vector<std::size_t> firstPerDtypeWith(const char* entry) {
+  std::vector<std::size_t> picks;
+  for (const char* dtype : {"fp16", "bf16"}) {
+    for (std::size_t i : variantsWith(entry)) {
+      if (std::strcmp(generated::kVariants[i].dtype, dtype) == 0) {
+        picks.push_back(i);
+        break;
+      }
+    }
+  }
+  return picks;
+}
+
 // ---- cases ----------------------------------------------------------------------------------
 
 struct CaseSpec {
   const char* name;
   int batch;
-  int heads_qk;  // H
-  int heads_v;   // Hv
+  int heads_qk;    // H
+  int heads_v;     // Hv
   int skip_every;  // every n-th sequence (b % n == n - 1) gets a negative slot; 0: none
 };
 
 const std::vector<CaseSpec>& cases() {
   static const std::vector<CaseSpec> c = {
-      {"b1_h16_hv16", 1, 16, 16, 0},
-      {"b1_h16_hv64", 1, 16, 64, 0},
-      {"b7_h16_hv32_skip", 7, 16, 32, 3},
-      {"b32_h16_hv64_skip", 32, 16, 64, 5},
-      {"b32_h16_hv16_skip", 32, 16, 16, 4},
-      {"b256_h16_hv32_skip", 256, 16, 32, 7},
+      {"b1_h16_hv16", 1, 16, 16, 0},        {"b1_h16_hv64", 1, 16, 64, 0},
+      {"b7_h16_hv32_skip", 7, 16, 32, 3},   {"b32_h16_hv64_skip", 32, 16, 64, 5},
+      {"b32_h16_hv16_skip", 32, 16, 16, 4}, {"b256_h16_hv32_skip", 256, 16, 32, 7},
       {"b256_h4_hv16_skip", 256, 4, 16, 2},
   };
   return c;
@@ -274,13 +325,15 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
   result->out_rel = out_rel;
   result->state_rel = st_rel;
   const double bound = fp16 ? kRelL2BoundFp16 : kRelL2BoundBf16;
-  if (!(out_rel <= bound)) err << "output relative L2 error " << out_rel << " > bound " << bound << "; ";
+  if (!(out_rel <= bound))
+    err << "output relative L2 error " << out_rel << " > bound " << bound << "; ";
   if (!(st_rel <= kRelL2BoundState)) {
     err << "state relative L2 error " << st_rel << " > bound " << kRelL2BoundState << "; ";
   }
   std::string message = err.str();
   if (!message.empty()) {
-    message += "(out rel L2 " + std::to_string(out_rel) + ", state rel L2 " + std::to_string(st_rel) + ")";
+    message +=
+        "(out rel L2 " + std::to_string(out_rel) + ", state rel L2 " + std::to_string(st_rel) + ")";
   }
   return message;
 }
@@ -294,7 +347,7 @@ struct VariantCase {
 
 std::vector<VariantCase> allCases() {
   std::vector<VariantCase> all;
-  for (std::size_t i = 0; i < std::size(generated::kVariants); ++i) {
+  for (std::size_t i : variantsWith(kDecodeEntry)) {
     for (std::size_t c = 0; c < cases().size(); ++c) all.push_back({i, c});
   }
   return all;
@@ -399,7 +452,9 @@ TEST_P(GdnRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
   good.out = d_out.ptr;
   good.state = static_cast<float*>(d_state.ptr);
   good.slots = static_cast<const std::int32_t*>(d_slots.ptr);
-  auto record = [&](bool ok, const std::string& what) { EXPECT_TRUE(counts.record(ok, what)) << what; };
+  auto record = [&](bool ok, const std::string& what) {
+    EXPECT_TRUE(counts.record(ok, what)) << what;
+  };
   auto untouched = [&]() {
     if (cudaStreamSynchronize(stream) != cudaSuccess) return false;
     const auto st = download<float>(d_state);
@@ -481,7 +536,471 @@ TEST_P(GdnRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Artifact, GdnRunnerErrors,
-                         ::testing::ValuesIn(firstVariantPerDtype(generated::kVariants)),
+                         ::testing::ValuesIn(firstPerDtypeWith(kDecodeEntry)),
+                         [](const ::testing::TestParamInfo<std::size_t>& param_info) {
+                           return std::string(generated::kVariants[param_info.param].name);
+                         });
+
+// ---- multi-token decode (gdn_decode_mtp) -----------------------------------------------------
+
+struct MtpCaseSpec {
+  const char* name;
+  int tokens;  // T
+  int batch;
+  int heads_qk;    // H
+  int heads_v;     // Hv
+  int skip_every;  // every n-th sequence (b % n == n - 1) gets a negative slot; 0: none
+};
+
+// Every T in 1 .. 8, batches 1 .. 256, Hv / H = 1, 2, 4, skipped and permuted slots. The cache of
+// the two batch-256 cases is 512 MiB each (T x Hv x 64 KiB per sequence).
+const std::vector<MtpCaseSpec>& mtpCases() {
+  static const std::vector<MtpCaseSpec> c = {
+      {"t1_b1_h16_hv16", 1, 1, 16, 16, 0},      {"t8_b1_h16_hv32", 8, 1, 16, 32, 0},
+      {"t2_b3_h16_hv64", 2, 3, 16, 64, 0},      {"t3_b7_h16_hv32_skip", 3, 7, 16, 32, 3},
+      {"t4_b8_h8_hv8_skip", 4, 8, 8, 8, 4},     {"t5_b32_h16_hv16_skip", 5, 32, 16, 16, 4},
+      {"t6_b32_h8_hv32_skip", 6, 32, 8, 32, 5}, {"t7_b64_h4_hv8_skip", 7, 64, 4, 8, 3},
+      {"t8_b32_h4_hv16_skip", 8, 32, 4, 16, 6}, {"t2_b256_h4_hv16_skip", 2, 256, 4, 16, 7},
+      {"t4_b256_h8_hv8_skip", 4, 256, 8, 8, 5},
+  };
+  return c;
+}
+
+struct MtpCaseResult {
+  double out_rel = 0.0, cache_rel = 0.0;  // the worst token's relative L2 error
+};
+
+std::size_t changedFloats(const std::vector<float>& got, std::size_t begin, std::size_t end,
+                          std::uint32_t expected_bits) {
+  std::size_t n = 0;
+  for (std::size_t i = begin; i < end; ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, &got[i], 4);
+    n += u != expected_bits;
+  }
+  return n;
+}
+
+std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec, Rng& rng,
+                       cudaStream_t stream, MtpCaseResult* result) {
+  const bool fp16 = isFp16(v.dtype);
+  const int dk = v.head_dim_k, dv = v.head_dim_v;
+  const int tokens = spec.tokens, batch = spec.batch, hq = spec.heads_qk, hv = spec.heads_v;
+  const int num_slots = batch + batch / 4 + 2;
+
+  std::vector<std::int32_t> perm(static_cast<std::size_t>(num_slots));
+  std::iota(perm.begin(), perm.end(), 0);
+  for (int i = num_slots - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(batch));
+  for (int b = 0; b < batch; ++b) {
+    const bool skip = spec.skip_every > 0 && b % spec.skip_every == spec.skip_every - 1;
+    slots[b] = skip ? (b % 2 ? -1 : -1 - rng.below(1 << 20)) : perm[b];
+  }
+
+  const std::size_t rows = static_cast<std::size_t>(batch) * tokens;  // [batch, T]
+  const std::size_t qk_elems = rows * hq * dk;
+  const std::size_t out_elems = rows * hv * dv;
+  const std::size_t head_state = static_cast<std::size_t>(dk) * dv;
+  const std::size_t state_elems = static_cast<std::size_t>(num_slots) * hv * head_state;
+  const std::size_t cache_elems = rows * hv * head_state;
+  std::vector<std::uint16_t> q(qk_elems), k(qk_elems), vv(out_elems);
+  for (auto& x : q) x = randomBits(rng, fp16, -4, 0);
+  for (auto& x : k) x = randomBits(rng, fp16, -4, 0);
+  for (auto& x : vv) x = randomBits(rng, fp16, -4, 0);
+  std::vector<float> g(rows * hv), beta(g.size());
+  for (auto& x : g) x = uniform(rng, -1.0f, 0.0f);
+  for (auto& x : beta) x = uniform(rng, 0.0f, 1.0f);
+  std::vector<float> state(state_elems);
+  for (auto& x : state) x = uniform(rng, -1.0f, 1.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+
+  DeviceBuffer d_q, d_k, d_v, d_g, d_beta, d_out, d_state, d_slots, d_cache;
+  const std::size_t guard = 64;  // elements past out / state / cache that must stay poisoned
+  for (const std::string& e :
+       {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
+        allocate(&d_k, k.size() * 2, k.data(), k.size() * 2),
+        allocate(&d_v, vv.size() * 2, vv.data(), vv.size() * 2),
+        allocate(&d_g, g.size() * 4, g.data(), g.size() * 4),
+        allocate(&d_beta, beta.size() * 4, beta.data(), beta.size() * 4),
+        allocate(&d_slots, slots.size() * 4, slots.data(), slots.size() * 4),
+        allocate(&d_state, (state_elems + guard) * 4, state.data(), state_elems * 4),
+        allocate(&d_cache, (cache_elems + guard) * 4, nullptr, 0),
+        allocate(&d_out, (out_elems + guard) * 2, nullptr, 0)}) {
+    if (!e.empty()) return e;
+  }
+
+  gdn::MtpProblem p;
+  p.dtype = dtypeOf(v.dtype);
+  p.batch = batch;
+  p.tokens = tokens;
+  p.heads_qk = hq;
+  p.heads_v = hv;
+  p.head_dim_k = dk;
+  p.head_dim_v = dv;
+  p.num_slots = num_slots;
+  p.scale = scale;
+  p.q = d_q.ptr;
+  p.k = d_k.ptr;
+  p.v = d_v.ptr;
+  p.g = static_cast<const float*>(d_g.ptr);
+  p.beta = static_cast<const float*>(d_beta.ptr);
+  p.out = d_out.ptr;
+  p.state = static_cast<const float*>(d_state.ptr);
+  p.slots = static_cast<const std::int32_t*>(d_slots.ptr);
+  p.cache = static_cast<float*>(d_cache.ptr);
+  if (gdn::workspaceSize(p) != 0) return "workspaceSize is not 0";
+  const kiln::Status s = gdn::run(p, nullptr, 0, reinterpret_cast<kiln::Stream>(stream));
+  if (!s.ok()) return "run: " + s.toString();
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+    return std::string("kernel: ") + cudaGetErrorString(e);
+  }
+  const std::vector<std::uint16_t> out = download<std::uint16_t>(d_out);
+  const std::vector<float> got_state = download<float>(d_state);
+  const std::vector<float> cache = download<float>(d_cache);
+  if (out.size() < out_elems + guard) return "download of out failed";
+  if (got_state.size() < state_elems + guard) return "download of state failed";
+  if (cache.size() < cache_elems + guard) return "download of cache failed";
+
+  // The reference per (sequence, value head): its T tokens gathered, reference::decodeMtpHead.
+  std::ostringstream err;
+  std::vector<double> out_num(tokens, 0.0), out_den(tokens, 0.0), c_num(tokens, 0.0),
+      c_den(tokens, 0.0);
+  std::size_t unwritten = 0, nonfinite = 0, skipped_written = 0, cache_unwritten = 0,
+              cache_nonfinite = 0;
+  std::size_t skipped_cache_written = 0;
+  const std::size_t T = static_cast<std::size_t>(tokens);
+  std::vector<double> hq_(T * dk), hk_(T * dk), hv_(T * dv), hg(T), hb(T), hstate(head_state);
+  std::vector<double> hcache(T * head_state), hout(T * dv);
+  const int group = hv / hq;
+  for (int b = 0; b < batch; ++b) {
+    if (slots[b] < 0) {
+      for (std::size_t t = 0; t < T; ++t) {
+        const std::size_t row = static_cast<std::size_t>(b) * T + t;
+        for (std::size_t i = 0; i < static_cast<std::size_t>(hv) * dv; ++i) {
+          skipped_written += out[row * hv * dv + i] != kPoison;
+        }
+        const std::size_t c0 = row * hv * head_state;
+        skipped_cache_written += changedFloats(cache, c0, c0 + hv * head_state, 0xffffffffu);
+      }
+      continue;
+    }
+    for (int h = 0; h < hv; ++h) {
+      for (std::size_t t = 0; t < T; ++t) {
+        const std::size_t row = static_cast<std::size_t>(b) * T + t;
+        const std::size_t qk = (row * hq + h / group) * dk;
+        const std::size_t vo = (row * hv + h) * dv;
+        for (int i = 0; i < dk; ++i) {
+          hq_[t * dk + i] = decode16(fp16, q[qk + i]);
+          hk_[t * dk + i] = decode16(fp16, k[qk + i]);
+        }
+        for (int j = 0; j < dv; ++j) hv_[t * dv + j] = decode16(fp16, vv[vo + j]);
+        hg[t] = g[row * hv + h];
+        hb[t] = beta[row * hv + h];
+      }
+      const std::size_t so = (static_cast<std::size_t>(slots[b]) * hv + h) * head_state;
+      for (std::size_t i = 0; i < head_state; ++i) hstate[i] = state[so + i];
+      ref::decodeMtpHead(tokens, dk, dv, hq_.data(), hk_.data(), hv_.data(), hg.data(), hb.data(),
+                         scale, hstate.data(), hcache.data(), hout.data());
+      for (std::size_t t = 0; t < T; ++t) {
+        const std::size_t row = static_cast<std::size_t>(b) * T + t;
+        const std::size_t vo = (row * hv + h) * dv;
+        for (int j = 0; j < dv; ++j) {
+          const std::uint16_t bits = out[vo + j];
+          const double o = decode16(fp16, bits);
+          if (bits == kPoison) {
+            ++unwritten;
+          } else if (!std::isfinite(o)) {
+            ++nonfinite;
+          }
+          const double r = hout[t * dv + j];
+          out_num[t] += (o - r) * (o - r);
+          out_den[t] += r * r;
+        }
+        const std::size_t co = (row * hv + h) * head_state;
+        for (std::size_t i = 0; i < head_state; ++i) {
+          const float c = cache[co + i];
+          std::uint32_t u;
+          std::memcpy(&u, &c, 4);
+          if (u == 0xffffffffu) {
+            ++cache_unwritten;
+          } else if (!std::isfinite(c)) {
+            ++cache_nonfinite;
+          }
+          const double d = static_cast<double>(c) - hcache[t * head_state + i];
+          c_num[t] += d * d;
+          c_den[t] += hcache[t * head_state + i] * hcache[t * head_state + i];
+        }
+      }
+    }
+  }
+  // The pool is only read: every slot and the guard bit-identical.
+  const std::size_t pool_changed =
+      std::memcmp(state.data(), got_state.data(), state_elems * 4) != 0;
+  const std::size_t state_guard_changed =
+      changedFloats(got_state, state_elems, state_elems + guard, 0xffffffffu);
+  const std::size_t cache_guard_changed =
+      changedFloats(cache, cache_elems, cache_elems + guard, 0xffffffffu);
+  const std::size_t out_guard_changed = countChanged(out, out_elems, out_elems + guard);
+
+  if (unwritten) err << unwritten << " outputs of live sequences not written (still poison); ";
+  if (nonfinite) err << nonfinite << " outputs not finite; ";
+  if (cache_unwritten) err << cache_unwritten << " cache elements of live sequences not written; ";
+  if (cache_nonfinite) err << cache_nonfinite << " cache elements not finite; ";
+  if (skipped_written) err << skipped_written << " outputs of skipped sequences written; ";
+  if (skipped_cache_written)
+    err << skipped_cache_written << " cache elements of skipped sequences written; ";
+  if (out_guard_changed) err << out_guard_changed << " elements written past the end of out; ";
+  if (cache_guard_changed)
+    err << cache_guard_changed << " elements written past the end of the cache; ";
+  if (pool_changed) err << "the state pool changed (it must only be read); ";
+  if (state_guard_changed) err << state_guard_changed << " elements written past the state pool; ";
+  const double bound = fp16 ? kRelL2BoundFp16 : kRelL2BoundBf16;
+  double worst_out = 0.0, worst_cache = 0.0;
+  for (std::size_t t = 0; t < T; ++t) {
+    const double o_rel = out_den[t] > 0 ? std::sqrt(out_num[t] / out_den[t]) : 0.0;
+    const double c_rel = c_den[t] > 0 ? std::sqrt(c_num[t] / c_den[t]) : 0.0;
+    if (!(o_rel <= bound))
+      err << "token " << t << ": output relative L2 error " << o_rel << " > bound " << bound
+          << "; ";
+    if (!(c_rel <= kRelL2BoundState)) {
+      err << "token " << t << ": cached state relative L2 error " << c_rel << " > bound "
+          << kRelL2BoundState << "; ";
+    }
+    // NaN-propagating maxima: a NaN error is the worst.
+    worst_out = (o_rel > worst_out || std::isnan(o_rel)) ? o_rel : worst_out;
+    worst_cache = (c_rel > worst_cache || std::isnan(c_rel)) ? c_rel : worst_cache;
+  }
+  result->out_rel = worst_out;
+  result->cache_rel = worst_cache;
+  std::string message = err.str();
+  if (!message.empty()) {
+    message += "(worst token: out rel L2 " + std::to_string(worst_out) + ", cache rel L2 " +
+               std::to_string(worst_cache) + ")";
+  }
+  return message;
+}
+
+std::vector<VariantCase> allMtpCases() {
+  std::vector<VariantCase> all;
+  for (std::size_t i : variantsWith(kMtpEntry)) {
+    for (std::size_t c = 0; c < mtpCases().size(); ++c) all.push_back({i, c});
+  }
+  return all;
+}
+
+gdn::MtpProblem mtpProbeOf(const generated::VariantEntry& v) {
+  gdn::MtpProblem probe;  // batch 0: the pointer checks are skipped
+  probe.dtype = dtypeOf(v.dtype);
+  probe.tokens = 1;
+  probe.heads_qk = 1;
+  probe.heads_v = 1;
+  probe.head_dim_k = v.head_dim_k;
+  probe.head_dim_v = v.head_dim_v;
+  return probe;
+}
+
+class GdnMtpNumerics : public ::testing::TestWithParam<VariantCase> {};
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GdnMtpNumerics);  // an artifact without mtp variants
+
+TEST_P(GdnMtpNumerics, EveryTokenMatchesFloat64Reference) {
+  const auto& v = generated::kVariants[GetParam().variant];
+  const MtpCaseSpec& spec = mtpCases()[GetParam().spec];
+  Counts& counts = run().at(v.dtype, v.name, spec.name);
+  if (const kiln::Status s = gdn::canImplement(mtpProbeOf(v), run().sm); !s.ok()) {
+    ++counts.skipped;
+    counts.notes.push_back(s.toString());
+    GTEST_SKIP() << v.name << ": " << s.toString();
+  }
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Rng rng{run().seed ^ (GetParam().variant * 0x100000001b3ULL) ^
+          (static_cast<std::uint64_t>(GetParam().spec + 0x40) << 48)};
+  MtpCaseResult r;
+  const std::string failure = runMtpCase(v, spec, rng, stream, &r);
+  if (failure.empty()) {
+    ++counts.passed;
+    counts.notes.push_back("worst token: out rel L2 " + std::to_string(r.out_rel) +
+                           ", cache rel L2 " + std::to_string(r.cache_rel));
+  } else {
+    ++counts.failed;
+    counts.notes.push_back(failure);
+    ADD_FAILURE() << v.name << " " << spec.name << ": " << failure;
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+INSTANTIATE_TEST_SUITE_P(Artifact, GdnMtpNumerics, ::testing::ValuesIn(allMtpCases()),
+                         [](const ::testing::TestParamInfo<VariantCase>& param_info) {
+                           return std::string(generated::kVariants[param_info.param.variant].name) +
+                                  "_" + mtpCases()[param_info.param.spec].name;
+                         });
+
+// The multi-token runner's errors on the device, once per built dtype (its first mtp variant).
+class GdnMtpRunnerErrors : public ::testing::TestWithParam<std::size_t> {};
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GdnMtpRunnerErrors);
+
+TEST_P(GdnMtpRunnerErrors, RefusesBadProblemsAndLeavesThePoolAlone) {
+  const auto& v = generated::kVariants[GetParam()];
+  Counts& counts = run().at(v.dtype, v.name, "runner_errors");
+  if (const kiln::Status s = gdn::canImplement(mtpProbeOf(v), run().sm); !s.ok()) {
+    counts.skipped += 10;
+    counts.notes.push_back(s.toString());
+    GTEST_SKIP() << s.toString();
+  }
+  const bool fp16 = isFp16(v.dtype);
+  const int batch = 2, tokens = 3, hq = 2, hv = 4, dk = v.head_dim_k, dv = v.head_dim_v,
+            num_slots = 3;
+  const std::size_t rows = static_cast<std::size_t>(batch) * tokens;
+  const std::size_t qk_elems = rows * hq * dk;
+  const std::size_t out_elems = rows * hv * dv;
+  const std::size_t state_elems = static_cast<std::size_t>(num_slots) * hv * dk * dv;
+  const std::size_t cache_elems = rows * hv * dk * dv;
+  // q = k = v = 1, g = 0, beta = 1, state 0. Token 0 writes S = k_hat v^T, so o = scale (k_hat .
+  // q_hat) = scale; every later token finds S^T k_hat = v, so u = 0: S and o stay. Each cache
+  // entry is k_hat v^T (1 / sqrt(d_k) per element, to the L2 eps); the pool stays 0.
+  const std::uint16_t one = fp16 ? 0x3c00 : 0x3f80;
+  const std::vector<std::uint16_t> ones(std::max(qk_elems, out_elems), one);
+  const std::vector<float> zeros_g(rows * hv, 0.0f), ones_beta(rows * hv, 1.0f);
+  const std::vector<float> state0(state_elems, 0.0f);
+  const std::vector<std::int32_t> slots = {2, 0};
+  DeviceBuffer d_q, d_k, d_v, d_g, d_beta, d_out, d_state, d_slots, d_cache;
+  ASSERT_EQ(allocate(&d_q, qk_elems * 2, ones.data(), qk_elems * 2), "");
+  ASSERT_EQ(allocate(&d_k, qk_elems * 2, ones.data(), qk_elems * 2), "");
+  ASSERT_EQ(allocate(&d_v, out_elems * 2, ones.data(), out_elems * 2), "");
+  ASSERT_EQ(allocate(&d_g, zeros_g.size() * 4, zeros_g.data(), zeros_g.size() * 4), "");
+  ASSERT_EQ(allocate(&d_beta, ones_beta.size() * 4, ones_beta.data(), ones_beta.size() * 4), "");
+  ASSERT_EQ(allocate(&d_state, state_elems * 4, state0.data(), state_elems * 4), "");
+  ASSERT_EQ(allocate(&d_slots, slots.size() * 4, slots.data(), slots.size() * 4), "");
+  ASSERT_EQ(allocate(&d_cache, cache_elems * 4 + 16, nullptr, 0), "");
+  ASSERT_EQ(allocate(&d_out, out_elems * 2, nullptr, 0), "");
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const auto kstream = reinterpret_cast<kiln::Stream>(stream);
+
+  gdn::MtpProblem good;
+  good.dtype = dtypeOf(v.dtype);
+  good.batch = batch;
+  good.tokens = tokens;
+  good.heads_qk = hq;
+  good.heads_v = hv;
+  good.head_dim_k = dk;
+  good.head_dim_v = dv;
+  good.num_slots = num_slots;
+  good.scale = 0.125f;
+  good.q = d_q.ptr;
+  good.k = d_k.ptr;
+  good.v = d_v.ptr;
+  good.g = static_cast<const float*>(d_g.ptr);
+  good.beta = static_cast<const float*>(d_beta.ptr);
+  good.out = d_out.ptr;
+  good.state = static_cast<const float*>(d_state.ptr);
+  good.slots = static_cast<const std::int32_t*>(d_slots.ptr);
+  good.cache = static_cast<float*>(d_cache.ptr);
+  auto record = [&](bool ok, const std::string& what) {
+    EXPECT_TRUE(counts.record(ok, what)) << what;
+  };
+  auto poolIsZero = [&]() {
+    const auto st = download<float>(d_state);
+    return st.size() == state_elems && std::memcmp(st.data(), state0.data(), state_elems * 4) == 0;
+  };
+  auto untouched = [&]() {
+    if (cudaStreamSynchronize(stream) != cudaSuccess) return false;
+    const auto cache = download<float>(d_cache);
+    return allPoison(download<std::uint16_t>(d_out)) && poolIsZero() && !cache.empty() &&
+           changedFloats(cache, 0, cache.size(), 0xffffffffu) == 0;
+  };
+  auto refused = [&](const gdn::MtpProblem& p, kiln::StatusCode code, const std::string& needle,
+                     const std::string& what) {
+    const kiln::Status s = gdn::run(p, nullptr, 0, kstream);
+    const kiln::Status c = gdn::canImplement(p, run().sm);
+    record(s.code() == code && c.code() == code && s.message().find(needle) != std::string::npos &&
+               untouched(),
+           what + ": run " + s.toString() + ", canImplement " + c.toString());
+  };
+
+  {
+    gdn::MtpProblem p = good;
+    p.head_dim_k = 64;
+    p.head_dim_v = 64;
+    refused(p, kiln::StatusCode::kNotSupported, "multi-token decode: head dims 64x64",
+            "unbuilt head dims");
+  }
+  {
+    gdn::MtpProblem p = good;
+    p.tokens = v.max_tokens + 1;
+    refused(p, kiln::StatusCode::kInvalidArgument,
+            "exceeds max_tokens " + std::to_string(v.max_tokens), "tokens past max_tokens");
+  }
+  {
+    gdn::MtpProblem p = good;
+    p.tokens = 0;
+    refused(p, kiln::StatusCode::kInvalidArgument, "tokens 0 must be >= 1", "tokens 0");
+  }
+  {
+    gdn::MtpProblem p = good;
+    p.cache = nullptr;
+    refused(p, kiln::StatusCode::kInvalidArgument, "cache is null", "null cache");
+  }
+  {
+    gdn::MtpProblem p = good;
+    p.cache = static_cast<float*>(d_cache.ptr) + 1;
+    refused(p, kiln::StatusCode::kInvalidArgument, "pointer cache", "misaligned cache");
+  }
+  {  // The cache on top of the pool: the kernel would read states it had just written.
+    gdn::MtpProblem p = good;
+    p.cache = static_cast<float*>(d_state.ptr);
+    refused(p, kiln::StatusCode::kInvalidArgument, "overlaps the state pool",
+            "cache overlapping the pool");
+  }
+  {
+    gdn::MtpProblem p = good;
+    p.heads_qk = 3;
+    refused(p, kiln::StatusCode::kInvalidArgument, "multiple of heads_qk", "Hv 4 over H 3");
+  }
+  {
+    gdn::MtpProblem p = good;
+    p.slots = nullptr;
+    refused(p, kiln::StatusCode::kInvalidArgument, "slots is null", "null slots");
+  }
+  {  // batch = 0: ok, nothing touched, even with null pointers.
+    gdn::MtpProblem p;
+    p.dtype = good.dtype;
+    p.tokens = tokens;
+    p.heads_qk = hq;
+    p.heads_v = hv;
+    p.head_dim_k = dk;
+    p.head_dim_v = dv;
+    p.scale = good.scale;
+    const kiln::Status s0 = gdn::run(p, nullptr, 0, kstream);
+    p = good;
+    p.batch = 0;
+    const kiln::Status s1 = gdn::run(p, nullptr, 0, kstream);
+    record(s0.ok() && s1.ok() && untouched(), "batch 0: " + s0.toString() + ", " + s1.toString());
+  }
+  {  // The admitted problem runs: every o = scale, every cache entry k_hat v^T, the pool still 0.
+    const kiln::Status can = gdn::canImplement(good, run().sm);
+    const kiln::Status s = gdn::run(good, nullptr, 0, kstream);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const auto out = download<std::uint16_t>(d_out);
+    const auto cache = download<float>(d_cache);
+    double worst = out.empty() || cache.size() < cache_elems ? 1.0 : 0.0;
+    for (std::uint16_t b : out) worst = std::max(worst, std::fabs(decode16(fp16, b) / 0.125 - 1.0));
+    const double expected = 1.0 / std::sqrt(static_cast<double>(dk));
+    for (std::size_t i = 0; i < cache_elems && i < cache.size(); ++i) {
+      worst = std::max(worst, std::fabs(cache[i] / expected - 1.0));  // NaN: the comparison fails
+      if (!std::isfinite(cache[i])) worst = 1.0;
+    }
+    const bool pool_zero = poolIsZero();
+    record(can.ok() && s.ok() && worst < 1e-2 && pool_zero,
+           "valid problem: canImplement " + can.toString() + ", run " + s.toString() +
+               ", worst |o / scale - 1| and |cache / (1 / sqrt(d_k)) - 1| " +
+               std::to_string(worst) + (pool_zero ? "" : ", the pool changed"));
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+INSTANTIATE_TEST_SUITE_P(Artifact, GdnMtpRunnerErrors,
+                         ::testing::ValuesIn(firstPerDtypeWith(kMtpEntry)),
                          [](const ::testing::TestParamInfo<std::size_t>& param_info) {
                            return std::string(generated::kVariants[param_info.param].name);
                          });
@@ -502,6 +1021,13 @@ ReportFormat reportFormat() {
          << ", \"heads_qk\": " << c.heads_qk << ", \"heads_v\": " << c.heads_v
          << ", \"skip_every\": " << c.skip_every << "}";
   }
+  json << "], \"mtp_cases\": [";
+  for (std::size_t i = 0; i < mtpCases().size(); ++i) {
+    const MtpCaseSpec& c = mtpCases()[i];
+    json << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"tokens\": " << c.tokens
+         << ", \"batch\": " << c.batch << ", \"heads_qk\": " << c.heads_qk
+         << ", \"heads_v\": " << c.heads_v << ", \"skip_every\": " << c.skip_every << "}";
+  }
   json << "]";
   f.extra_json = json.str();
   f.bound_fp16 = kRelL2BoundFp16;
@@ -513,4 +1039,6 @@ ReportFormat reportFormat() {
 
 }  // namespace
 
-int main(int argc, char** argv) { return kiln::gpu_test::numericsMain(argc, argv, reportFormat); }
+int main(int argc, char** argv) {
+  return kiln::gpu_test::numericsMain(argc, argv, reportFormat);
+}

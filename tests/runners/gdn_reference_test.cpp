@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "gdn/reference.h"
@@ -36,7 +37,8 @@ TEST(GdnReference, DecayDeltaAndReadout) {
 // sequence 1 (its output keeps its poison, no state is touched); sequence 0 uses slot 1.
 TEST(GdnReference, GroupedHeadsSlotsAndSkips) {
   const int batch = 2, hq = 1, hv = 2, dk = 1, dv = 1;
-  std::vector<double> q = {1, 1}, k = {1, 1}, v = {3, 4, 5, 6}, g = {0, 0, 0, 0}, beta = {1, 1, 1, 1};
+  std::vector<double> q = {1, 1}, k = {1, 1}, v = {3, 4, 5, 6}, g = {0, 0, 0, 0},
+                      beta = {1, 1, 1, 1};
   std::vector<std::int32_t> slots = {1, -1};
   std::vector<double> state(2 * hv * dk * dv, 0.0), out(batch * hv * dv, -99.0);
   reference::decode(batch, hq, hv, dk, dv, q, k, v, g, beta, slots, 1.0, state, out);
@@ -48,6 +50,121 @@ TEST(GdnReference, GroupedHeadsSlotsAndSkips) {
   EXPECT_NEAR(out[1], n * n * 4, 1e-12);
   EXPECT_EQ(out[2], -99.0);
   EXPECT_EQ(out[3], -99.0);
+}
+
+// ---- multi-token (gdn_decode_mtp) ----------------------------------------------------------
+
+// d_k = d_v = 1, zero state, q = k = 1 (normalised: n = 1 / sqrt(1 + eps), ~1), scale 1:
+//   token 0: g = 0, beta = 1, v = 2:      S = 0 + n * 1 * (2 - 0) = 2;        o = 2
+//   token 1: g = ln 0.5, beta = 0.5, v = 4: S = 1 after the decay; u = 0.5 (4 - 1) = 1.5;
+//            S = 1 + 1.5 = 2.5;           o = 2.5
+// The cache holds the state after each token; `state` ends as the last one.
+TEST(GdnReference, MtpScalarTwoTokens) {
+  const double q[] = {1, 1}, k[] = {1, 1}, v[] = {2, 4}, g[] = {0, std::log(0.5)},
+               beta[] = {1, 0.5};
+  double state = 0, cache[] = {-99, -99}, out[] = {-99, -99};
+  reference::decodeMtpHead(2, 1, 1, q, k, v, g, beta, 1.0, &state, cache, out);
+  EXPECT_NEAR(cache[0], 2.0, 1e-5);
+  EXPECT_NEAR(cache[1], 2.5, 1e-5);
+  EXPECT_NEAR(out[0], 2.0, 1e-5);
+  EXPECT_NEAR(out[1], 2.5, 1e-5);
+  EXPECT_EQ(state, cache[1]);
+}
+
+// d_k = 2, d_v = 1, state [1, 2]^T:
+//   token 0 (the decode test above): q = e1, k = e0, v = 2, exp(g) = 0.5, beta = 1 -> S = [2, 1], o
+//   = 1 token 1: q = e0, k = e1, v = 3, g = 0, beta = 0.5: S^T k = 1; u = 0.5 (3 - 1) = 1;
+//            S = [2, 1 + 1] = [2, 2]; o = S^T q = 2
+TEST(GdnReference, MtpDeltaAlongTwoKeys) {
+  const double q[] = {0, 1, 1, 0}, k[] = {1, 0, 0, 1}, v[] = {2, 3}, g[] = {std::log(0.5), 0},
+               beta[] = {1, 0.5};
+  double state[] = {1, 2}, cache[4] = {}, out[2] = {};
+  reference::decodeMtpHead(2, 2, 1, q, k, v, g, beta, 1.0, state, cache, out);
+  EXPECT_NEAR(cache[0], 2.0, 1e-6);
+  EXPECT_NEAR(cache[1], 1.0, 1e-12);
+  EXPECT_NEAR(cache[2], 2.0, 1e-6);
+  EXPECT_NEAR(cache[3], 2.0, 1e-5);
+  EXPECT_NEAR(out[0], 1.0, 1e-6);
+  EXPECT_NEAR(out[1], 2.0, 1e-5);
+}
+
+// Batch 2, T 2, H 1, Hv 2, d_k = d_v = 1. With q = k = 1, g = 0, beta = 1 the rule writes
+// S = S (1 - n^2) + n v ~ v, so every state and output is ~ its token's v. Sequence 0 uses slot 1
+// and writes cache row b = 0 (the cache is indexed by sequence, not slot); sequence 1 is skipped
+// (slot -1), its outputs and cache rows keep their poison; the pool is only read.
+TEST(GdnReference, MtpSlotsSkipsAndCacheBySequence) {
+  const int batch = 2, tokens = 2, hq = 1, hv = 2, dk = 1, dv = 1;
+  const std::vector<double> q(4, 1.0), k(4, 1.0);
+  const std::vector<double> v = {3, 4, 5, 6, 7, 8, 9, 10};  // [b, t, hv]
+  const std::vector<double> g(8, 0.0), beta(8, 1.0);
+  const std::vector<std::int32_t> slots = {1, -1};
+  const std::vector<double> state = {7, 8, 1, 2};  // [slot, hv]
+  std::vector<double> cache(8, -99.0), out(8, -99.0);
+  reference::decodeMtp(batch, tokens, hq, hv, dk, dv, q, k, v, g, beta, slots, 1.0, state, cache,
+                       out);
+  for (int i = 0; i < 4; ++i) {  // sequence 0: (t, hv) = (0,0) (0,1) (1,0) (1,1)
+    EXPECT_NEAR(cache[i], v[i], 1e-5) << i;
+    EXPECT_NEAR(out[i], v[i], 1e-5) << i;
+  }
+  for (int i = 4; i < 8; ++i) {
+    EXPECT_EQ(cache[i], -99.0) << i;
+    EXPECT_EQ(out[i], -99.0) << i;
+  }
+  // Token 0 of head 0 started from slot 1's 1 (not slot 0's 7): S = 1 (1 - n^2) + n 3.
+  const double n = 1 / std::sqrt(1 + reference::kL2Eps);
+  EXPECT_NEAR(cache[0], 1 * (1 - n * n) + n * 3, 1e-12);
+}
+
+// T tokens of the multi-token form are T one-token steps, each from the state the last one left:
+// checked on random data (d_k = 3, d_v = 2, T = 3, grouped heads), bit for bit.
+TEST(GdnReference, MtpIsDecodeTokenAfterToken) {
+  const int batch = 2, tokens = 3, hq = 1, hv = 2, dk = 3, dv = 2, num_slots = 3;
+  std::uint64_t x = 12345;
+  auto next = [&x] {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(x >> 11) / static_cast<double>(1ULL << 53) * 2 - 1;  // [-1, 1)
+  };
+  auto fill = [&](std::size_t n) {
+    std::vector<double> r(n);
+    for (double& e : r) e = next();
+    return r;
+  };
+  const std::size_t rows = static_cast<std::size_t>(batch) * tokens;
+  const auto q = fill(rows * hq * dk), k = fill(rows * hq * dk), v = fill(rows * hv * dv);
+  auto g = fill(rows * hv), beta = fill(rows * hv);
+  for (double& e : g) e = -std::fabs(e);
+  for (double& e : beta) e = std::fabs(e);
+  const auto state = fill(static_cast<std::size_t>(num_slots) * hv * dk * dv);
+  const std::vector<std::int32_t> slots = {2, 0};
+  std::vector<double> cache(rows * hv * dk * dv), out(rows * hv * dv);
+  reference::decodeMtp(batch, tokens, hq, hv, dk, dv, q, k, v, g, beta, slots, 0.5, state, cache,
+                       out);
+
+  std::vector<double> pool = state;  // decode() updates it in place, token after token
+  for (int t = 0; t < tokens; ++t) {
+    std::vector<double> qt, kt, vt, gt, bt;  // token t of every sequence: the decode layouts
+    for (int b = 0; b < batch; ++b) {
+      const std::size_t row = static_cast<std::size_t>(b) * tokens + t;
+      qt.insert(qt.end(), q.begin() + row * hq * dk, q.begin() + (row + 1) * hq * dk);
+      kt.insert(kt.end(), k.begin() + row * hq * dk, k.begin() + (row + 1) * hq * dk);
+      vt.insert(vt.end(), v.begin() + row * hv * dv, v.begin() + (row + 1) * hv * dv);
+      gt.insert(gt.end(), g.begin() + row * hv, g.begin() + (row + 1) * hv);
+      bt.insert(bt.end(), beta.begin() + row * hv, beta.begin() + (row + 1) * hv);
+    }
+    std::vector<double> ot(static_cast<std::size_t>(batch) * hv * dv);
+    reference::decode(batch, hq, hv, dk, dv, qt, kt, vt, gt, bt, slots, 0.5, pool, ot);
+    for (int b = 0; b < batch; ++b) {
+      const std::size_t row = static_cast<std::size_t>(b) * tokens + t;
+      const std::size_t head_state = static_cast<std::size_t>(hv) * dk * dv;
+      for (std::size_t i = 0; i < head_state; ++i) {
+        EXPECT_EQ(cache[row * head_state + i],
+                  pool[static_cast<std::size_t>(slots[b]) * head_state + i]);
+      }
+      for (int i = 0; i < hv * dv; ++i) {
+        EXPECT_EQ(out[row * hv * dv + i], ot[static_cast<std::size_t>(b) * hv * dv + i]);
+      }
+    }
+  }
 }
 
 }  // namespace

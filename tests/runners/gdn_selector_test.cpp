@@ -1,9 +1,12 @@
 // The gdn selector on a fake variant table: admission errors name the value and the limit, the
-// launch plan matches launch.h, and a no-op batch touches nothing.
+// launch plan matches launch.h, and a no-op batch touches nothing; for both problems (decode in
+// place, multi-token into a cache), each served only by the variants with its entry.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <string>
 
 #include "gdn/launch.h"
 #include "gdn/selector.h"
@@ -12,10 +15,27 @@ namespace kiln::gdn {
 namespace {
 
 const char* const kEntries[] = {"kiln_gdn_decode"};
+const char* const kMtpEntries[] = {"kiln_gdn_decode_mtp"};
 const kiln_image kImages[] = {{90, 0, nullptr, 0, ""}};
 const kiln_variant kBf16{"gdn_decode_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1};
-const kiln_variant* bf16() { return &kBf16; }
-const VariantInfo kTable[] = {{"gdn_decode_dk128_dv128_bf16", 128, 128, 32, "bf16", &bf16}};
+const kiln_variant kMtpBf16{"gdn_decode_mtp_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1};
+const kiln_variant kMtpFp16{"gdn_decode_mtp_dk128_dv128_fp16", "gdn", kMtpEntries, 1, kImages, 1};
+const kiln_variant* bf16() {
+  return &kBf16;
+}
+const kiln_variant* mtpBf16() {
+  return &kMtpBf16;
+}
+const kiln_variant* mtpFp16() {
+  return &kMtpFp16;
+}
+// The decode variant alone, and the artifact's shape: decode bf16 plus multi-token bf16 and fp16
+// (so fp16 decode is not built, fp16 multi-token is).
+const VariantInfo kTable[] = {{"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 1, "bf16", &bf16}};
+const VariantInfo kMixed[] = {
+    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 8, "bf16", &mtpBf16},
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 1, "bf16", &bf16},
+    {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 8, "fp16", &mtpFp16}};
 
 alignas(16) unsigned char kBuffer[256];
 
@@ -54,15 +74,20 @@ TEST(GdnSelector, ErrorsNameTheValueAndTheLimit) {
   p.dtype = DType::kFloat16;
   Status s = select(kTable, p, nullptr, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);
-  EXPECT_NE(s.message().find("head dims 128x128 are not built for fp16; built (d_k x d_v dtype): 128x128 bf16"),
-            std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(
+                "head dims 128x128 are not built for fp16; built (d_k x d_v dtype): 128x128 bf16"),
+            std::string::npos)
+      << s.message();
   p = valid();
   p.head_dim_k = 64;
-  EXPECT_NE(select(kTable, p, nullptr, &plan).message().find("head dims 64x128"), std::string::npos);
+  EXPECT_NE(select(kTable, p, nullptr, &plan).message().find("head dims 64x128"),
+            std::string::npos);
   p = valid();
   p.heads_v = 24;
   p.heads_qk = 16;
-  EXPECT_NE(select(kTable, p, nullptr, &plan).message().find("heads_v 24 must be a multiple of heads_qk 16"),
+  EXPECT_NE(select(kTable, p, nullptr, &plan)
+                .message()
+                .find("heads_v 24 must be a multiple of heads_qk 16"),
             std::string::npos);
   p = valid();
   p.q = kBuffer + 4;
@@ -73,10 +98,12 @@ TEST(GdnSelector, ErrorsNameTheValueAndTheLimit) {
   }
   p = valid();
   p.scale = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_NE(select(kTable, p, nullptr, &plan).message().find("scale is not finite"), std::string::npos);
+  EXPECT_NE(select(kTable, p, nullptr, &plan).message().find("scale is not finite"),
+            std::string::npos);
   p = valid();
   p.batch = 70000;
-  EXPECT_NE(select(kTable, p, nullptr, &plan).message().find("must each be <= 65535"), std::string::npos);
+  EXPECT_NE(select(kTable, p, nullptr, &plan).message().find("must each be <= 65535"),
+            std::string::npos);
 }
 
 TEST(GdnSelector, EmptyBatchIsANoOpWithoutPointers) {
@@ -89,10 +116,177 @@ TEST(GdnSelector, EmptyBatchIsANoOpWithoutPointers) {
   EXPECT_TRUE(plan.no_op);
 }
 
+// ---- multi-token problem ------------------------------------------------------------------
+
+// The selector only compares the pool's and the cache's addresses and extents (128 MiB and 64 MiB
+// here), never dereferences them: place them 1 TiB apart.
+const std::uintptr_t kPoolAddress = std::uintptr_t{1} << 40;
+const std::uintptr_t kCacheAddress = std::uintptr_t{2} << 40;
+
+MtpProblem validMtp() {
+  MtpProblem p;
+  p.dtype = DType::kBFloat16;
+  p.batch = 8;
+  p.tokens = 4;
+  p.heads_qk = 16;
+  p.heads_v = 32;
+  p.num_slots = 64;
+  p.scale = 1.0f / std::sqrt(128.0f);
+  p.q = p.k = p.v = kBuffer;
+  p.out = kBuffer;
+  p.state = reinterpret_cast<const float*>(kPoolAddress);
+  p.cache = reinterpret_cast<float*>(kCacheAddress);
+  p.g = p.beta = reinterpret_cast<const float*>(kBuffer);
+  p.slots = reinterpret_cast<const std::int32_t*>(kBuffer);
+  return p;
+}
+
+TEST(GdnSelector, EachProblemTakesOnlyTheVariantsWithItsEntry) {
+  Plan plan;
+  ASSERT_TRUE(select(kMixed, valid(), nullptr, &plan).ok());
+  EXPECT_EQ(plan.info, &kMixed[1]);  // the decode variant, not the multi-token one listed first
+  EXPECT_EQ(plan.entry, 0);
+  MtpPlan mtp;
+  ASSERT_TRUE(select(kMixed, validMtp(), nullptr, &mtp).ok());
+  EXPECT_EQ(mtp.info, &kMixed[0]);
+  MtpProblem p = validMtp();
+  p.dtype = DType::kFloat16;
+  ASSERT_TRUE(select(kMixed, p, nullptr, &mtp).ok());
+  EXPECT_EQ(mtp.info, &kMixed[2]);
+  // fp16 is built only as multi-token: decode fp16 is refused, listing the decode variants only.
+  Problem d = valid();
+  d.dtype = DType::kFloat16;
+  const Status s = select(kMixed, d, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_NE(s.message().find(
+                "head dims 128x128 are not built for fp16; built (d_k x d_v dtype): 128x128 bf16"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(s.message().find("fp16;"), s.message().find("fp16; built"));  // fp16 not in the list
+  // A table without multi-token variants refuses every multi-token problem.
+  const Status none = select(kTable, validMtp(), nullptr, &mtp);
+  EXPECT_EQ(none.code(), StatusCode::kNotSupported);
+  EXPECT_NE(
+      none.message().find("multi-token decode: head dims 128x128 are not built for bf16; built "
+                          "(d_k x d_v dtype): none"),
+      std::string::npos)
+      << none.message();
+}
+
+TEST(GdnSelector, MtpPlansTheDecodeGridAndPassesTheArguments) {
+  MtpPlan plan;
+  const MtpProblem p = validMtp();
+  ASSERT_TRUE(select(kMixed, p, nullptr, &plan).ok());
+  const LaunchShape shape = launchShape(128, 32, 32, 8);
+  EXPECT_EQ(plan.config.grid.x, shape.grid_x);  // 128 / 32
+  EXPECT_EQ(plan.config.grid.y, 32u);
+  EXPECT_EQ(plan.config.grid.z, 8u);  // one block row per sequence; tokens loop in the kernel
+  EXPECT_EQ(plan.config.block.x, 32u);
+  EXPECT_EQ(plan.config.shared_bytes, 0u);  // static shared memory only (in the cubin)
+  EXPECT_EQ(plan.args.tokens, 4);
+  EXPECT_EQ(plan.args.heads_qk, 16);
+  EXPECT_EQ(plan.args.heads_v, 32);
+  EXPECT_EQ(plan.args.state, p.state);
+  EXPECT_EQ(plan.args.cache, p.cache);
+  EXPECT_EQ(plan.args.scale, p.scale);
+}
+
+TEST(GdnSelector, MtpTokensFromOneToTheBakedLimit) {
+  MtpPlan plan;
+  MtpProblem p = validMtp();
+  for (int t = 1; t <= 8; ++t) {
+    p.tokens = t;
+    EXPECT_TRUE(select(kMixed, p, nullptr, &plan).ok()) << t;
+  }
+  p.tokens = 9;
+  Status s = select(kMixed, p, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(
+      s.message().find("gdn: tokens 9 exceeds max_tokens 8 of gdn_decode_mtp_dk128_dv128_bf16"),
+      std::string::npos)
+      << s.message();
+  p.tokens = 0;
+  s = select(kMixed, p, nullptr, &plan);
+  EXPECT_NE(s.message().find("gdn: tokens 0 must be >= 1"), std::string::npos) << s.message();
+  p.batch = 0;  // checked even for an empty batch: the problem is wrong, not empty
+  EXPECT_FALSE(select(kMixed, p, nullptr, &plan).ok());
+}
+
+TEST(GdnSelector, MtpErrorsNameTheValueAndTheLimit) {
+  MtpPlan plan;
+  MtpProblem p = validMtp();
+  p.head_dim_k = 64;
+  EXPECT_NE(select(kMixed, p, nullptr, &plan)
+                .message()
+                .find("multi-token decode: head dims 64x128 are not "
+                      "built for bf16; built (d_k x d_v dtype): "
+                      "128x128 bf16, 128x128 fp16"),
+            std::string::npos)
+      << select(kMixed, p, nullptr, &plan).message();
+  p = validMtp();
+  p.heads_v = 24;
+  EXPECT_NE(select(kMixed, p, nullptr, &plan)
+                .message()
+                .find("heads_v 24 must be a multiple of heads_qk 16"),
+            std::string::npos);
+  p = validMtp();
+  p.cache = nullptr;
+  EXPECT_NE(select(kMixed, p, nullptr, &plan).message().find("gdn: cache is null"),
+            std::string::npos);
+  p = validMtp();
+  p.cache = reinterpret_cast<float*>(kCacheAddress + 4);
+  EXPECT_NE(select(kMixed, p, nullptr, &plan).message().find(") is not 16-byte aligned"),
+            std::string::npos);
+  p = validMtp();
+  p.state = nullptr;
+  EXPECT_NE(select(kMixed, p, nullptr, &plan).message().find("gdn: state is null"),
+            std::string::npos);
+  p = validMtp();
+  p.batch = 70000;
+  EXPECT_NE(select(kMixed, p, nullptr, &plan).message().find("must each be <= 65535"),
+            std::string::npos);
+}
+
+TEST(GdnSelector, MtpRefusesACacheOverlappingThePool) {
+  MtpPlan plan;
+  MtpProblem p = validMtp();
+  // Pool: 64 slots x 32 x 128 x 128 floats = 128 MiB from `state`.
+  const std::uintptr_t pool = reinterpret_cast<std::uintptr_t>(p.state);
+  const std::uintptr_t pool_bytes = std::uintptr_t{64} * 32 * 128 * 128 * 4;
+  p.cache = reinterpret_cast<float*>(pool + pool_bytes - 16);  // starts in the pool's last 16 bytes
+  Status s = select(kMixed, p, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find(
+                "cache [batch 8, tokens 4, ...] overlaps the state pool [num_slots 64, ...]"),
+            std::string::npos)
+      << s.message();
+  p.cache = reinterpret_cast<float*>(pool + pool_bytes);  // right after it: fine
+  EXPECT_TRUE(select(kMixed, p, nullptr, &plan).ok());
+  // Cache: 8 x 4 x 32 x 128 x 128 floats = 64 MiB; ending exactly where the pool starts is fine,
+  // one element further is not.
+  const std::uintptr_t cache_bytes = std::uintptr_t{8} * 4 * 32 * 128 * 128 * 4;
+  p.cache = reinterpret_cast<float*>(pool - cache_bytes);
+  EXPECT_TRUE(select(kMixed, p, nullptr, &plan).ok());
+  p.cache = reinterpret_cast<float*>(pool - cache_bytes + 16);
+  EXPECT_FALSE(select(kMixed, p, nullptr, &plan).ok());
+}
+
+TEST(GdnSelector, MtpEmptyBatchIsANoOpWithoutPointers) {
+  MtpProblem p;
+  p.batch = 0;
+  p.tokens = 2;
+  p.heads_qk = 1;
+  p.heads_v = 1;
+  MtpPlan plan;
+  ASSERT_TRUE(select(kMixed, p, nullptr, &plan).ok());
+  EXPECT_TRUE(plan.no_op);
+}
+
 TEST(GdnSelector, DeviceCheckIsTheLastStep) {
   const DeviceQuery device{87, [](const kiln_variant&, int sm) {
-                             return Status(StatusCode::kNoKernelImage,
-                                           "artifact has sm_90 only; device is sm_" + std::to_string(sm));
+                             return Status(
+                                 StatusCode::kNoKernelImage,
+                                 "artifact has sm_90 only; device is sm_" + std::to_string(sm));
                            }};
   Plan plan;
   Status s = select(kTable, valid(), &device, &plan);

@@ -1,4 +1,5 @@
-// The gdn runner (kiln/runners/gdn.h) over the artifact's generated variant table. Compiled by
+// The gdn runner (kiln/runners/gdn.h) over the artifact's generated variant table: both problems
+// (decode in place, multi-token into a cache) go through the one selector. Compiled by
 // `kiln build` into the artifact's library; kiln's own CMake builds only selector.cpp. The
 // variant's cubin came from CuTe DSL, which changes nothing here: it is launched like any image.
 #include "kiln/runners/gdn.h"
@@ -22,7 +23,8 @@ constexpr std::array<VariantInfo, kNumVariants> makeTable() {
   std::array<VariantInfo, kNumVariants> table{};
   for (std::size_t i = 0; i < kNumVariants; ++i) {
     const auto& v = generated::kVariants[i];
-    table[i] = VariantInfo{v.name, v.head_dim_k, v.head_dim_v, v.tile_v, v.dtype, v.variant};
+    table[i] =
+        VariantInfo{v.name, v.head_dim_k, v.head_dim_v, v.tile_v, v.max_tokens, v.dtype, v.variant};
   }
   return table;
 }
@@ -41,16 +43,46 @@ Status canImplement(const Problem& problem, int device_sm) {
   return select(kTable, problem, &device, &plan);
 }
 
-std::size_t workspaceSize(const Problem& /*problem*/) { return 0; }
+std::size_t workspaceSize(const Problem& /*problem*/) {
+  return 0;
+}
 
-Status run(const Problem& problem, void* /*workspace*/, std::size_t /*workspace_bytes*/, Stream stream) {
+Status run(const Problem& problem, void* /*workspace*/, std::size_t /*workspace_bytes*/,
+           Stream stream) {
   Plan plan;
   KILN_RETURN_IF_ERROR(select(kTable, problem, nullptr, &plan));
   if (plan.no_op) return Status::Ok();
   DecodeArgs& a = plan.args;
   // One pointer per kernel parameter, in the entry's order (DecodeArgs mirrors it).
-  void* args[] = {&a.q, &a.k, &a.v, &a.g, &a.beta, &a.out, &a.state, &a.slots,
-                  &a.scale, &a.heads_qk, &a.heads_v};
+  void* args[] = {&a.q,     &a.k,     &a.v,     &a.g,        &a.beta,   &a.out,
+                  &a.state, &a.slots, &a.scale, &a.heads_qk, &a.heads_v};
+  return launch(*plan.variant, plan.entry, plan.config, stream, args);
+}
+
+Status canImplement(const MtpProblem& problem) {
+  MtpPlan plan;
+  return select(kTable, problem, nullptr, &plan);
+}
+
+Status canImplement(const MtpProblem& problem, int device_sm) {
+  const DeviceQuery device{device_sm, &runner::checkImage};
+  MtpPlan plan;
+  return select(kTable, problem, &device, &plan);
+}
+
+std::size_t workspaceSize(const MtpProblem& /*problem*/) {
+  return 0;
+}
+
+Status run(const MtpProblem& problem, void* /*workspace*/, std::size_t /*workspace_bytes*/,
+           Stream stream) {
+  MtpPlan plan;
+  KILN_RETURN_IF_ERROR(select(kTable, problem, nullptr, &plan));
+  if (plan.no_op) return Status::Ok();
+  DecodeMtpArgs& a = plan.args;
+  // One pointer per kernel parameter, in the entry's order (DecodeMtpArgs mirrors it).
+  void* args[] = {&a.q,     &a.k,     &a.v,     &a.g,        &a.beta,    &a.out,   &a.state,
+                  &a.slots, &a.cache, &a.scale, &a.heads_qk, &a.heads_v, &a.tokens};
   return launch(*plan.variant, plan.entry, plan.config, stream, args);
 }
 

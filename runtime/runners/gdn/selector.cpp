@@ -1,9 +1,14 @@
-// The gdn selector (see selector.h): admission checks, variant choice and launch planning.
+// The gdn selector (see selector.h): admission checks, variant choice and launch planning for both
+// problems. What the two share (dtype, head dims, heads, batch, scale, grid, pointers of the
+// common inputs) is one function over the fields they have in common, so they refuse the same
+// problem with the same words.
 #include "selector.h"
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <limits>
 #include <string>
 
 #include "gdn/launch.h"
@@ -20,13 +25,130 @@ Status checkPointer(const char* name, const void* p, std::size_t alignment) {
   return runner::checkPointer("gdn", name, p, alignment);
 }
 
-std::string builtList(std::span<const VariantInfo> table) {
+bool hasEntry(const VariantInfo& v, const char* entry) {
+  const kiln_variant* variant = v.variant == nullptr ? nullptr : v.variant();
+  return variant != nullptr && runner::findEntry(*variant, entry) >= 0;
+}
+
+std::string builtList(std::span<const VariantInfo> table, const char* entry) {
   std::string list;
   for (const VariantInfo& v : table) {
+    if (!hasEntry(v, entry)) continue;
     list += (list.empty() ? "" : ", ") + std::to_string(v.head_dim_k) + "x" +
             std::to_string(v.head_dim_v) + " " + v.dtype;
   }
   return list.empty() ? "none" : list;
+}
+
+// The fields both problems have, and which kernel they need.
+struct Shape {
+  const char* entry;
+  const char* what;  // "" for the decode problem, "multi-token decode: " for the other
+  DType dtype;
+  std::int64_t batch, heads_qk, heads_v, head_dim_k, head_dim_v;
+  float scale;
+};
+
+template <typename P>
+Shape shapeOf(const P& p, const char* entry, const char* what) {
+  return Shape{entry,     what,         p.dtype,      p.batch, p.heads_qk,
+               p.heads_v, p.head_dim_k, p.head_dim_v, p.scale};
+}
+
+// dtype, head dims, heads, batch, scale and grid; on success *info is the variant.
+Status admitShape(std::span<const VariantInfo> table, const Shape& p, const VariantInfo** info) {
+  const char* dtype = dtypeName(p.dtype);
+  if (dtype == nullptr) {
+    return invalid("dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16 or bf16");
+  }
+  *info = nullptr;
+  for (const VariantInfo& v : table) {
+    if (std::strcmp(v.dtype, dtype) == 0 && v.head_dim_k == p.head_dim_k &&
+        v.head_dim_v == p.head_dim_v && hasEntry(v, p.entry)) {
+      *info = &v;
+      break;
+    }
+  }
+  if (*info == nullptr) {
+    return Status(StatusCode::kNotSupported,
+                  std::string("gdn: ") + p.what + "head dims " + std::to_string(p.head_dim_k) +
+                      "x" + std::to_string(p.head_dim_v) + " are not built for " + dtype +
+                      "; built (d_k x d_v dtype): " + builtList(table, p.entry));
+  }
+  if (p.heads_qk < 1) return invalid("heads_qk " + std::to_string(p.heads_qk) + " must be >= 1");
+  if (p.heads_v < p.heads_qk || p.heads_v % p.heads_qk != 0) {
+    return invalid("heads_v " + std::to_string(p.heads_v) + " must be a multiple of heads_qk " +
+                   std::to_string(p.heads_qk));
+  }
+  if (p.batch < 0) return invalid("batch " + std::to_string(p.batch) + " must be >= 0");
+  if (!std::isfinite(p.scale)) return invalid("scale is not finite");
+  if (p.heads_v > kMaxGridYZ || p.batch > kMaxGridYZ) {
+    return invalid("batch " + std::to_string(p.batch) + " and heads_v " +
+                   std::to_string(p.heads_v) + " must each be <= " + std::to_string(kMaxGridYZ) +
+                   " (grid y/z limit)");
+  }
+  return Status::Ok();
+}
+
+// The variant, its entry, and the launch shape of a batch > 0.
+template <typename Args>
+Status plan(const VariantInfo& info, const Shape& p, LaunchPlan<Args>* out) {
+  out->info = &info;
+  out->variant = info.variant();
+  out->entry = runner::findEntry(*out->variant, p.entry);
+  if (out->entry < 0) {
+    return Status(StatusCode::kInternal,
+                  std::string("gdn: variant ") + info.name + " has no entry " + p.entry);
+  }
+  out->no_op = p.batch == 0;
+  if (out->no_op) return Status::Ok();
+  const LaunchShape shape = launchShape(info.head_dim_v, info.tile_v, p.heads_v, p.batch);
+  if (!shape.valid)
+    return Status(StatusCode::kInternal, std::string("gdn: no launch shape for ") + info.name);
+  out->config.grid = {shape.grid_x, shape.grid_y, shape.grid_z};
+  out->config.block = {shape.block_x, 1, 1};
+  return Status::Ok();
+}
+
+// The inputs both problems read, for a batch > 0.
+template <typename P>
+Status checkInputs(const P& p) {
+  if (p.num_slots < 1) return invalid("num_slots " + std::to_string(p.num_slots) + " must be >= 1");
+  KILN_RETURN_IF_ERROR(checkPointer("q", p.q, kActivationAlignment));
+  KILN_RETURN_IF_ERROR(checkPointer("k", p.k, kActivationAlignment));
+  KILN_RETURN_IF_ERROR(checkPointer("v", p.v, kActivationAlignment));
+  KILN_RETURN_IF_ERROR(checkPointer("out", p.out, kActivationAlignment));
+  KILN_RETURN_IF_ERROR(checkPointer("state", p.state, kActivationAlignment));
+  KILN_RETURN_IF_ERROR(checkPointer("g", p.g, alignof(float)));
+  KILN_RETURN_IF_ERROR(checkPointer("beta", p.beta, alignof(float)));
+  return checkPointer("slots", p.slots, alignof(std::int32_t));
+}
+
+Status checkDevice(const DeviceQuery* device, const kiln_variant& variant) {
+  if (device == nullptr) return Status::Ok();
+  if (!device->check_image) return Status(StatusCode::kInternal, "gdn: no image check");
+  return device->check_image(variant, device->sm);
+}
+
+// n0 * n1 * ... float32 elements in bytes, saturating at the largest uintptr_t.
+std::uintptr_t floatBytes(std::initializer_list<std::int64_t> dims) {
+  constexpr std::uintptr_t kMax = std::numeric_limits<std::uintptr_t>::max();
+  std::uintptr_t bytes = sizeof(float);
+  for (const std::int64_t d : dims) {
+    const auto n = static_cast<std::uintptr_t>(d);
+    if (n != 0 && bytes > kMax / n) return kMax;
+    bytes *= n;
+  }
+  return bytes;
+}
+
+bool overlaps(const void* a, std::uintptr_t a_bytes, const void* b, std::uintptr_t b_bytes) {
+  constexpr std::uintptr_t kMax = std::numeric_limits<std::uintptr_t>::max();
+  const auto pa = reinterpret_cast<std::uintptr_t>(a);
+  const auto pb = reinterpret_cast<std::uintptr_t>(b);
+  const std::uintptr_t a_end = a_bytes > kMax - pa ? kMax : pa + a_bytes;
+  const std::uintptr_t b_end = b_bytes > kMax - pb ? kMax : pb + b_bytes;
+  return pa < b_end && pb < a_end;
 }
 
 }  // namespace
@@ -42,71 +164,71 @@ const char* dtypeName(DType dtype) {
 }
 
 Status select(std::span<const VariantInfo> table, const Problem& p, const DeviceQuery* device,
-              Plan* plan) {
-  if (plan == nullptr) return Status(StatusCode::kInternal, "gdn: select without a plan");
-  *plan = Plan{};
-  const char* dtype = dtypeName(p.dtype);
-  if (dtype == nullptr) {
-    return invalid("dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16 or bf16");
-  }
+              Plan* out) {
+  if (out == nullptr) return Status(StatusCode::kInternal, "gdn: select without a plan");
+  *out = Plan{};
+  const Shape shape = shapeOf(p, kDecodeEntry, "");
   const VariantInfo* info = nullptr;
-  for (const VariantInfo& v : table) {
-    if (std::strcmp(v.dtype, dtype) == 0 && v.head_dim_k == p.head_dim_k && v.head_dim_v == p.head_dim_v) {
-      info = &v;
-      break;
+  KILN_RETURN_IF_ERROR(admitShape(table, shape, &info));
+  KILN_RETURN_IF_ERROR(plan(*info, shape, out));
+  if (!out->no_op) {
+    KILN_RETURN_IF_ERROR(checkInputs(p));
+    out->args = DecodeArgs{p.q,
+                           p.k,
+                           p.v,
+                           p.g,
+                           p.beta,
+                           p.out,
+                           p.state,
+                           p.slots,
+                           p.scale,
+                           static_cast<std::int32_t>(p.heads_qk),
+                           static_cast<std::int32_t>(p.heads_v)};
+  }
+  return checkDevice(device, *out->variant);
+}
+
+Status select(std::span<const VariantInfo> table, const MtpProblem& p, const DeviceQuery* device,
+              MtpPlan* out) {
+  if (out == nullptr) return Status(StatusCode::kInternal, "gdn: select without a plan");
+  *out = MtpPlan{};
+  const Shape shape = shapeOf(p, kDecodeMtpEntry, "multi-token decode: ");
+  const VariantInfo* info = nullptr;
+  KILN_RETURN_IF_ERROR(admitShape(table, shape, &info));
+  if (p.tokens < 1) return invalid("tokens " + std::to_string(p.tokens) + " must be >= 1");
+  if (p.tokens > info->max_tokens) {
+    return invalid("tokens " + std::to_string(p.tokens) + " exceeds max_tokens " +
+                   std::to_string(info->max_tokens) + " of " + info->name);
+  }
+  KILN_RETURN_IF_ERROR(plan(*info, shape, out));
+  if (!out->no_op) {
+    KILN_RETURN_IF_ERROR(checkInputs(p));
+    KILN_RETURN_IF_ERROR(checkPointer("cache", p.cache, kActivationAlignment));
+    const std::uintptr_t pool_bytes =
+        floatBytes({p.num_slots, p.heads_v, p.head_dim_k, p.head_dim_v});
+    const std::uintptr_t cache_bytes =
+        floatBytes({p.batch, p.tokens, p.heads_v, p.head_dim_k, p.head_dim_v});
+    if (overlaps(p.cache, cache_bytes, p.state, pool_bytes)) {
+      return invalid("cache [batch " + std::to_string(p.batch) + ", tokens " +
+                     std::to_string(p.tokens) + ", ...] overlaps the state pool [num_slots " +
+                     std::to_string(p.num_slots) +
+                     ", ...]; the pool is read while the cache is written");
     }
+    out->args = DecodeMtpArgs{p.q,
+                              p.k,
+                              p.v,
+                              p.g,
+                              p.beta,
+                              p.out,
+                              p.state,
+                              p.slots,
+                              p.cache,
+                              p.scale,
+                              static_cast<std::int32_t>(p.heads_qk),
+                              static_cast<std::int32_t>(p.heads_v),
+                              static_cast<std::int32_t>(p.tokens)};
   }
-  if (info == nullptr) {
-    return Status(StatusCode::kNotSupported,
-                  "gdn: head dims " + std::to_string(p.head_dim_k) + "x" + std::to_string(p.head_dim_v) +
-                      " are not built for " + dtype + "; built (d_k x d_v dtype): " + builtList(table));
-  }
-  if (p.heads_qk < 1) return invalid("heads_qk " + std::to_string(p.heads_qk) + " must be >= 1");
-  if (p.heads_v < p.heads_qk || p.heads_v % p.heads_qk != 0) {
-    return invalid("heads_v " + std::to_string(p.heads_v) + " must be a multiple of heads_qk " +
-                   std::to_string(p.heads_qk));
-  }
-  if (p.batch < 0) return invalid("batch " + std::to_string(p.batch) + " must be >= 0");
-  if (!std::isfinite(p.scale)) return invalid("scale is not finite");
-  if (p.heads_v > kMaxGridYZ || p.batch > kMaxGridYZ) {
-    return invalid("batch " + std::to_string(p.batch) + " and heads_v " + std::to_string(p.heads_v) +
-                   " must each be <= " + std::to_string(kMaxGridYZ) + " (grid y/z limit)");
-  }
-  plan->info = info;
-  plan->variant = info->variant();
-  plan->entry = runner::findEntry(*plan->variant, kDecodeEntry);
-  if (plan->entry < 0) {
-    return Status(StatusCode::kInternal,
-                  std::string("gdn: variant ") + info->name + " has no entry " + kDecodeEntry);
-  }
-  if (p.batch == 0) {
-    plan->no_op = true;
-  } else {
-    if (p.num_slots < 1) return invalid("num_slots " + std::to_string(p.num_slots) + " must be >= 1");
-    KILN_RETURN_IF_ERROR(checkPointer("q", p.q, kActivationAlignment));
-    KILN_RETURN_IF_ERROR(checkPointer("k", p.k, kActivationAlignment));
-    KILN_RETURN_IF_ERROR(checkPointer("v", p.v, kActivationAlignment));
-    KILN_RETURN_IF_ERROR(checkPointer("out", p.out, kActivationAlignment));
-    KILN_RETURN_IF_ERROR(checkPointer("state", p.state, kActivationAlignment));
-    KILN_RETURN_IF_ERROR(checkPointer("g", p.g, alignof(float)));
-    KILN_RETURN_IF_ERROR(checkPointer("beta", p.beta, alignof(float)));
-    KILN_RETURN_IF_ERROR(checkPointer("slots", p.slots, alignof(std::int32_t)));
-    const LaunchShape shape = launchShape(info->head_dim_v, info->tile_v, p.heads_v, p.batch);
-    if (!shape.valid) {
-      return Status(StatusCode::kInternal, std::string("gdn: no launch shape for ") + info->name);
-    }
-    plan->config.grid = {shape.grid_x, shape.grid_y, shape.grid_z};
-    plan->config.block = {shape.block_x, 1, 1};
-    plan->args = DecodeArgs{p.q,     p.k,     p.v,
-                            p.g,     p.beta,  p.out,
-                            p.state, p.slots, p.scale,
-                            static_cast<std::int32_t>(p.heads_qk), static_cast<std::int32_t>(p.heads_v)};
-  }
-  if (device != nullptr) {
-    if (!device->check_image) return Status(StatusCode::kInternal, "gdn: no image check");
-    return device->check_image(*plan->variant, device->sm);
-  }
-  return Status::Ok();
+  return checkDevice(device, *out->variant);
 }
 
 }  // namespace kiln::gdn

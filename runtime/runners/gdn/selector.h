@@ -14,7 +14,8 @@
 
 namespace kiln::gdn {
 
-inline constexpr const char kDecodeEntry[] = "kiln_gdn_decode";
+inline constexpr const char kDecodeEntry[] = "kiln_gdn_decode";         // gdn_decode_*
+inline constexpr const char kDecodeMtpEntry[] = "kiln_gdn_decode_mtp";  // gdn_decode_mtp_*
 inline constexpr unsigned kActivationAlignment = 16;  // q, k, v, out, state: 16-byte aligned rows
 
 // One variant of the artifact: the generated kiln::generated::gdn::kVariants entry's fields.
@@ -23,6 +24,7 @@ struct VariantInfo {
   int head_dim_k;
   int head_dim_v;
   int tile_v;
+  int max_tokens;     // tokens per sequence per launch: 1 (gdn_decode), 8 (gdn_decode_mtp)
   const char* dtype;  // "fp16" | "bf16"
   const kiln_variant* (*variant)();
 };
@@ -49,21 +51,50 @@ struct DecodeArgs {
   std::int32_t heads_v;
 };
 
-struct Plan {
+// The multi-token kernel's parameters, in the order of its entry (gdn_decode_mtp.py's
+// `decode_mtp`).
+struct DecodeMtpArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  const float* g;
+  const float* beta;
+  void* out;
+  const float* state;
+  const std::int32_t* slots;
+  float* cache;
+  float scale;
+  std::int32_t heads_qk;
+  std::int32_t heads_v;
+  std::int32_t tokens;
+};
+
+// A planned launch: the variant, its entry, the grid and the kernel's arguments (DecodeArgs for
+// Problem, DecodeMtpArgs for MtpProblem).
+template <typename Args>
+struct LaunchPlan {
   const VariantInfo* info = nullptr;
   const kiln_variant* variant = nullptr;
   bool no_op = false;  // batch == 0
   int entry = -1;
   LaunchConfig config;
-  DecodeArgs args{};
+  Args args{};
 };
+using Plan = LaunchPlan<DecodeArgs>;
+using MtpPlan = LaunchPlan<DecodeMtpArgs>;
 
 const char* dtypeName(DType dtype);
 
-// Admits `problem` against `table` and plans its launch; checks in order: dtype known and
-// built, head dims built for it, heads (H >= 1, Hv a multiple of H), batch >= 0, scale finite,
-// num_slots >= 1, pointers non-null and aligned, grid limits; then `device` when given.
+// Admits `problem` against the variants of `table` that have its entry (kDecodeEntry) and plans
+// its launch; checks in order: dtype known, head dims built for it, heads (H >= 1, Hv a multiple
+// of H), batch >= 0, scale finite, grid limits, then (batch > 0) num_slots >= 1 and pointers
+// non-null and aligned; then `device` when given.
 Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
               Plan* plan);
+// The same for the multi-token problem, against the variants with kDecodeMtpEntry; after the head
+// dims it checks 1 <= tokens <= the variant's max_tokens, and after the pointers that the cache
+// [batch, T, Hv, d_k, d_v] does not overlap the pool [num_slots, Hv, d_k, d_v].
+Status select(std::span<const VariantInfo> table, const MtpProblem& problem,
+              const DeviceQuery* device, MtpPlan* plan);
 
 }  // namespace kiln::gdn

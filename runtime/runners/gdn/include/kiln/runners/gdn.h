@@ -1,4 +1,6 @@
-// The gdn runner: Gated DeltaNet decode (one token per sequence) on the caller's stream.
+// The gdn runner: Gated DeltaNet decode on the caller's stream, in two problems: Problem (one token
+// per sequence, the state updated in place) and MtpProblem (T draft tokens per sequence, every
+// intermediate state written to a cache, the state pool only read).
 //
 //   per sequence b with slots[b] >= 0 and value head hv (query/key head hv / (Hv / H)):
 //     q, k L2-normalised;  S <- exp(g) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = scale S^T q
@@ -23,9 +25,9 @@ enum class DType { kFloat16, kBFloat16 };
 
 struct Problem {
   DType dtype = DType::kBFloat16;
-  std::int64_t batch = 0;      // 0 is a no-op: pointers are not checked and nothing is touched
-  std::int64_t heads_qk = 0;   // H
-  std::int64_t heads_v = 0;    // Hv, a multiple of H
+  std::int64_t batch = 0;     // 0 is a no-op: pointers are not checked and nothing is touched
+  std::int64_t heads_qk = 0;  // H
+  std::int64_t heads_v = 0;   // Hv, a multiple of H
   std::int64_t head_dim_k = 128;
   std::int64_t head_dim_v = 128;
   std::int64_t num_slots = 0;  // state pool size; slots[b] < num_slots is the caller's promise
@@ -49,5 +51,50 @@ Status canImplement(const Problem& problem, int device_sm);
 // 0: the state is updated in place; the contract is uniform across groups.
 std::size_t workspaceSize(const Problem& problem);
 Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes, Stream stream);
+
+// Multi-token decode, the verify step of speculative decoding (MTP / EAGLE draft tokens): per live
+// sequence b and value head hv, starting from S = state[slots[b], hv], for t = 0 .. tokens - 1 the
+// same rule as Problem on token t, then
+//   cache[b, t, hv] = S (the state after token t)   and   out[b, t, hv] = o.
+// The pool is NOT updated (SGLang's verify with disable_state_update; vLLM instead writes each
+// step into a slot of its own): after accepting n of the T tokens (n >= 1), the caller copies
+// cache[b, n - 1] (Hv * d_k * d_v floats, contiguous, the pool's layout) into state[slots[b]] and
+// continues from out[b, 0 .. n - 1]. A negative slot skips the sequence: neither its outputs nor
+// its cache entries are touched. tokens = 1 is a decode step whose new state goes to the cache.
+//
+// Layouts (contiguous, row-major): q, k [batch, T, H, d_k] and v, out [batch, T, Hv, d_v] in the
+// dtype; g, beta [batch, T, Hv] float32; state [num_slots, Hv, d_k, d_v] float32 (read only);
+// slots [batch] int32; cache [batch, T, Hv, d_k, d_v] float32 (indexed by b, not by slot, so it is
+// sized by the batch; it must not overlap the pool). T is a run-time value in
+// 1 .. max_tokens, which kiln.toml bakes per variant (8).
+struct MtpProblem {
+  DType dtype = DType::kBFloat16;
+  std::int64_t batch = 0;     // 0 is a no-op: pointers are not checked and nothing is touched
+  std::int64_t tokens = 0;    // T, 1 .. the variant's max_tokens
+  std::int64_t heads_qk = 0;  // H
+  std::int64_t heads_v = 0;   // Hv, a multiple of H
+  std::int64_t head_dim_k = 128;
+  std::int64_t head_dim_v = 128;
+  std::int64_t num_slots = 0;  // state pool size; slots[b] < num_slots is the caller's promise
+  float scale = 0.0f;          // usually 1 / sqrt(d_k); finite
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const float* g = nullptr;
+  const float* beta = nullptr;
+  void* out = nullptr;
+  const float* state = nullptr;
+  const std::int32_t* slots = nullptr;
+  float* cache = nullptr;
+};
+
+// Admission as for Problem, and: a gdn_decode_mtp variant built for (d_k, d_v, dtype), 1 <= tokens
+// <= its max_tokens ("gdn: tokens 9 exceeds max_tokens 8 of gdn_decode_mtp_dk128_dv128_bf16"),
+// cache non-null, 16-byte aligned and not overlapping the pool.
+Status canImplement(const MtpProblem& problem);
+Status canImplement(const MtpProblem& problem, int device_sm);
+// 0: the cache is the caller's output, not scratch.
+std::size_t workspaceSize(const MtpProblem& problem);
+Status run(const MtpProblem& problem, void* workspace, std::size_t workspace_bytes, Stream stream);
 
 }  // namespace kiln::gdn
