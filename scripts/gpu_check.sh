@@ -11,17 +11,20 @@
 #   info                 GPU, driver, clocks, commit
 #   wheels               pip-installs the carried .whl/*.whl into /tmp/site (PYTHONPATH) for the
 #                        benches' optional peers (flash-linear-attention)
-#   <group>-numerics     the group's numerics test (JSON: $OUT/<group>_numerics.json)
+#   <group>-numerics     the group's numerics test (JSON: $OUT/<group>_numerics_<label>.json)
 #   <group>-smoke        the first cases of the test only (a hang or a crash shows in seconds)
 #   <group>-memcheck     compute-sanitizer memcheck over $KILN_MEMCHECK_FILTER of the test
 #   <group>-racecheck    compute-sanitizer racecheck (shared memory) over the same filter
-#   <group>-bench[-quick] python3 bench/<group>_vs_torch.py [--quick] (JSON: $OUT/<group>_bench.json)
+#   <group>-bench[-quick] python3 bench/<group>_vs_torch.py [--quick] $KILN_BENCH_ARGS
+#                        (JSON: $OUT/<group>_bench_<label>.json)
+# <label> is the last component of $KILN_GPU_DIR, so one call can run two builds side by side.
 # Each step runs under a timeout ($KILN_STEP_TIMEOUT seconds, default 240) so that a hung kernel
 # costs one step, not the call; the exit codes are printed, the last lines summarise.
 set -uo pipefail
 
 OUT="${OUT:-$PWD/gpu_out}"
 GPU_DIR="${KILN_GPU_DIR:-.gpu}"
+label="$(basename "$GPU_DIR")"   # names the JSON files, so that versions can be compared in one call
 STEP_TIMEOUT="${KILN_STEP_TIMEOUT:-240}"
 FILTER="${KILN_MEMCHECK_FILTER:-*}"
 mkdir -p "$OUT"
@@ -57,7 +60,7 @@ for step in "$@"; do
     *-smoke)
       run_step "$step" "$test_bin" --gtest_filter='*_s1_*:*_s129_*:*ragged_lengths*' ;;
     *-numerics)
-      run_step "$step" env KILN_EVIDENCE_OUT="$OUT/${group}_numerics.json" "$test_bin" ;;
+      run_step "$step" env KILN_EVIDENCE_OUT="$OUT/${group}_numerics_${label}.json" "$test_bin" ;;
     *-memcheck)
       run_step "$step" compute-sanitizer --tool memcheck --error-exitcode 3 "$test_bin" \
         --gtest_filter="$FILTER" ;;
@@ -66,10 +69,10 @@ for step in "$@"; do
         --error-exitcode 3 "$test_bin" --gtest_filter="$FILTER" ;;
     *-bench-quick)
       run_step "$step" env PYTHONUNBUFFERED=1 python3 "bench/${group}_vs_torch.py" --lib "$lib" \
-        --json "$OUT/${group}_bench.json" --quick ;;
+        --json "$OUT/${group}_bench_${label}.json" --quick ${KILN_BENCH_ARGS:-} ;;
     *-bench)
       run_step "$step" env PYTHONUNBUFFERED=1 python3 "bench/${group}_vs_torch.py" --lib "$lib" \
-        --json "$OUT/${group}_bench.json" ;;
+        --json "$OUT/${group}_bench_${label}.json" ${KILN_BENCH_ARGS:-} ;;
     *)
       echo "unknown step $step"; exit 2 ;;
   esac

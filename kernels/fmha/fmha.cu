@@ -37,7 +37,7 @@ constexpr bool kCausal = false;
 #endif
 
 static_assert(kHeadDim == 64 || kHeadDim == 128, "fmha: head_dim must be 64 or 128");
-static_assert(kiln::fmha::sharedBytes(kHeadDim) <= 227 * 1024,
+static_assert(kiln::fmha::sharedBytes(kHeadDim, kCausal) <= 227 * 1024,
               "fmha: shared memory must fit an sm_90 block (227 KiB)");
 
 }  // namespace

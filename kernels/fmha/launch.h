@@ -4,8 +4,10 @@
 // the TMA boxes it encodes), so the two never disagree and no number is typed twice.
 //
 // Work decomposition (kernels/fmha/README.md has the picture):
-//   block      = (kBlockM query rows of one sequence, one query head); grid (m_blocks, q_heads,
-//                batch), m blocks launched longest-first for causal masks.
+//   tile       = (kBlockM query rows of one sequence, one query head): m_blocks x q_heads x batch
+//                tiles, query blocks of one (sequence, head) consecutive, longest first for causal
+//                masks.
+//   block      = persistent: at most one per SM, walking tiles blockIdx.x, + gridDim.x, ...
 //   warpgroup 0: the producer: one thread issues the TMA loads (Q once, then K and V tiles of
 //                kBlockN keys into a kStages-deep ring), the rest idle at a low register count.
 //   warpgroups 1..kConsumerWarpgroups: consumers, kBlockM / kConsumerWarpgroups = 64 query rows
@@ -22,13 +24,18 @@ inline constexpr int kWarpgroupThreads = 128;
 inline constexpr int kThreads = (1 + kConsumerWarpgroups) * kWarpgroupThreads;
 inline constexpr int kRowsPerConsumer = 64;  // one wgmma m64 tile per consumer warpgroup
 inline constexpr int kBlockM = kConsumerWarpgroups * kRowsPerConsumer;
-// Keys per K / V tile (the N of S = Q K^T). Tuning: FlashAttention-3's 128 for d128 (H100).
-KILN_HOST_DEVICE constexpr int blockN(int head_dim) {
-  return head_dim <= 64 ? 128 : 128;
+// Keys per K / V tile (the N of S = Q K^T) and K / V ring depth, per head dim and mask.
+// Tuning (H200, bf16, FA3 workload; NOTES.md v2): at d64 without a mask, 192 keys amortise the
+// per-tile costs (barrier waits, row max shuffles, the O rescale) over more work: +3% against
+// 128 at S = 4k and 16k. At d128, 176 keys (FlashAttention-3's choice) ran 26% slower than 128
+// (S, P and O live together no longer fit the registers well), so d128 keeps 128; causal keeps
+// 128 so that diagonal tiles waste less. Stages: as deep as an sm_90 block's 227 KiB allow with Q
+// resident.
+KILN_HOST_DEVICE constexpr int blockN(int head_dim, bool causal) {
+  return causal ? 128 : (head_dim <= 64 ? 192 : 128);
 }
-// K / V ring depth: as deep as the 227 KiB of an sm_90 block allow with Q resident.
-KILN_HOST_DEVICE constexpr int stages(int head_dim) {
-  return head_dim <= 64 ? 3 : 2;
+KILN_HOST_DEVICE constexpr int stages(int head_dim, bool causal) {
+  return head_dim <= 64 ? 3 : (causal ? 2 : 2);
 }
 // A TMA box spans 64 elements of head_dim: 128 bytes, the width of the 128-byte swizzle.
 inline constexpr int kTmaBoxCols = 64;
@@ -42,19 +49,17 @@ inline constexpr int kConsumerRegisters = 240;
 KILN_HOST_DEVICE constexpr int qTileBytes(int head_dim) {
   return kBlockM * head_dim * kElementBytes;
 }
-KILN_HOST_DEVICE constexpr int kvTileBytes(int head_dim) {
-  return blockN(head_dim) * head_dim * kElementBytes;
+KILN_HOST_DEVICE constexpr int kvTileBytes(int head_dim, bool causal) {
+  return blockN(head_dim, causal) * head_dim * kElementBytes;
 }
 // The mbarriers: Q full, and per stage K full, V full, K/V empty (8 bytes each), padded to 1 KiB
 // so that every tile after them keeps the 1024-byte alignment the 128-byte swizzle needs.
 inline constexpr int kBarrierBytes = 1024;
 // Dynamic shared memory: Q, the K and V rings, the barriers, and 1 KiB of slack for aligning the
 // base of dynamic shared memory up to 1024 bytes.
-KILN_HOST_DEVICE constexpr int sharedBytes(int head_dim) {
-  return qTileBytes(head_dim) + 2 * stages(head_dim) * kvTileBytes(head_dim) + kBarrierBytes + 1024;
+KILN_HOST_DEVICE constexpr int sharedBytes(int head_dim, bool causal) {
+  return qTileBytes(head_dim) + 2 * stages(head_dim, causal) * kvTileBytes(head_dim, causal) +
+         kBarrierBytes + 1024;
 }
-
-// Grid limits (CUDA: grid.y and grid.z <= 65535).
-inline constexpr int kMaxGridYZ = 65535;
 
 }  // namespace kiln::fmha

@@ -47,10 +47,10 @@ namespace kiln::fmha {
 using namespace cute;
 
 // The shared-memory tiles and the two tiled products of one (head dim, dtype) variant.
-template <typename Element, int kHeadDim>
+template <typename Element, int kHeadDim, bool kCausal>
 struct Sm90Config {
-  static constexpr int kN = blockN(kHeadDim);
-  static constexpr int kStages = stages(kHeadDim);
+  static constexpr int kN = blockN(kHeadDim, kCausal);
+  static constexpr int kStages = stages(kHeadDim, kCausal);
   static_assert(kHeadDim % kTmaBoxCols == 0, "head_dim must be a multiple of the 64-column TMA box");
 
   // Q [kBlockM, d] and K [kN, d] per stage: K-major (head dim contiguous), 128-byte swizzle; the
@@ -76,7 +76,7 @@ struct Sm90Config {
       AtomLayout{}));
 
   static constexpr int kQBytes = qTileBytes(kHeadDim);
-  static constexpr int kKVBytes = kvTileBytes(kHeadDim);
+  static constexpr int kKVBytes = kvTileBytes(kHeadDim, kCausal);
   static_assert(cosize_v<LayoutQ> * 2 == kQBytes, "Q tile size");
   static_assert(cosize_v<LayoutK> * 2 == kStages * kKVBytes, "K ring size");
   static_assert(cosize_v<LayoutVt> * 2 == kStages * kKVBytes, "V ring size");
@@ -85,6 +85,7 @@ struct Sm90Config {
 // The block's mbarriers, at the start of (1024-aligned) dynamic shared memory.
 struct Barriers {
   uint64_t q_full;
+  uint64_t q_empty;  // the consumers have issued their last Q K^T of the tile
   uint64_t k_full[4];
   uint64_t v_full[4];
   uint64_t k_empty[4];
@@ -236,38 +237,60 @@ __device__ __forceinline__ void roundP(TensorS const& s, TensorP& p) {
   for (int i = 0; i < size(s) / 2; ++i) pairs[i] = roundPair<Element>(s(2 * i), s(2 * i + 1));
 }
 
+// One tile of work: kBlockM query rows of one (sequence, query head), and the key tiles it needs.
+struct TileWork {
+  int head, kv_head, m0;
+  int q_begin, k_begin;        // first token of the sequence in q / out and in k / v
+  int seqlen_q, seqlen_k;
+  int causal_offset;           // seqlen_k - seqlen_q: query i sees keys j <= i + causal_offset
+  int n_blocks;                // key tiles [0, n_blocks) are computed, the last one first
+  int n_unmasked;              // key tiles below it need no mask for any row of the tile
+  bool empty;                  // the rows lie past the sequence's end: nothing to do
+};
+
+// Tile t of the grid-strided schedule: query blocks of one (sequence, head) are consecutive
+// (blocks running together share its K / V in L2), heads of one KV group are neighbours, and for
+// causal masks each sequence's blocks come longest first.
+template <bool kCausal>
+__device__ __forceinline__ TileWork tileWork(const FmhaParams& params, int tile, int n_tile) {
+  TileWork w;
+  const int m_rank = tile % params.m_blocks;
+  const int bh = tile / params.m_blocks;
+  w.head = bh % params.q_heads;
+  const int batch = bh / params.q_heads;
+  w.kv_head = w.head / params.group_size;
+  const int m_block = kCausal ? params.m_blocks - 1 - m_rank : m_rank;
+  // Offsets clamped to the tensors, so that a bad cu_seqlens cannot send an access outside them.
+  w.q_begin = min(max(params.cu_seqlens_q[batch], 0), params.total_q);
+  const int q_end = min(max(params.cu_seqlens_q[batch + 1], w.q_begin), params.total_q);
+  w.k_begin = min(max(params.cu_seqlens_k[batch], 0), params.total_k);
+  const int k_end = min(max(params.cu_seqlens_k[batch + 1], w.k_begin), params.total_k);
+  w.seqlen_q = q_end - w.q_begin;
+  w.seqlen_k = k_end - w.k_begin;
+  w.m0 = m_block * kBlockM;
+  w.empty = w.m0 >= w.seqlen_q;
+  // Key tiles: all keys, or (causal) those some row of the tile sees: row m0 + kBlockM - 1 sees
+  // keys up to m0 + kBlockM - 1 + causal_offset.
+  w.causal_offset = w.seqlen_k - w.seqlen_q;
+  const int key_end = kCausal ? min(w.seqlen_k, w.m0 + kBlockM + w.causal_offset) : w.seqlen_k;
+  w.n_blocks = key_end > 0 ? (key_end + n_tile - 1) / n_tile : 0;
+  const int unmasked_keys = kCausal ? min(w.seqlen_k, w.m0 + 1 + w.causal_offset) : w.seqlen_k;
+  w.n_unmasked = unmasked_keys > 0 ? unmasked_keys / n_tile : 0;
+  return w;
+}
+
+// A persistent kernel: each block walks tiles blockIdx.x, + gridDim.x, ...; the producer runs
+// ahead into the next tile (its Q once the consumers release the Q buffer, its K / V through
+// the same ring), so the pipeline does not drain between tiles.
 template <typename Element, int kHeadDim, bool kCausal>
 __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned char* smem_raw) {
-  using Config = Sm90Config<Element, kHeadDim>;
+  using Config = Sm90Config<Element, kHeadDim, kCausal>;
   constexpr int kN = Config::kN;
   constexpr int kStages = Config::kStages;
   constexpr int kHalves = kHeadDim / kTmaBoxCols;
+  constexpr int kConsumerThreads = kConsumerWarpgroups * kWarpgroupThreads;
   static_assert(kStages <= 4, "Barriers holds 4 stages");
-
-  // The work of this block; blocks past their sequence's end leave before touching anything.
-  const int m_block = kCausal ? params.m_blocks - 1 - static_cast<int>(blockIdx.x)
-                              : static_cast<int>(blockIdx.x);
-  const int head = static_cast<int>(blockIdx.y);
-  const int batch = static_cast<int>(blockIdx.z);
-  const int kv_head = head / params.group_size;
-  // Offsets clamped to the tensors, so that a bad cu_seqlens cannot send an access outside them.
-  const int q_begin = min(max(params.cu_seqlens_q[batch], 0), params.total_q);
-  const int q_end = min(max(params.cu_seqlens_q[batch + 1], q_begin), params.total_q);
-  const int k_begin = min(max(params.cu_seqlens_k[batch], 0), params.total_k);
-  const int k_end = min(max(params.cu_seqlens_k[batch + 1], k_begin), params.total_k);
-  const int seqlen_q = q_end - q_begin;
-  const int seqlen_k = k_end - k_begin;
-  const int m0 = m_block * kBlockM;
-  if (m0 >= seqlen_q) return;
-
-  // Key tiles [0, n_blocks): all keys, or (causal) those that some row of the block can see:
-  // row m0 + kBlockM - 1 sees keys up to m0 + kBlockM - 1 + seqlen_k - seqlen_q.
-  const int causal_offset = seqlen_k - seqlen_q;
-  const int key_end = kCausal ? min(seqlen_k, m0 + kBlockM + causal_offset) : seqlen_k;
-  const int n_blocks = key_end > 0 ? (key_end + kN - 1) / kN : 0;
-  // Tiles below n_unmasked need no mask for any row of the block.
-  const int unmasked_keys = kCausal ? min(seqlen_k, m0 + 1 + causal_offset) : seqlen_k;
-  const int n_unmasked = unmasked_keys > 0 ? unmasked_keys / kN : 0;
+  const int num_tiles = params.m_blocks * params.q_heads * params.batch;
 
   // Shared memory: barriers, Q, K ring, V ring; 1024-byte aligned for the 128-byte swizzle.
   unsigned char* smem = reinterpret_cast<unsigned char*>(
@@ -281,11 +304,12 @@ __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned c
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
   if (threadIdx.x == 0) {
     cutlass::arch::ClusterTransactionBarrier::init(&bars.q_full, 1);
+    cutlass::arch::ClusterBarrier::init(&bars.q_empty, kConsumerThreads);
     for (int s = 0; s < kStages; ++s) {
       cutlass::arch::ClusterTransactionBarrier::init(&bars.k_full[s], 1);
       cutlass::arch::ClusterTransactionBarrier::init(&bars.v_full[s], 1);
-      cutlass::arch::ClusterBarrier::init(&bars.k_empty[s], kConsumerWarpgroups * kWarpgroupThreads);
-      cutlass::arch::ClusterBarrier::init(&bars.v_empty[s], kConsumerWarpgroups * kWarpgroupThreads);
+      cutlass::arch::ClusterBarrier::init(&bars.k_empty[s], kConsumerThreads);
+      cutlass::arch::ClusterBarrier::init(&bars.v_empty[s], kConsumerThreads);
     }
     cutlass::arch::fence_barrier_init();
   }
@@ -296,32 +320,40 @@ __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned c
     cutlass::arch::warpgroup_reg_dealloc<kProducerRegisters>();
     if (threadIdx.x != 0) return;
     constexpr uint64_t kHint = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
-    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bars.q_full, Config::kQBytes);
-    for (int h = 0; h < kHalves; ++h) {
-      SM90_TMA_LOAD_3D::copy(&params.tma_q, &bars.q_full, kHint, q_smem + h * kBlockM * kTmaBoxCols,
-                             h * kTmaBoxCols, q_begin + m0, head);
-    }
     PipeState<kStages> pipe;
-    for (int n = n_blocks - 1; n >= 0; --n) {
-      const int key_row = k_begin + n * kN;
-      const int slot = pipe.index;
-      cutlass::arch::ClusterBarrier::wait(&bars.k_empty[slot], pipe.phase ^ 1);
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bars.k_full[slot],
-                                                                     Config::kKVBytes);
+    uint32_t q_phase = 0;
+    for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+      const TileWork w = tileWork<kCausal>(params, tile, kN);
+      if (w.empty) continue;
+      cutlass::arch::ClusterBarrier::wait(&bars.q_empty, q_phase ^ 1);
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bars.q_full, Config::kQBytes);
       for (int h = 0; h < kHalves; ++h) {
-        SM90_TMA_LOAD_3D::copy(&params.tma_k, &bars.k_full[slot], kHint,
-                               k_smem + slot * kN * kHeadDim + h * kN * kTmaBoxCols,
-                               h * kTmaBoxCols, key_row, kv_head);
+        SM90_TMA_LOAD_3D::copy(&params.tma_q, &bars.q_full, kHint,
+                               q_smem + h * kBlockM * kTmaBoxCols, h * kTmaBoxCols,
+                               w.q_begin + w.m0, w.head);
       }
-      cutlass::arch::ClusterBarrier::wait(&bars.v_empty[slot], pipe.phase ^ 1);
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bars.v_full[slot],
-                                                                     Config::kKVBytes);
-      for (int h = 0; h < kHalves; ++h) {
-        SM90_TMA_LOAD_3D::copy(&params.tma_v, &bars.v_full[slot], kHint,
-                               v_smem + slot * kN * kHeadDim + h * kN * kTmaBoxCols,
-                               h * kTmaBoxCols, key_row, kv_head);
+      q_phase ^= 1;
+      for (int n = w.n_blocks - 1; n >= 0; --n) {
+        const int key_row = w.k_begin + n * kN;
+        const int slot = pipe.index;
+        cutlass::arch::ClusterBarrier::wait(&bars.k_empty[slot], pipe.phase ^ 1);
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bars.k_full[slot],
+                                                                       Config::kKVBytes);
+        for (int h = 0; h < kHalves; ++h) {
+          SM90_TMA_LOAD_3D::copy(&params.tma_k, &bars.k_full[slot], kHint,
+                                 k_smem + slot * kN * kHeadDim + h * kN * kTmaBoxCols,
+                                 h * kTmaBoxCols, key_row, w.kv_head);
+        }
+        cutlass::arch::ClusterBarrier::wait(&bars.v_empty[slot], pipe.phase ^ 1);
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&bars.v_full[slot],
+                                                                       Config::kKVBytes);
+        for (int h = 0; h < kHalves; ++h) {
+          SM90_TMA_LOAD_3D::copy(&params.tma_v, &bars.v_full[slot], kHint,
+                                 v_smem + slot * kN * kHeadDim + h * kN * kTmaBoxCols,
+                                 h * kTmaBoxCols, key_row, w.kv_head);
+        }
+        pipe.advance();
       }
-      pipe.advance();
     }
     return;
   }
@@ -354,94 +386,106 @@ __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned c
   Tensor o_rc = make_tensor(tOrO.data(), rowColumn(tOrO.layout()));
   Tensor oc_rc = make_tensor(tOcO.data(), rowColumn(tOcO.layout()));
 
-  RowState st;
-  clear(tOrO);
-  st.max[0] = st.max[1] = -INFINITY;
-  st.sum[0] = st.sum[1] = 0.0f;
-
+  // The consumers take turns issuing their products: consumer c waits on named barrier c and
+  // passes the turn to the other by arriving on its barrier. The first consumer's first turn
+  // comes from this arrive; every later turn from the other consumer's pass (the count of turns
+  // per tile is the same for both, so the passes stay matched across tiles).
   auto turnWait = [&] {
-    cutlass::arch::NamedBarrier::sync(kConsumerWarpgroups * kWarpgroupThreads,
-                                      kTurnBarrier + consumer);
+    cutlass::arch::NamedBarrier::sync(kConsumerThreads, kTurnBarrier + consumer);
   };
   auto turnPass = [&] {
-    cutlass::arch::NamedBarrier::arrive(kConsumerWarpgroups * kWarpgroupThreads,
-                                        kTurnBarrier + (1 - consumer));
+    cutlass::arch::NamedBarrier::arrive(kConsumerThreads, kTurnBarrier + (1 - consumer));
   };
-  auto maskTile = [&](int n) {
-    if (n >= n_unmasked) {
-      applyMask<kCausal>(s_rc, c_rc, m0, n * kN, seqlen_k, causal_offset);
-    }
-  };
+  if (consumer == 0) cutlass::arch::NamedBarrier::arrive(kConsumerThreads, kTurnBarrier);
 
-  cutlass::arch::ClusterTransactionBarrier::wait(&bars.q_full, 0);
-  if (n_blocks > 0) {
-    // The first consumer takes the first turn.
-    if (consumer == 0) {
-      cutlass::arch::NamedBarrier::arrive(kConsumerWarpgroups * kWarpgroupThreads, kTurnBarrier);
-    }
-    PipeState<kStages> pipe;
-    int n = n_blocks - 1;
-    cutlass::arch::ClusterTransactionBarrier::wait(&bars.k_full[pipe.index], pipe.phase);
-    turnWait();
-    wgmmaTile<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, pipe.index), tSrS);
-    turnPass();
-    warpgroup_wait<0>();
-    cutlass::arch::ClusterBarrier::arrive(&bars.k_empty[pipe.index]);
-    maskTile(n);
-    float correction[2];
-    onlineSoftmax<true>(s_rc, st, params.scale_log2, correction);
-    roundP<Element>(tSrS, tOrP);
+  PipeState<kStages> pipe;
+  uint32_t q_phase = 0;
+  for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+    const TileWork w = tileWork<kCausal>(params, tile, kN);
+    if (w.empty) continue;
+    auto maskTile = [&](int n) {
+      if (n >= w.n_unmasked) {
+        applyMask<kCausal>(s_rc, c_rc, w.m0, n * kN, w.seqlen_k, w.causal_offset);
+      }
+    };
 
-    // Each step: S = Q K[n]^T and O += P[n + 1] V[n + 1] in flight together; then the softmax
-    // of S[n] while nothing but the P V product runs.
-    for (--n; n >= 0; --n) {
-      PipeState<kStages> pipe_v = pipe;  // the slot of the tile whose P we hold
-      pipe.advance();
+    RowState st;
+    clear(tOrO);
+    st.max[0] = st.max[1] = -INFINITY;
+    st.sum[0] = st.sum[1] = 0.0f;
+
+    cutlass::arch::ClusterTransactionBarrier::wait(&bars.q_full, q_phase);
+    q_phase ^= 1;
+    if (w.n_blocks > 0) {
+      int n = w.n_blocks - 1;
       cutlass::arch::ClusterTransactionBarrier::wait(&bars.k_full[pipe.index], pipe.phase);
       turnWait();
       wgmmaTile<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, pipe.index), tSrS);
-      cutlass::arch::ClusterTransactionBarrier::wait(&bars.v_full[pipe_v.index], pipe_v.phase);
-      wgmmaTile<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, pipe_v.index), tOrO);
       turnPass();
-      warpgroup_wait<1>();  // S is ready
+      warpgroup_wait<0>();
       cutlass::arch::ClusterBarrier::arrive(&bars.k_empty[pipe.index]);
+      if (n == 0) cutlass::arch::ClusterBarrier::arrive(&bars.q_empty);  // Q read for the last time
       maskTile(n);
-      onlineSoftmax<false>(s_rc, st, params.scale_log2, correction);
-      warpgroup_wait<0>();  // O += P V is done: P and V[n + 1] are free
-      cutlass::arch::ClusterBarrier::arrive(&bars.v_empty[pipe_v.index]);
+      float correction[2];
+      onlineSoftmax<true>(s_rc, st, params.scale_log2, correction);
       roundP<Element>(tSrS, tOrP);
-      rescale(o_rc, correction);
-    }
-    cutlass::arch::ClusterTransactionBarrier::wait(&bars.v_full[pipe.index], pipe.phase);
-    wgmmaTile<false, 0, true>(mma_pv, tOrP, tOrV(_, _, _, pipe.index), tOrO);
-    cutlass::arch::ClusterBarrier::arrive(&bars.v_empty[pipe.index]);
-  }
 
-  // ------------------------------------------------------------------ epilogue
-  // O / l, rows inside the sequence only; lse = ln(sum exp(scale s)) = (max_scaled + log2 l) ln 2.
-  Element* out = static_cast<Element*>(params.out);
-  const long long row_stride = static_cast<long long>(params.q_heads) * kHeadDim;
-  CUTE_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const float sum = quadSum(st.sum[r]);
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    const int row = m0 + get<0>(oc_rc(r, 0));
-    const bool in_sequence = row < seqlen_q;
-    Element* out_row = out + (q_begin + static_cast<long long>(row)) * row_stride + head * kHeadDim;
-    CUTE_UNROLL
-    for (int c = 0; c < size<1>(o_rc); c += 2) {
-      // Columns c and c + 1 of this thread are adjacent (the accumulator layout above).
-      const int col = get<1>(oc_rc(r, c));
-      if (in_sequence) {
-        *reinterpret_cast<Pair<Element>*>(out_row + col) =
-            roundPair<Element>(o_rc(r, c) * inv, o_rc(r, c + 1) * inv);
+      // Each step: S = Q K[n]^T and O += P[n + 1] V[n + 1] in flight together; then the softmax
+      // of S[n] while nothing but the P V product runs.
+      for (--n; n >= 0; --n) {
+        PipeState<kStages> pipe_v = pipe;  // the slot of the tile whose P we hold
+        pipe.advance();
+        cutlass::arch::ClusterTransactionBarrier::wait(&bars.k_full[pipe.index], pipe.phase);
+        turnWait();
+        wgmmaTile<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, pipe.index), tSrS);
+        cutlass::arch::ClusterTransactionBarrier::wait(&bars.v_full[pipe_v.index], pipe_v.phase);
+        wgmmaTile<false, -1, true>(mma_pv, tOrP, tOrV(_, _, _, pipe_v.index), tOrO);
+        turnPass();
+        warpgroup_wait<1>();  // S is ready
+        cutlass::arch::ClusterBarrier::arrive(&bars.k_empty[pipe.index]);
+        if (n == 0) cutlass::arch::ClusterBarrier::arrive(&bars.q_empty);
+        maskTile(n);
+        onlineSoftmax<false>(s_rc, st, params.scale_log2, correction);
+        warpgroup_wait<0>();  // O += P V is done: P and V[n + 1] are free
+        cutlass::arch::ClusterBarrier::arrive(&bars.v_empty[pipe_v.index]);
+        roundP<Element>(tSrS, tOrP);
+        rescale(o_rc, correction);
       }
+      cutlass::arch::ClusterTransactionBarrier::wait(&bars.v_full[pipe.index], pipe.phase);
+      wgmmaTile<false, 0, true>(mma_pv, tOrP, tOrV(_, _, _, pipe.index), tOrO);
+      cutlass::arch::ClusterBarrier::arrive(&bars.v_empty[pipe.index]);
+      pipe.advance();
+    } else {
+      cutlass::arch::ClusterBarrier::arrive(&bars.q_empty);  // no key: Q is not read at all
     }
-    if (params.lse != nullptr && in_sequence && (threadIdx.x % 4) == 0) {
-      const float m = st.max[r];
-      const float lse = sum > 0.0f ? (m * params.scale_log2 + log2f(sum)) * 0.6931471805599453f
-                                   : -INFINITY;
-      params.lse[static_cast<long long>(head) * params.total_q + q_begin + row] = lse;
+
+    // ---------------------------------------------------------------- epilogue
+    // O / l, rows inside the sequence only; lse = ln(sum exp(scale s)) = (max_scaled + log2 l) ln 2.
+    Element* out = static_cast<Element*>(params.out);
+    const long long row_stride = static_cast<long long>(params.q_heads) * kHeadDim;
+    CUTE_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const float sum = quadSum(st.sum[r]);
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const int row = w.m0 + get<0>(oc_rc(r, 0));
+      const bool in_sequence = row < w.seqlen_q;
+      Element* out_row =
+          out + (w.q_begin + static_cast<long long>(row)) * row_stride + w.head * kHeadDim;
+      CUTE_UNROLL
+      for (int c = 0; c < size<1>(o_rc); c += 2) {
+        // Columns c and c + 1 of this thread are adjacent (the accumulator layout above).
+        const int col = get<1>(oc_rc(r, c));
+        if (in_sequence) {
+          *reinterpret_cast<Pair<Element>*>(out_row + col) =
+              roundPair<Element>(o_rc(r, c) * inv, o_rc(r, c + 1) * inv);
+        }
+      }
+      if (params.lse != nullptr && in_sequence && (threadIdx.x % 4) == 0) {
+        const float m = st.max[r];
+        const float lse = sum > 0.0f ? (m * params.scale_log2 + log2f(sum)) * 0.6931471805599453f
+                                     : -INFINITY;
+        params.lse[static_cast<long long>(w.head) * params.total_q + w.q_begin + row] = lse;
+      }
     }
   }
 }

@@ -121,8 +121,9 @@ struct CaseSpec {
   bool max_seqlen_hint;   // pass the true max_seqlen_q (else 0: the runner takes total_q)
 };
 
-// The kernel's tiles are kBlockM = 128 query rows (two wgmma m64 halves) by blockN = 128 keys, so
-// the lengths sit on either side of 64 and 128 and span several tiles. Head counts keep the
+// The kernel's tiles are kBlockM = 128 query rows (two wgmma m64 halves) by blockN(head_dim, mask)
+// keys (128 causal; 176 at d128 and 192 at d64 otherwise: launch.h), so the lengths sit on either
+// side of 64, 128, 176 and 192 and span several tiles. Head counts keep the
 // float64 reference (O(sq * sk * d * heads)) to a few seconds on 16 cores: 4097^2 only with 2
 // heads.
 const std::vector<CaseSpec>& cases() {
@@ -133,6 +134,9 @@ const std::vector<CaseSpec>& cases() {
       {"s64_gqa4", 4, 1, {{64, 64}}, 1.0, true, true},
       {"s65_gqa4", 4, 1, {{65, 65}}, 1.0, true, true},
       {"s127_gqa1", 4, 4, {{127, 127}}, 1.0, true, true},
+      {"s175_gqa1", 2, 2, {{175, 175}}, 1.0, true, true},
+      {"s177_gqa2", 4, 2, {{177, 177}}, 1.0, true, true},
+      {"s193_gqa1", 2, 2, {{193, 193}}, 1.0, true, true},
       {"s128_gqa1_nolse", 4, 4, {{128, 128}}, 1.0, false, true},
       {"s129_gqa1", 4, 4, {{129, 129}}, 1.0, true, true},
       // A sharp softmax (scale x 4: scores spread over ~+-10) exercises the running max.

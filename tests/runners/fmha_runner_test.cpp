@@ -86,8 +86,8 @@ TEST(FmhaRunner, RunEncodesTheThreeMapsAndLaunchesThePlan) {
   const cuuint64_t rows[] = {3000, 7000, 7000};
   const cuuint64_t heads[] = {16, 2, 2};
   const cuuint32_t box_rows[] = {static_cast<cuuint32_t>(kBlockM),
-                                 static_cast<cuuint32_t>(blockN(128)),
-                                 static_cast<cuuint32_t>(blockN(128))};
+                                 static_cast<cuuint32_t>(blockN(128, true)),
+                                 static_cast<cuuint32_t>(blockN(128, true))};
   for (int i = 0; i < 3; ++i) {
     const fake::TensorMapRecord& m = maps[static_cast<std::size_t>(i)];
     EXPECT_EQ(m.type, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16) << i;
@@ -116,12 +116,14 @@ TEST(FmhaRunner, RunEncodesTheThreeMapsAndLaunchesThePlan) {
   const fake::LaunchRecord launch = driver.lastLaunch();
   EXPECT_EQ(launch.function, "kiln_fmha");
   EXPECT_EQ(launch.stream, stream);
-  EXPECT_EQ(launch.grid[0], 12u);  // ceil(1500 / 128)
-  EXPECT_EQ(launch.grid[1], 16u);
-  EXPECT_EQ(launch.grid[2], 3u);
+  // Persistent: 12 m blocks (ceil(1500 / 128)) x 16 heads x 3 sequences = 576 tiles on the fake
+  // H200's 132 SMs: one block per SM.
+  EXPECT_EQ(launch.grid[0], 132u);
+  EXPECT_EQ(launch.grid[1], 1u);
+  EXPECT_EQ(launch.grid[2], 1u);
   EXPECT_EQ(launch.block[0], static_cast<unsigned>(kThreads));
-  EXPECT_EQ(launch.shared_bytes, static_cast<unsigned>(sharedBytes(128)));
-  EXPECT_EQ(driver.functionSharedOptIn("kiln_fmha"), sharedBytes(128));
+  EXPECT_EQ(launch.shared_bytes, static_cast<unsigned>(sharedBytes(128, true)));
+  EXPECT_EQ(driver.functionSharedOptIn("kiln_fmha"), sharedBytes(128, true));
 
   const std::vector<unsigned char> bytes = driver.lastLaunchFirstArg();
   ASSERT_EQ(bytes.size(), sizeof(FmhaParams));
@@ -157,7 +159,7 @@ TEST(FmhaRunner, Fp16VariantEncodesFp16Maps) {
     EXPECT_EQ(m.type, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
     EXPECT_EQ(m.dims[0], 64u);
   }
-  EXPECT_EQ(driver.lastLaunch().shared_bytes, static_cast<unsigned>(sharedBytes(64)));
+  EXPECT_EQ(driver.lastLaunch().shared_bytes, static_cast<unsigned>(sharedBytes(64, false)));
 }
 
 TEST(FmhaRunner, OtherSmsAreRefusedBeforeAnyEncodeOrLaunch) {

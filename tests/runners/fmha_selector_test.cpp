@@ -91,13 +91,18 @@ TEST(FmhaSelector, PlansTheGridSharedMemoryAndParameters) {
   EXPECT_EQ(plan.variant, &kD128Bf16Causal);
   EXPECT_FALSE(plan.no_op);
   EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_fmha");
-  EXPECT_EQ(plan.launch.grid.x, 16u);  // ceil(2000 / 128)
-  EXPECT_EQ(plan.launch.grid.y, 32u);  // q heads
-  EXPECT_EQ(plan.launch.grid.z, 4u);   // sequences
+  EXPECT_EQ(plan.tiles, 16 * 32 * 4);  // ceil(2000 / 128) m blocks x q heads x sequences
+  EXPECT_EQ(plan.launch.grid.x, 2048u);
+  EXPECT_EQ(plan.launch.grid.y, 1u);
+  EXPECT_EQ(plan.launch.grid.z, 1u);
+  persistentGrid(&plan, 132);  // one block per SM
+  EXPECT_EQ(plan.launch.grid.x, 132u);
+  persistentGrid(&plan, 4096);  // never more blocks than tiles
+  EXPECT_EQ(plan.launch.grid.x, 2048u);
   EXPECT_EQ(plan.launch.block.x, static_cast<unsigned>(kThreads));
   EXPECT_EQ(plan.launch.block.x, 384u);  // producer + 2 consumer warpgroups
   EXPECT_EQ(plan.launch.block.y, 1u);
-  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(sharedBytes(128)));
+  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(sharedBytes(128, true)));
   const FmhaParams& params = plan.params;
   EXPECT_EQ(params.out, fakeAddress(0x10000));
   EXPECT_EQ(params.lse, fakeAddress<float>(0x20000));
@@ -144,7 +149,7 @@ TEST(FmhaSelector, TensorMapsDescribeTokenMajorTensors) {
     EXPECT_EQ(kv->strides[0], 8u * 128u * 2u);
     EXPECT_EQ(kv->strides[1], 128u * 2u);
     EXPECT_EQ(kv->box[0], 64u);
-    EXPECT_EQ(kv->box[1], static_cast<std::uint32_t>(blockN(128)));
+    EXPECT_EQ(kv->box[1], static_cast<std::uint32_t>(blockN(128, true)));
     EXPECT_EQ(kv->box[2], 1u);
     EXPECT_EQ(kv->swizzle, TensorMapSwizzle::k128B);
     EXPECT_EQ(kv->oob_fill, TensorMapOobFill::kZero);
@@ -167,7 +172,7 @@ TEST(FmhaSelector, Fp16HeadDim64MapsAndShape) {
   const Status s = select(kTable, p, nullptr, &plan);
   ASSERT_TRUE(s.ok()) << s.toString();
   EXPECT_STREQ(plan.info->name, "fmha_wgmma_d64_fp16_full");
-  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(sharedBytes(64)));
+  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(sharedBytes(64, false)));
   EXPECT_EQ(plan.params.group_size, 8);
   EXPECT_EQ(plan.tma_q.element, TensorMapElement::kFloat16);
   EXPECT_EQ(plan.tma_k.element, TensorMapElement::kFloat16);
@@ -176,7 +181,7 @@ TEST(FmhaSelector, Fp16HeadDim64MapsAndShape) {
   EXPECT_EQ(plan.tma_q.strides[1], 128u);
   EXPECT_EQ(plan.tma_k.dims[2], 1u);
   EXPECT_EQ(plan.tma_k.strides[0], 128u);
-  EXPECT_EQ(plan.tma_k.box[1], static_cast<std::uint32_t>(blockN(64)));
+  EXPECT_EQ(plan.tma_k.box[1], static_cast<std::uint32_t>(blockN(64, false)));
 }
 
 TEST(FmhaSelector, ZeroMaxSeqlenMeansTotalQ) {
@@ -185,7 +190,7 @@ TEST(FmhaSelector, ZeroMaxSeqlenMeansTotalQ) {
   Plan plan;
   ASSERT_TRUE(select(kTable, p, nullptr, &plan).ok());
   EXPECT_EQ(plan.params.m_blocks, 40);  // ceil(5000 / 128)
-  EXPECT_EQ(plan.launch.grid.x, 40u);
+  EXPECT_EQ(plan.tiles, 40 * 32 * 4);
   p.max_seqlen_q = 5000;
   ASSERT_TRUE(select(kTable, p, nullptr, &plan).ok());
   EXPECT_EQ(plan.params.m_blocks, 40);
@@ -202,9 +207,12 @@ TEST(FmhaSelector, ZeroMaxSeqlenMeansTotalQ) {
 
 TEST(FmhaSelector, LaunchShapeFitsTheTmaAndAnSm90Block) {
   for (int d : {64, 128}) {
-    EXPECT_LE(sharedBytes(d), 227 * 1024) << d;  // sm_90's opt-in limit per block
-    EXPECT_LE(blockN(d), 256) << d;              // TMA box dims <= 256
-    EXPECT_EQ(d % kTmaBoxCols, 0) << d;          // whole boxes along head_dim
+    for (bool causal : {false, true}) {
+      EXPECT_LE(sharedBytes(d, causal), 227 * 1024) << d;  // sm_90's opt-in limit per block
+      EXPECT_LE(blockN(d, causal), 256) << d;              // TMA box dims <= 256
+      EXPECT_EQ(blockN(d, causal) % 16, 0) << d;           // whole k16 steps of P V
+    }
+    EXPECT_EQ(d % kTmaBoxCols, 0) << d;  // whole boxes along head_dim
   }
   EXPECT_LE(kBlockM, 256);
   EXPECT_EQ(kTmaBoxCols * kElementBytes, 128);  // one box row is the 128-byte swizzle span
@@ -358,9 +366,9 @@ TEST(FmhaSelector, InvalidProblemsNameTheValueAndTheLimit) {
          p.q_heads = 65536;
          p.kv_heads = 1;
        },
-       "fmha: q_heads 65536 exceeds the limit 65535 (grid.y)"},
+       "fmha: q_heads 65536 exceeds the limit 65535"},
       {"batch grid", [](Problem& p) { p.batch = 65536; },
-       "fmha: batch 65536 exceeds the limit 65535 (grid.z)"},
+       "fmha: batch 65536 exceeds the limit 65535"},
   };
   for (const BadCase& c : cases) {
     Problem p = validProblem();
@@ -378,14 +386,21 @@ TEST(FmhaSelector, LargestAdmittedShapesStayWithinTheTmaLimits) {
   p.kv_heads = 65535;
   p.total_q = std::numeric_limits<int>::max();
   p.total_k = std::numeric_limits<int>::max();
-  p.max_seqlen_q = std::numeric_limits<int>::max();
-  p.batch = 65535;
+  p.max_seqlen_q = 32768 * 128;  // 32768 m blocks x 65535 heads: the most tiles an int indexes
+  p.batch = 1;
   Plan plan;
   const Status s = select(kTable, p, nullptr, &plan);
   ASSERT_TRUE(s.ok()) << s.toString();
-  EXPECT_EQ(plan.params.m_blocks, 16777216);  // ceil((2^31 - 1) / 128)
+  EXPECT_EQ(plan.params.m_blocks, 32768);
+  EXPECT_EQ(plan.tiles, 32768 * 65535);
   EXPECT_EQ(plan.tma_q.strides[0], 65535u * 128u * 2u);
   EXPECT_EQ(plan.tma_k.dims[1], 2147483647u);
+  p.max_seqlen_q += 1;  // one more m block
+  const Status over = select(kTable, p, nullptr, &plan);
+  EXPECT_EQ(over.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(over.message(),
+            "fmha: ceil(max_seqlen_q / 128) * q_heads * batch = 2147516415 tiles exceeds the limit "
+            "2147483647");
 }
 
 // The real image check (kiln::selectImage through runner::checkImage) against the artifact's

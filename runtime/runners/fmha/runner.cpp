@@ -64,6 +64,7 @@ Status run(const Problem& problem, void*, std::size_t, Stream stream) {
   DeviceInfo info;
   KILN_RETURN_IF_ERROR(deviceForStream(stream, &info));
   KILN_RETURN_IF_ERROR(checkDevice(plan, DeviceQuery{info.sm, &runner::checkImage}));
+  persistentGrid(&plan, info.multiprocessors);
   KILN_RETURN_IF_ERROR(encode("tma_q", plan.tma_q, &plan.params.tma_q));
   KILN_RETURN_IF_ERROR(encode("tma_k", plan.tma_k, &plan.params.tma_k));
   KILN_RETURN_IF_ERROR(encode("tma_v", plan.tma_v, &plan.params.tma_v));

@@ -222,36 +222,44 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
       KILN_RETURN_IF_ERROR(checkPointer("lse", problem.lse, kIndexAlignment));
     }
   }
-  if (problem.q_heads > kMaxGridYZ) {
+  if (problem.q_heads > kMaxHeads) {
     return invalid("q_heads " + std::to_string(problem.q_heads) + " exceeds the limit " +
-                   std::to_string(kMaxGridYZ) + " (grid.y)");
+                   std::to_string(kMaxHeads));
   }
-  if (problem.batch > kMaxGridYZ) {
+  if (problem.batch > kMaxBatch) {
     return invalid("batch " + std::to_string(problem.batch) + " exceeds the limit " +
-                   std::to_string(kMaxGridYZ) + " (grid.z)");
+                   std::to_string(kMaxBatch));
   }
 
   const int head_dim = info->head_dim;
+  const bool causal = problem.mask == Mask::kCausal;
   const int max_seqlen_q = problem.max_seqlen_q > 0 ? problem.max_seqlen_q : problem.total_q;
   // In 64 bits: max_seqlen_q + kBlockM - 1 overflows an int near 2^31.
   const int m_blocks =
       static_cast<int>((static_cast<long long>(max_seqlen_q) + kBlockM - 1) / kBlockM);
+  // The kernel's schedule indexes tiles with an int.
+  const long long tiles = static_cast<long long>(m_blocks) * problem.q_heads * problem.batch;
+  if (tiles > kMaxTiles) {
+    return invalid("ceil(max_seqlen_q / " + std::to_string(kBlockM) + ") * q_heads * batch = " +
+                   std::to_string(tiles) + " tiles exceeds the limit " + std::to_string(kMaxTiles));
+  }
+  plan->tiles = static_cast<int>(tiles);
   plan->tma_q =
       tokenMajorMap(problem.dtype, problem.q, head_dim, problem.total_q, problem.q_heads, kBlockM);
   plan->tma_k = tokenMajorMap(problem.dtype, problem.k, head_dim, problem.total_k, problem.kv_heads,
-                              blockN(head_dim));
+                              blockN(head_dim, causal));
   plan->tma_v = tokenMajorMap(problem.dtype, problem.v, head_dim, problem.total_k, problem.kv_heads,
-                              blockN(head_dim));
+                              blockN(head_dim, causal));
   if (pointers == PointerChecks::kCheck) {
     KILN_RETURN_IF_ERROR(checkMap("tma_q", plan->tma_q));
     KILN_RETURN_IF_ERROR(checkMap("tma_k", plan->tma_k));
     KILN_RETURN_IF_ERROR(checkMap("tma_v", plan->tma_v));
   }
 
-  plan->launch.grid = Dim3{static_cast<unsigned>(m_blocks), static_cast<unsigned>(problem.q_heads),
-                           static_cast<unsigned>(problem.batch)};
+  // Persistent: one block per SM at most (persistentGrid() sizes it for the device in run()).
+  plan->launch.grid = Dim3{static_cast<unsigned>(plan->tiles), 1, 1};
   plan->launch.block = Dim3{static_cast<unsigned>(kThreads), 1, 1};
-  plan->launch.shared_bytes = static_cast<unsigned>(sharedBytes(head_dim));
+  plan->launch.shared_bytes = static_cast<unsigned>(sharedBytes(head_dim, causal));
 
   FmhaParams& params = plan->params;
   params.out = problem.out;
@@ -269,6 +277,11 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   params.scale = problem.scale;
   // Last, so that select(device) == select(host) followed by checkDevice, which is what run() does.
   return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
+}
+
+void persistentGrid(Plan* plan, int multiprocessors) {
+  const int blocks = std::max(1, std::min(plan->tiles, multiprocessors));
+  plan->launch.grid = Dim3{static_cast<unsigned>(blocks), 1, 1};
 }
 
 }  // namespace kiln::fmha

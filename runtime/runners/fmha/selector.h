@@ -45,7 +45,9 @@ struct Plan {
   const kiln_variant* variant = nullptr;
   bool no_op = false;  // batch == 0
   int entry = -1;
-  LaunchConfig launch;  // grid (m_blocks, q_heads, batch), block kThreads, sharedBytes(head_dim)
+  int tiles = 0;         // m_blocks * q_heads * batch: the kernel's work items
+  LaunchConfig launch;   // grid (tiles) until persistentGrid(), block kThreads,
+                         // sharedBytes(head_dim, causal)
   // The maps run() encodes into params.tma_q / tma_k / tma_v (params.h describes them).
   TensorMapSpec tma_q;
   TensorMapSpec tma_k;
@@ -67,13 +69,22 @@ const char* maskName(Mask mask);
 //   max_seqlen_q in 0..total_q (0: total_q); scale finite and > 0   (kInvalidArgument)
 //   unless `pointers` is kSkip: q, k, v, out non-null and 16-byte aligned; cu_seqlens_q,
 //   cu_seqlens_k non-null and 4-byte aligned; lse null or 4-byte aligned
-//   q_heads (grid.y), batch (grid.z) <= 65535; the tensor maps within the TMA unit's limits
+//   q_heads, batch <= 65535; m_blocks * q_heads * batch <= 2^31 - 1 (the schedule's tile index);
+//   the tensor maps within the TMA unit's limits
 //   (kiln::checkTensorMap: row strides < 2^40, ...; run only when pointers are checked, since
 //   the maps hold them)                                             (kInvalidArgument)
 //   last, `device` (when given) is an sm_90 device with an image of the variant (kNoKernelImage)
 enum class PointerChecks { kCheck, kSkip };
+inline constexpr int kMaxHeads = 65535;
+inline constexpr int kMaxBatch = 65535;
+inline constexpr long long kMaxTiles = 2147483647;
 Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
               Plan* plan, PointerChecks pointers = PointerChecks::kCheck);
+
+// The kernel is persistent: at most one block per SM (the block holds a whole SM's shared memory
+// and registers), each walking tiles blockIdx.x, + gridDim.x, ... Sets plan->launch.grid to
+// min(tiles, multiprocessors) blocks.
+void persistentGrid(Plan* plan, int multiprocessors);
 
 // The device step of select() alone: the image check's verdict, and on any SM but sm_90 a refusal
 // that says why no rebuild helps ("fmha_wgmma_d128_bf16_full: artifact has sm_90a only; device is
