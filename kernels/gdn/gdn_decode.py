@@ -6,11 +6,16 @@
 #   S <- exp(g) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = scale S^T q
 # S is updated in place; a negative slot skips the sequence (its output is not written).
 #
-# Launch (kernels/gdn/launch.h computes the same grid on the host):
-#   grid = (d_v / tile_v, Hv, batch), block = tile_v = 32 threads (one warp); thread j of block x
-#   owns state column x * tile_v + j and keeps it in registers (d_k floats) for the whole update,
-#   so the state is read once and written once with coalesced row accesses, and the reductions over
-#   d_k are per thread. The warp normalises q and k once into shared memory (gdn_rule.stage_qk).
+# Launch (kernels/gdn/launch.h computes the same shape on the host):
+#   grid = (d_v / tile_v, Hv, batch), block = (tile_v, row_split) = (32, 4): lane j of warp w
+#   owns rows w * R .. w * R + R - 1 (R = d_k / row_split) of state column x * tile_v + j and keeps
+#   them in registers for the whole update, so the state is read once and written once with
+#   coalesced row accesses (gdn_rule.py: the layout, the cross-warp sums).
+# Order of the loads: q, k, v, g and beta do not depend on the slot, so they are written before
+# the slot test (in bounds for a skipped sequence too; the compiler sinks them into the branch, so
+# they issue with the state's); the state column right after the slot test, then a warp barrier,
+# so that the norm code (which waits for q and k) is not scheduled ahead of the state loads. A
+# block's critical path is then the slot's round trip and the state's (kernels/gdn/NOTES.md, v3).
 #
 # Arguments are plain pointers and 32-bit integers (make_ptr placeholders, no tensor descriptors),
 # so the cubin's entry takes the same parameters as a CUDA C++ kernel would:
@@ -29,33 +34,40 @@ def kiln_export(kiln):
     dk = kiln.constants["head_dim_k"]
     dv = kiln.constants["head_dim_v"]
     tile_v = kiln.constants["tile_v"]
+    row_split = kiln.constants["row_split"]
     dtype = _DTYPES[kiln.constants["dtype"]]
     f32 = cutlass.Float32
     i64 = cutlass.Int64
-    rule.check_tile(tile_v, dk)
+    rule.check_tile(tile_v, row_split, dk)
 
     @cute.kernel
     def decode(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
                beta: cute.Pointer, o: cute.Pointer, state: cute.Pointer, slots: cute.Pointer,
                scale: cutlass.Float32, heads_qk: cutlass.Int32, heads_v: cutlass.Int32):
-        j, _, _ = cute.arch.thread_idx()
+        j, w, _ = cute.arch.thread_idx()
         vx, hv, b, = cute.arch.block_idx()
-        q_s, k_s = rule.qk_buffers(dk)
+        smem = rule.Smem(dk, tile_v, row_split, w)
+        rows = smem.rows
         slot = rule.scalar(slots + b)
+        h = hv // (heads_v // heads_qk)
+        col = vx * tile_v + j
+        head = i64(b) * heads_v + hv  # (sequence, value head): g, beta, v, o
+        qv, kv = rule.load_qk(rule.vector(q + (i64(b) * heads_qk + h) * dk, dk),
+                              rule.vector(k + (i64(b) * heads_qk + h) * dk, dk), j, w, rows, dk)
+        v_j = rule.scalar(v + head * dv + col)
+        gate = rule.scalar(g + head)
+        bt = rule.scalar(beta + head)
         if slot >= 0:
-            h = hv // (heads_v // heads_qk)
-            col = vx * tile_v + j
-            head = i64(b) * heads_v + hv  # (sequence, value head): g, beta, v, o
-            qh = rule.vector(q + (i64(b) * heads_qk + h) * dk, dk)
-            kh = rule.vector(k + (i64(b) * heads_qk + h) * dk, dk)
-            S = rule.vector(state + (i64(slot) * heads_v + hv) * (dk * dv) + col, dk, dv)
-            column = cute.make_rmem_tensor(cute.make_layout(dk), f32)
-            rule.load_column(column, S, dk)
-            rule.stage_qk(q_s, k_s, qh, kh, j, dk)
+            S = rule.vector(state + (i64(slot) * heads_v + hv) * (dk * dv) + (w * rows) * dv + col,
+                            rows, dv)
+            column = cute.make_rmem_tensor(cute.make_layout(rows), f32)
+            rule.load_column(column, S, rows)
+            cute.arch.sync_warp()  # the state loads stay ahead of the norm code
+            rule.stage_qk(smem, qv, kv, j)
             cute.arch.sync_warp()
-            out = rule.step(column, S, q_s, k_s, rule.scalar(v + head * dv + col).to(f32),
-                            rule.scalar(g + head), rule.scalar(beta + head), scale, dk)
-            cute.make_tensor(o + head * dv + col, cute.make_layout(1))[0] = out.to(dtype)
+            out = rule.step(column, S, smem, j, w, v_j.to(f32), cute.math.exp(gate), bt, scale)
+            if w == 0:
+                rule.scalar_store(o + head * dv + col, out.to(dtype))
 
     @cute.jit
     def launch(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
@@ -63,7 +75,7 @@ def kiln_export(kiln):
                scale: cutlass.Float32, heads_qk: cutlass.Int32, heads_v: cutlass.Int32,
                batch: cutlass.Int32):
         decode(q, k, v, g, beta, o, state, slots, scale, heads_qk, heads_v).launch(
-            grid=[dv // tile_v, heads_v, batch], block=[tile_v, 1, 1])
+            grid=[dv // tile_v, heads_v, batch], block=[tile_v, row_split, 1])
 
     kiln.entry("kiln_gdn_decode", decode)
     gmem = cute.AddressSpace.gmem

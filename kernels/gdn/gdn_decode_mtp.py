@@ -9,10 +9,14 @@
 # cache[b, n - 1] into the slot itself. A negative slot skips the sequence (neither its outputs nor
 # its cache entries are written).
 #
-# Launch: the decode grid (kernels/gdn/launch.h), grid = (d_v / tile_v, Hv, batch), block =
-# tile_v = 32 threads (one warp); thread j owns one state column in registers across all T tokens,
-# so the pool is read once and each token's state written once (coalesced rows). Per token the
-# warp normalises q and k once into shared memory (gdn_rule.stage_qk). T is a run-time loop bound.
+# Launch: the decode shape (kernels/gdn/launch.h), grid = (d_v / tile_v, Hv, batch), block =
+# (tile_v, row_split) = (32, 4); lane j of warp w owns rows w * R .. w * R + R - 1 of one state
+# column in registers across all T tokens (gdn_rule.py), so the pool is read once and each token's
+# state written once (coalesced rows). Per token every warp normalises q and k itself into its
+# shared-memory slices (gdn_rule.stage_qk). T is a run-time loop bound.
+# The loads of token t + 1's q, k, v, g and beta are issued before token t's math (into registers;
+# the index clamped to T - 1, so the last token reloads its own inputs), so no token waits for a
+# global load; token 0's are issued with the slot's, before the slot test.
 #
 # Arguments (plain pointers and 32-bit integers, as gdn_decode.py):
 #   q, k  [batch, T, H, d_k] dtype      v, o  [batch, T, Hv, d_v] dtype
@@ -27,42 +31,78 @@ import gdn_rule as rule
 _DTYPES = {"fp16": cutlass.Float16, "bf16": cutlass.BFloat16}
 
 
+def _fetch(nxt, ins, t, dk, dv):
+    """Issues the loads of token t's inputs into the registers `nxt` = (q, k: the lane's raw
+    elements in gdn_rule.qk_index order; v_j; g and beta)."""
+    nq, nk, nv, ngb = nxt
+    q, k, v, g, beta, b, tokens, h, heads_qk, heads_v, hv, col, lane, warp, rows = ins
+    token = cutlass.Int64(b) * tokens + t  # row of the [batch, T, ...] inputs and outputs
+    head = token * heads_v + hv  # (token, value head): g, beta, v, o, cache
+    qv, kv = rule.load_qk(rule.vector(q + (token * heads_qk + h) * dk, dk),
+                          rule.vector(k + (token * heads_qk + h) * dk, dk), lane, warp, rows, dk)
+    for r in range(len(qv)):
+        nq[r] = qv[r]
+        nk[r] = kv[r]
+    nv[0] = rule.scalar(v + head * dv + col)
+    ngb[0] = rule.scalar(g + head)
+    ngb[1] = rule.scalar(beta + head)
+
+
 def kiln_export(kiln):
     dk = kiln.constants["head_dim_k"]
     dv = kiln.constants["head_dim_v"]
     tile_v = kiln.constants["tile_v"]
+    row_split = kiln.constants["row_split"]
     dtype = _DTYPES[kiln.constants["dtype"]]
     f32 = cutlass.Float32
     i64 = cutlass.Int64
-    rule.check_tile(tile_v, dk)
+    rule.check_tile(tile_v, row_split, dk)
+
+    per_lane = dk // rule.WARP
 
     @cute.kernel
     def decode_mtp(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
                    beta: cute.Pointer, o: cute.Pointer, state: cute.Pointer, slots: cute.Pointer,
                    cache: cute.Pointer, scale: cutlass.Float32, heads_qk: cutlass.Int32,
                    heads_v: cutlass.Int32, tokens: cutlass.Int32):
-        j, _, _ = cute.arch.thread_idx()
+        j, w, _ = cute.arch.thread_idx()
         vx, hv, b, = cute.arch.block_idx()
-        q_s, k_s = rule.qk_buffers(dk)
+        smem = rule.Smem(dk, tile_v, row_split, w)
+        rows = smem.rows
         slot = rule.scalar(slots + b)
+        h = hv // (heads_v // heads_qk)
+        col = vx * tile_v + j
+        # The next token's inputs, raw (registers: a tensor indexed only by constants).
+        nq = cute.make_rmem_tensor(cute.make_layout(per_lane), dtype)
+        nk = cute.make_rmem_tensor(cute.make_layout(per_lane), dtype)
+        nv = cute.make_rmem_tensor(cute.make_layout(1), dtype)
+        ngb = cute.make_rmem_tensor(cute.make_layout(2), f32)
+
+        nxt = (nq, nk, nv, ngb)
+        ins = (q, k, v, g, beta, b, tokens, h, heads_qk, heads_v, hv, col, j, w, rows)
+        _fetch(nxt, ins, 0, dk, dv)
         if slot >= 0:
-            h = hv // (heads_v // heads_qk)
-            col = vx * tile_v + j
-            S = rule.vector(state + (i64(slot) * heads_v + hv) * (dk * dv) + col, dk, dv)
-            column = cute.make_rmem_tensor(cute.make_layout(dk), f32)
-            rule.load_column(column, S, dk)
+            S = rule.vector(state + (i64(slot) * heads_v + hv) * (dk * dv) + (w * rows) * dv + col,
+                            rows, dv)
+            column = cute.make_rmem_tensor(cute.make_layout(rows), f32)
+            rule.load_column(column, S, rows)
             for t in cutlass.range(tokens):
-                token = i64(b) * tokens + t  # row of the [batch, T, ...] inputs and outputs
-                head = token * heads_v + hv  # (token, value head): g, beta, v, o, cache
-                qh = rule.vector(q + (token * heads_qk + h) * dk, dk)
-                kh = rule.vector(k + (token * heads_qk + h) * dk, dk)
-                C = rule.vector(cache + head * (dk * dv) + col, dk, dv)
-                cute.arch.sync_warp()  # every lane is done with the previous token's q_s, k_s
-                rule.stage_qk(q_s, k_s, qh, kh, j, dk)
+                qv = [nq[r] for r in range(per_lane)]  # token t's, fetched one token ago
+                kv = [nk[r] for r in range(per_lane)]
+                v_j = nv[0].to(f32)
+                gate = ngb[0]
+                bt = ngb[1]
+                _fetch(nxt, ins, cutlass.min(t + 1, tokens - 1), dk, dv)
+                head = (i64(b) * tokens + t) * heads_v + hv
+                C = rule.vector(cache + head * (dk * dv) + (w * rows) * dv + col, rows, dv)
+                # Every lane is done with the previous token's slices; on token 0 this also keeps
+                # the pool loads ahead of the norm code.
                 cute.arch.sync_warp()
-                out = rule.step(column, C, q_s, k_s, rule.scalar(v + head * dv + col).to(f32),
-                                rule.scalar(g + head), rule.scalar(beta + head), scale, dk)
-                cute.make_tensor(o + head * dv + col, cute.make_layout(1))[0] = out.to(dtype)
+                rule.stage_qk(smem, qv, kv, j)
+                cute.arch.sync_warp()
+                out = rule.step(column, C, smem, j, w, v_j, cute.math.exp(gate), bt, scale)
+                if w == 0:
+                    rule.scalar_store(o + head * dv + col, out.to(dtype))
 
     @cute.jit
     def launch(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
@@ -70,7 +110,7 @@ def kiln_export(kiln):
                cache: cute.Pointer, scale: cutlass.Float32, heads_qk: cutlass.Int32,
                heads_v: cutlass.Int32, tokens: cutlass.Int32, batch: cutlass.Int32):
         decode_mtp(q, k, v, g, beta, o, state, slots, cache, scale, heads_qk, heads_v,
-                   tokens).launch(grid=[dv // tile_v, heads_v, batch], block=[tile_v, 1, 1])
+                   tokens).launch(grid=[dv // tile_v, heads_v, batch], block=[tile_v, row_split, 1])
 
     kiln.entry("kiln_gdn_decode_mtp", decode_mtp)
     gmem = cute.AddressSpace.gmem

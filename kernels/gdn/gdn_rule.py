@@ -1,36 +1,47 @@
-# The gated delta rule on one state column, shared by gdn_decode.py (one token, state in place)
-# and gdn_decode_mtp.py (1..max_tokens tokens, every intermediate state into a cache): the one
-# place the math is written. Per token, for value head hv and its query/key head h:
+# The gated delta rule on a block's state columns, shared by gdn_decode.py (one token, state in
+# place) and gdn_decode_mtp.py (1..max_tokens tokens, every intermediate state into a cache): the
+# one place the math is written. Per token, for value head hv and its query/key head h:
 #   q, k <- q / sqrt(sum q^2 + 1e-6), k likewise (L2 norm in the kernel, as the models do)
 #   S <- exp(g) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = scale S^T q
-# S is d_k x d_v float32; a thread owns column j of it (d_k floats in registers), so both
-# reductions over d_k (S^T k and S^T q) are per thread and need no communication.
+# S is d_k x d_v float32, row-major.
 #
-# The block is one warp (tile_v = 32 columns). The token's q and k are loaded once per block, not
-# once per thread: each lane loads d_k / 32 elements of each (coalesced), a warp reduction gives
-# the sums of squares, and the normalised float32 vectors go to shared memory, which every lane
-# then reads as broadcasts. (Per thread that replaces 2 d_k global loads and FMAs of the norms,
-# and the repeated 16-bit loads and conversions of the two passes, with d_k / 16 loads, 10
-# shuffles and shared-memory reads.)
+# The block: tile_v = 32 columns (lane j of every warp owns column j of the tile) and row_split
+# warps (thread_idx y = w) that split the d_k rows: warp w holds rows w * R .. w * R + R - 1 of its
+# lane's column in registers (R = d_k / row_split; 32 floats at d_k 128, row_split 4). The two
+# dot products over d_k are a per-thread partial over its R rows plus a sum across the row_split
+# warps through shared memory and one bar.sync (S^T k, which every warp needs for u; S^T q, which
+# warp 0 writes). Splitting the rows, rather than one warp owning all d_k rows of its columns,
+# makes each thread's share of the math row_split times shorter (what a block waits for at
+# small batch) and its registers ~60 instead of ~170.
+#
+# q and k: every warp loads the whole token's q and k (d_k / 32 elements per lane, coalesced) and
+# reduces the sums of squares itself (no cross-warp step for the norms), then writes the
+# normalised rows it owns to its own R-float slices of shared memory, which its lanes read as
+# broadcasts. The lane's elements are ordered so that the first R / 32 of them are the warp's own
+# rows, so their slice positions are static.
 #
 # These are plain Python functions, called while a @cute.kernel is traced: their Python loops run
 # at trace time and unroll, exactly as cutlass.range_constexpr does inside a kernel, and they hold
-# no control flow on run-time values. (Not named after a standard-library module: the driver puts
-# this directory on sys.path.)
+# no control flow on run-time values except where noted. (Not named after a standard-library
+# module: the driver puts this directory on sys.path.)
 import cutlass
 import cutlass.cute as cute
 
 L2_EPS = 1e-6  # x / sqrt(sum x^2 + 1e-6): flash-linear-attention's l2norm, and reference.h's
 WARP = 32
-CHAINS = 4  # independent partial sums per dot product in step() (a power of 2)
+CHAINS = 4  # independent partial sums per thread and dot product (a power of 2)
 F32 = cutlass.Float32
 
 
-def check_tile(tile_v, dk):
-    """The layout every function below assumes: one warp per block, d_k a multiple of it."""
-    if tile_v != WARP or dk % WARP != 0:
-        raise ValueError(f"gdn: tile_v must be {WARP} (one warp per block) and d_k a multiple of "
-                         f"{WARP}; kiln.toml gives tile_v {tile_v}, d_k {dk}")
+def check_tile(tile_v, row_split, dk):
+    """The layout every function below assumes."""
+    rows = dk // row_split if row_split > 0 else 0
+    if (tile_v != WARP or row_split < 1 or dk % row_split != 0 or rows % WARP != 0
+            or dk & (dk - 1) != 0 or rows % CHAINS != 0):
+        raise ValueError(
+            f"gdn: tile_v must be {WARP} (a warp's lanes are the columns), d_k a power of 2 and "
+            f"d_k / row_split a multiple of {WARP}; kiln.toml gives tile_v {tile_v}, row_split "
+            f"{row_split}, d_k {dk}")
 
 
 def scalar(ptr):
@@ -43,72 +54,117 @@ def vector(ptr, n, stride=1):
     return cute.make_tensor(ptr, cute.make_layout(n, stride=stride))
 
 
-def qk_buffers(dk):
-    """Shared memory for one token's normalised q and k: two float32 d_k-vectors (static shared
-    memory, recorded in the cubin; nothing for the runner to pass)."""
-    base = cute.arch.alloc_smem(F32, 2 * dk, alignment=16)
-    return vector(base, dk), vector(base + dk, dk)
+class Smem:
+    """The block's static shared memory (recorded in the cubin; nothing for the runner to pass):
+    per warp, its R rows of the normalised q and of k (2 R floats); and two [row_split, tile_v]
+    float32 arrays for the cross-warp sums (S^T k and S^T q partials). 2 d_k + 2 row_split tile_v
+    floats: 2 KiB at d_k 128, row_split 4."""
+
+    def __init__(self, dk, tile_v, row_split, warp):
+        rows = dk // row_split
+        base = cute.arch.alloc_smem(F32, 2 * dk + 2 * row_split * tile_v, alignment=16)
+        # The warp's slices start at a multiple of 2 R floats (>= 16 bytes): said so, so that the
+        # pointer keeps 16-byte alignment and the slices are read as 16-byte broadcasts.
+        mine = base + cute.assume(warp * (2 * rows), divby=2 * rows)
+        self.q = vector(mine, rows)
+        self.k = vector(mine + rows, rows)
+        self.red_kv = vector(base + 2 * dk, row_split * tile_v)
+        self.red_o = vector(base + 2 * dk + row_split * tile_v, row_split * tile_v)
+        self.rows, self.tile_v, self.row_split = rows, tile_v, row_split
 
 
-def stage_qk(q_s, k_s, q, k, lane, dk):
-    """q_s = q / |q|, k_s = k / |k| (float32, shared memory) from the token's raw q and k
-    (global, the activation dtype). Lane `lane` of the warp takes elements lane, lane + 32, ...
-    Call with the warp synchronised on both sides (sync_warp): before, so that no lane still
-    reads the previous token's vectors; after, so that every lane sees all of them."""
+def qk_index(lane, warp, rows, r, dk):
+    """The element of q / k that lane `lane` of warp `warp` takes as its r-th (r < d_k / 32):
+    (warp R + 32 r + lane) mod d_k, so that r < R / 32 are the warp's own rows (slice position
+    32 r + lane) and all r together cover d_k once per warp, coalesced."""
+    return (warp * rows + (r * WARP) + lane) & (dk - 1)
+
+
+def load_qk(q, k, lane, warp, rows, dk):
+    """The lane's d_k / 32 raw elements of q and of k (the activation dtype), qk_index order."""
     per_lane = dk // WARP
-    qv = [q[lane + r * WARP].to(F32) for r in range(per_lane)]
-    kv = [k[lane + r * WARP].to(F32) for r in range(per_lane)]
+    qv = [q[qk_index(lane, warp, rows, r, dk)] for r in range(per_lane)]
+    kv = [k[qk_index(lane, warp, rows, r, dk)] for r in range(per_lane)]
+    return qv, kv
+
+
+def stage_qk(smem, qv, kv, lane):
+    """smem.q, smem.k = the warp's rows of q / |q| and k / |k| (float32), from the lane's raw
+    elements (load_qk). Every warp reduces the full sums of squares itself (a butterfly over its
+    lanes). Call with the warp synchronised on both sides (sync_warp): before, so that no lane
+    still reads the previous token's slices; after, so that every lane sees all of them."""
+    qf = [x.to(F32) for x in qv]
+    kf = [x.to(F32) for x in kv]
     qq = F32(0.0)
     kk = F32(0.0)
-    for r in range(per_lane):
-        qq = qq + qv[r] * qv[r]
-        kk = kk + kv[r] * kv[r]
+    for r in range(len(qf)):
+        qq = qq + qf[r] * qf[r]
+        kk = kk + kf[r] * kf[r]
     rq = cute.math.rsqrt(cute.arch.warp_reduction_sum(qq) + F32(L2_EPS))
     rk = cute.math.rsqrt(cute.arch.warp_reduction_sum(kk) + F32(L2_EPS))
-    for r in range(per_lane):
-        q_s[lane + r * WARP] = qv[r] * rq
-        k_s[lane + r * WARP] = kv[r] * rk
+    for r in range(smem.rows // WARP):
+        smem.q[r * WARP + lane] = qf[r] * rq
+        smem.k[r * WARP + lane] = kf[r] * rk
 
 
 def load_column(column, src, n):
-    """column[i] = src[i] for the n rows of a state column (src: a strided global view)."""
+    """column[i] = src[i] for the thread's n rows of its state column (src: a strided global
+    view)."""
     for i in range(n):
         column[i] = src[i]
 
 
-def step(column, dst, q_s, k_s, v_j, gate, beta, scale, n):
-    """One token of the rule on the state column held in `column` (registers, n = d_k rows), with
-    the token's normalised q_s and k_s (stage_qk): decays the column, applies the delta update with
-    u_j = beta (v_j - S^T k), stores the updated column to `dst` (a strided global view: the pool
-    in place, or the token's cache entry) and returns o_j = scale S^T q in float32.
+def _cross_warp_sum(red, part, lane, warp, smem):
+    """The sum over the block's warps of each warp's `part` for column `lane`: every thread writes
+    its part, one bar.sync, every thread reads the row_split parts (in the same order, so every
+    warp gets the bit-identical sum). The caller's next write to `red` must be separated from
+    these reads by another bar.sync (step() has one between its two uses of each array)."""
+    tv = smem.tile_v
+    red[warp * tv + lane] = part
+    cute.arch.barrier()
+    return _sum([red[p * tv + lane] for p in range(smem.row_split)])
 
-    Both dot products over d_k run as CHAINS independent partial sums (rows i = c mod CHAINS),
-    added at the end: one chain of d_k dependent FMAs would make each pass d_k FMA latencies long,
-    which is what a block at batch 1 waits for (the sum order differs from reference.h's by fp32
-    rounding only)."""
-    decay = cute.math.exp(gate)
-    kv = [F32(0.0)] * CHAINS  # (S^T k)_j after the decay
+
+def step(column, dst, smem, lane, warp, v_j, decay, beta, scale):
+    """One token of the rule on the thread's R rows of its state column (`column`, registers),
+    with the token's normalised q and k rows in smem (stage_qk): decays the rows, applies the delta
+    update with u_j = beta (v_j - S^T k), stores the updated rows to `dst` (a strided global view:
+    the pool in place, or the token's cache entry) and returns o_j = scale S^T q in float32 (the
+    same value in every warp; warp 0 writes it).
+
+    The per-thread partials run as CHAINS independent sums (rows i = c mod CHAINS), added
+    pairwise; then the cross-warp sum. Two bar.syncs per token: after each cross-warp write.
+    v_j and beta enter before the first barrier, not after it: each warp's partial of S^T k starts
+    at -v_j / row_split (exact: a power of 2) and is scaled by beta before it is shared, so that
+    the sum is beta (S^T k - v_j) = -u_j. (Used only after the barrier, ptxas scheduled the loads of
+    v and beta after the norm code, and the block waited for them there.) The sum order differs
+    from reference.h's by fp32 rounding only."""
+    n = smem.rows
+    kv = [F32(0.0)] * CHAINS  # the thread's part of (S^T k)_j after the decay, less v_j / row_split
+    kv[0] = v_j * F32(-1.0 / smem.row_split)
     for i in range(n):
         s = column[i] * decay
         column[i] = s
-        kv[i % CHAINS] = kv[i % CHAINS] + s * k_s[i]
-    u = beta * (v_j - _sum(kv))
-    # A barrier the compiler cannot move loads across: without it, it keeps the d_k values of
-    # k_s that the first pass loaded in registers for the second (d_k more registers beside the
-    # column: spills); with it, the second pass reads them again from shared memory (broadcast
-    # 16-byte loads, cheap).
-    cute.arch.sync_warp()
+        kv[i % CHAINS] = kv[i % CHAINS] + s * smem.k[i]
+    # The barrier is also one the compiler cannot move loads across: pass 2 reads k again from
+    # shared memory (16-byte broadcasts) instead of holding R values of it in registers.
+    u = -_cross_warp_sum(smem.red_kv, beta * _sum(kv), lane, warp, smem)
     out = [F32(0.0)] * CHAINS
     for i in range(n):
-        s = column[i] + k_s[i] * u
+        s = column[i] + smem.k[i] * u
         column[i] = s
         dst[i] = s
-        out[i % CHAINS] = out[i % CHAINS] + s * q_s[i]
-    return _sum(out) * scale
+        out[i % CHAINS] = out[i % CHAINS] + s * smem.q[i]
+    return _cross_warp_sum(smem.red_o, _sum(out), lane, warp, smem) * scale
 
 
 def _sum(parts):
-    """(p0 + p1) + (p2 + p3): the partial sums of step's chains, pairwise."""
+    """(p0 + p1) + (p2 + p3): partial sums, pairwise."""
     while len(parts) > 1:
         parts = [parts[i] + parts[i + 1] for i in range(0, len(parts), 2)]
     return parts[0]
+
+
+def scalar_store(ptr, value):
+    """*ptr = value (a one-element tensor view)."""
+    cute.make_tensor(ptr, cute.make_layout(1))[0] = value

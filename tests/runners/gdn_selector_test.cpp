@@ -31,11 +31,12 @@ const kiln_variant* mtpFp16() {
 }
 // The decode variant alone, and the artifact's shape: decode bf16 plus multi-token bf16 and fp16
 // (so fp16 decode is not built, fp16 multi-token is).
-const VariantInfo kTable[] = {{"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 1, "bf16", &bf16}};
+// (name, d_k, d_v, tile_v, row_split, max_tokens, dtype, variant): kiln.toml's constants.
+const VariantInfo kTable[] = {{"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, "bf16", &bf16}};
 const VariantInfo kMixed[] = {
-    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 8, "bf16", &mtpBf16},
-    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 1, "bf16", &bf16},
-    {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 8, "fp16", &mtpFp16}};
+    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 8, "bf16", &mtpBf16},
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, "bf16", &bf16},
+    {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 4, 8, "fp16", &mtpFp16}};
 
 alignas(16) unsigned char kBuffer[256];
 
@@ -63,9 +64,21 @@ TEST(GdnSelector, PlansTheLaunchFromTheBakedConstants) {
   EXPECT_EQ(plan.config.grid.x, 4u);  // 128 / 32
   EXPECT_EQ(plan.config.grid.y, 32u);
   EXPECT_EQ(plan.config.grid.z, 8u);
-  EXPECT_EQ(plan.config.block.x, 32u);
+  EXPECT_EQ(plan.config.block.x, 32u);  // tile_v: a warp's lanes, one column each
+  EXPECT_EQ(plan.config.block.y, 4u);   // row_split: warps splitting the d_k rows
+  EXPECT_EQ(plan.config.block.z, 1u);
   EXPECT_EQ(plan.config.shared_bytes, 0u);
   EXPECT_EQ(plan.args.heads_v, 32);
+}
+
+TEST(GdnSelector, LaunchShapeRefusesBlocksTheKernelCannotHave) {
+  EXPECT_TRUE(launchShape(128, 128, 32, 4, 32, 8).valid);
+  EXPECT_FALSE(launchShape(128, 128, 32, 3, 32, 8).valid);   // row_split must divide d_k
+  EXPECT_FALSE(launchShape(128, 128, 32, 0, 32, 8).valid);
+  EXPECT_FALSE(launchShape(128, 128, 48, 4, 32, 8).valid);   // tile_v must divide d_v
+  EXPECT_FALSE(launchShape(2048, 128, 32, 64, 32, 8).valid);  // 2048 threads > 1024
+  EXPECT_FALSE(launchShape(128, 128, 32, 4, 32, 0).valid);
+  EXPECT_FALSE(launchShape(128, 128, 32, 4, 65536, 8).valid);
 }
 
 TEST(GdnSelector, ErrorsNameTheValueAndTheLimit) {
@@ -177,11 +190,12 @@ TEST(GdnSelector, MtpPlansTheDecodeGridAndPassesTheArguments) {
   MtpPlan plan;
   const MtpProblem p = validMtp();
   ASSERT_TRUE(select(kMixed, p, nullptr, &plan).ok());
-  const LaunchShape shape = launchShape(128, 32, 32, 8);
+  const LaunchShape shape = launchShape(128, 128, 32, 4, 32, 8);
   EXPECT_EQ(plan.config.grid.x, shape.grid_x);  // 128 / 32
   EXPECT_EQ(plan.config.grid.y, 32u);
   EXPECT_EQ(plan.config.grid.z, 8u);  // one block row per sequence; tokens loop in the kernel
   EXPECT_EQ(plan.config.block.x, 32u);
+  EXPECT_EQ(plan.config.block.y, 4u);
   EXPECT_EQ(plan.config.shared_bytes, 0u);  // static shared memory only (in the cubin)
   EXPECT_EQ(plan.args.tokens, 4);
   EXPECT_EQ(plan.args.heads_qk, 16);
@@ -189,6 +203,39 @@ TEST(GdnSelector, MtpPlansTheDecodeGridAndPassesTheArguments) {
   EXPECT_EQ(plan.args.state, p.state);
   EXPECT_EQ(plan.args.cache, p.cache);
   EXPECT_EQ(plan.args.scale, p.scale);
+}
+
+// The two multi-token shapes that failed on the H200 in run 4 (tests/gpu/gdn_numerics_test.cpp:
+// t2_b256_h4_hv16_skip, t4_b256_h8_hv8_skip; batch 256 is the only difference from the passing
+// cases). The plan was not the cause (the GPU test's buffers were: see
+// tests/gpu/common/gpu_test_support.h, allocate()), and this pins it: every (column tile, value
+// head, sequence) of batch 256 gets its block, with the whole row split, and the kernel's
+// arguments carry the problem's heads and tokens unchanged.
+TEST(GdnSelector, MtpPlansBatch256WithABlockPerTileHeadAndSequence) {
+  struct Case {
+    int tokens, heads_qk, heads_v;
+  };
+  for (const Case c : {Case{2, 4, 16}, Case{4, 8, 8}, Case{8, 16, 32}}) {
+    MtpProblem p = validMtp();
+    p.batch = 256;
+    p.tokens = c.tokens;
+    p.heads_qk = c.heads_qk;
+    p.heads_v = c.heads_v;
+    p.num_slots = 256 + 256 / 4 + 2;  // the GPU test's pool: more slots than sequences
+    MtpPlan plan;
+    ASSERT_TRUE(select(kMixed, p, nullptr, &plan).ok()) << c.tokens << " " << c.heads_v;
+    EXPECT_FALSE(plan.no_op);
+    EXPECT_EQ(plan.config.grid.x * plan.config.block.x, 128u);  // every column of d_v
+    EXPECT_EQ(plan.config.grid.y, static_cast<unsigned>(c.heads_v));
+    EXPECT_EQ(plan.config.grid.z, 256u);  // every sequence, skipped ones included
+    EXPECT_EQ(plan.config.block.y, 4u);   // row_split warps: all 128 rows of d_k
+    EXPECT_EQ(plan.config.block.x * plan.config.block.y * plan.config.block.z, 128u);
+    EXPECT_EQ(plan.args.tokens, c.tokens);
+    EXPECT_EQ(plan.args.heads_qk, c.heads_qk);
+    EXPECT_EQ(plan.args.heads_v, c.heads_v);
+    EXPECT_EQ(plan.args.out, p.out);
+    EXPECT_EQ(plan.args.cache, p.cache);
+  }
 }
 
 TEST(GdnSelector, MtpTokensFromOneToTheBakedLimit) {

@@ -102,11 +102,12 @@ Status plan(const VariantInfo& info, const Shape& p, LaunchPlan<Args>* out) {
   }
   out->no_op = p.batch == 0;
   if (out->no_op) return Status::Ok();
-  const LaunchShape shape = launchShape(info.head_dim_v, info.tile_v, p.heads_v, p.batch);
+  const LaunchShape shape = launchShape(info.head_dim_k, info.head_dim_v, info.tile_v,
+                                        info.row_split, p.heads_v, p.batch);
   if (!shape.valid)
     return Status(StatusCode::kInternal, std::string("gdn: no launch shape for ") + info.name);
   out->config.grid = {shape.grid_x, shape.grid_y, shape.grid_z};
-  out->config.block = {shape.block_x, 1, 1};
+  out->config.block = {shape.block_x, shape.block_y, 1};
   return Status::Ok();
 }
 

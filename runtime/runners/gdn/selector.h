@@ -23,7 +23,8 @@ struct VariantInfo {
   const char* name;
   int head_dim_k;
   int head_dim_v;
-  int tile_v;
+  int tile_v;         // state columns per block (block.x)
+  int row_split;      // warps per block splitting the d_k rows (block.y)
   int max_tokens;     // tokens per sequence per launch: 1 (gdn_decode), 8 (gdn_decode_mtp)
   const char* dtype;  // "fp16" | "bf16"
   const kiln_variant* (*variant)();

@@ -166,6 +166,12 @@ std::string allocate(DeviceBuffer* b, std::size_t bytes, const void* data, std::
       cudaMemcpy(b->ptr, data, data_bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
     return "cudaMemcpy to device failed";
   }
+  // Both calls above run on the legacy default stream, and neither is guaranteed complete when it
+  // returns (a device memset is asynchronous; a pageable upload may still be in DMA). The tests
+  // launch on cudaStreamNonBlocking streams, which do not wait for the legacy stream: without this,
+  // a kernel raced the poisoning memset of a buffer allocated just before it (gdn mtp at batch 256,
+  // where a 512 MiB cache memset delayed the output's: its writes were overwritten with poison).
+  if (cudaDeviceSynchronize() != cudaSuccess) return "cudaDeviceSynchronize after allocate failed";
   return "";
 }
 
@@ -185,6 +191,9 @@ std::string allocate(DeviceBuffer* b, std::size_t bytes, const void* data, std::
   if (data != nullptr && cudaMemcpy(b->ptr, data->data(), data->size() * sizeof(std::uint16_t),
                                     cudaMemcpyHostToDevice) != cudaSuccess) {
     return ::testing::AssertionFailure() << "cudaMemcpy to device failed";
+  }
+  if (cudaDeviceSynchronize() != cudaSuccess) {  // as above: ready for a non-blocking stream
+    return ::testing::AssertionFailure() << "cudaDeviceSynchronize after allocate failed";
   }
   return ::testing::AssertionSuccess();
 }

@@ -111,7 +111,9 @@ struct DeviceBuffer {
 };
 
 // max(bytes, 16) bytes set to 0xff (poison), then the first data_bytes from `data` (if given).
-// Returns "" or what failed.
+// Returns "" or what failed. Both allocate() overloads synchronise the device before returning,
+// so the buffer is poisoned and uploaded before work on any stream (non-blocking ones included,
+// which do not wait for the legacy stream that cudaMemset / cudaMemcpy use) can touch it.
 std::string allocate(DeviceBuffer* b, std::size_t bytes, const void* data, std::size_t data_bytes);
 
 // [elements] 16-bit values plus a guard of `guard` elements, all poison, then the first
