@@ -7,7 +7,7 @@
 //   tile       = (kBlockM query rows of one sequence, one query head): m_blocks x q_heads x batch
 //                tiles, query blocks of one (sequence, head) consecutive, longest first for causal
 //                masks.
-//   block      = persistent: at most one per SM, walking tiles blockIdx.x, + gridDim.x, ...
+//   block      = persistent: at most one per SM, one tile per round, in snake order
 //   warpgroup 0: the producer: one thread issues the TMA loads (Q once, then K and V tiles of
 //                kBlockN keys into a kStages-deep ring), the rest idle at a low register count.
 //   warpgroups 1..kConsumerWarpgroups: consumers, kBlockM / kConsumerWarpgroups = 64 query rows
