@@ -46,7 +46,10 @@ run_step() {
 
 for step in "$@"; do
   group="${step%%-*}"
-  test_bin="$GPU_DIR/build/gpu/${group}_numerics_test"
+  # The decodeattn group's test and bench script carry the longer name.
+  stem="$group"
+  [ "$group" = decodeattn ] && stem=decode_attention
+  test_bin="$GPU_DIR/build/gpu/${stem}_numerics_test"
   lib="$GPU_DIR/build/bench/libkiln_bench_${group}.so"
   case "$step" in
     info)
@@ -68,10 +71,10 @@ for step in "$@"; do
       run_step "$step" compute-sanitizer --tool racecheck --racecheck-report hazard \
         --error-exitcode 3 "$test_bin" --gtest_filter="$FILTER" ;;
     *-bench-quick)
-      run_step "$step" env PYTHONUNBUFFERED=1 python3 "bench/${group}_vs_torch.py" --lib "$lib" \
+      run_step "$step" env PYTHONUNBUFFERED=1 python3 "bench/${stem}_vs_torch.py" --lib "$lib" \
         --json "$OUT/${group}_bench_${label}.json" --quick ${KILN_BENCH_ARGS:-} ;;
     *-bench)
-      run_step "$step" env PYTHONUNBUFFERED=1 python3 "bench/${group}_vs_torch.py" --lib "$lib" \
+      run_step "$step" env PYTHONUNBUFFERED=1 python3 "bench/${stem}_vs_torch.py" --lib "$lib" \
         --json "$OUT/${group}_bench_${label}.json" ${KILN_BENCH_ARGS:-} ;;
     *)
       echo "unknown step $step"; exit 2 ;;
