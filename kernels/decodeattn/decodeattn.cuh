@@ -22,8 +22,6 @@
 //     counts itself in; the last of the (sequence, head block)'s splits to arrive merges them
 //     into out (no second kernel, so no second launch and ramp) and resets the counter;
 //   - K and V copies carry an L2 evict-first policy and a 256-byte L2 fetch size;
-//   - one block per group of up to 8 KV heads prefetches the group's whole page rows into L2 a
-//     few subtiles ahead, so DRAM reads each key row of a page in one run;
 //   - the first page ids are loaded before the sequence's length arrives, for the key range the
 //     plan expects (always right with one split), so the first K/V copies leave one global-memory
 //     round trip after the block starts instead of two.
@@ -85,11 +83,6 @@ __device__ __forceinline__ void cpAsync16Once(unsigned dst_shared, const void* s
                    dst_shared),
                "l"(src), "r"(src_bytes), "l"(policy)
                : "memory");
-}
-
-// The 128-byte line at `p` into L2 (no register, no shared memory; a hint the L2 may drop).
-__device__ __forceinline__ void prefetchL2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
 // Byte offset of 16-byte chunk `chunk` of key row `row` in a [16 keys][head_dim] tile: the chunk
@@ -234,19 +227,6 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
   const long long key_stride = static_cast<long long>(p.kv_heads) * kD;  // elements between keys
   const unsigned long long once = evictFirstPolicy();
 
-  // Page-row prefetch. A key row of a page holds every KV head's 256 B (NHD), and each head's
-  // block reads only its own slice, at its own time: DRAM sees 256-byte pieces of each row. One
-  // leader per group of kPrefetchHeads heads (the block of the group's first head, first head
-  // chunk) prefetches the whole group's rows of the subtile kPrefetchAhead subtiles ahead of its
-  // copies into L2, so DRAM reads each row as one contiguous run and the other heads' blocks find
-  // it in L2. Only for groups of 2, 4 or 8 heads that tile kv_heads; otherwise off.
-  const int group_heads = p.kv_heads >= 8 ? 8 : p.kv_heads;
-  const bool leader = group_heads > 1 && (group_heads & (group_heads - 1)) == 0 &&
-                      p.kv_heads % group_heads == 0 && kvh % group_heads == 0 && head_chunk == 0;
-  const int row_lines_log2 = __ffs(group_heads) - 1 + (kRowBytes == 256 ? 1 : 0);  // 128 B lines
-  const int row_lines = 1 << row_lines_log2;  // per key row of the group: 2..16
-  const long long group_offset = static_cast<long long>(kvh) * kD;  // the group's first head
-
   // Lane l's page id for subtile 32 * batch + l of this warp in a range starting at key `start`
   // (0 past the table row), clamped into the cache so that a corrupt table cannot address
   // outside it. Entries past the sequence's length may be read (never past its row) but their
@@ -303,25 +283,6 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
         const unsigned dst = stage + swizzled<kRowBytes>(r, c);
         cpAsync16Once(dst, k_cache + offset, valid, once);
         cpAsync16Once(dst + kTileBytes, v_cache + offset, valid, once);
-      }
-      const int tp = t + kPrefetchAhead;
-      if (leader && tp < my_subtiles) {
-        // Page ids of batch tp >> 5: this one or the next (tp is < 32 subtiles ahead of t).
-        const int pages = (tp >> 5) == pages_batch ? pages_now : pages_next;
-        const int ppage = __shfl_sync(kFullMask, pages, tp & 31);
-        const int pkey0 = subtileKey(tp);
-        const long long prow0 =
-            (static_cast<long long>(ppage) * page_size + (pkey0 & (page_size - 1))) * key_stride +
-            group_offset;
-        const int prows = min(kSubtileKeys, range.end - pkey0);
-        for (int idx = lane; idx < (kSubtileKeys << row_lines_log2); idx += 32) {
-          const int r = idx >> row_lines_log2;
-          if (r < prows) {
-            const long long e = prow0 + r * key_stride + (idx & (row_lines - 1)) * 64;
-            prefetchL2(k_cache + e);
-            prefetchL2(v_cache + e);
-          }
-        }
       }
     }
     common::cpAsyncCommit();

@@ -25,10 +25,6 @@ inline constexpr int kBlockKeys = kWarps * kSubtileKeys;  // split ranges are mu
 // (16 KiB at d128) in flight per warp while the third is computed: 128 KiB per SM at 2 blocks,
 // far above the ~30 KiB per SM that Little's law asks of HBM3e (4.8 TB/s x ~800 ns / 132 SMs).
 inline constexpr int kStages = 3;
-// Page-row prefetch distance, in a warp's subtiles: the leader block's warps prefetch the rows of
-// their subtile t + kPrefetchAhead while they issue the copies of subtile t (at most 31 ahead, so
-// its page id is in the current or the next batch of 32).
-inline constexpr int kPrefetchAhead = 2;
 // Page sizes a run may use: powers of two, so that a 16-key subtile (16-aligned) never straddles
 // a page (one page-table lookup per subtile) and page / row come from a shift and a mask.
 inline constexpr int kMinPageSize = 16;
