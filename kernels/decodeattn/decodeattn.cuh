@@ -21,7 +21,6 @@
 //   - split-KV merges in the same launch: each block of a split sequence writes its partials and
 //     counts itself in; the last of the (sequence, head block)'s splits to arrive merges them
 //     into out (no second kernel, so no second launch and ramp) and resets the counter;
-//   - K and V copies carry an L2 evict-first policy and a 256-byte L2 fetch size;
 //   - the first page ids are loaded before the sequence's length arrives, for the key range the
 //     plan expects (always right with one split), so the first K/V copies leave one global-memory
 //     round trip after the block starts instead of two.
@@ -65,24 +64,6 @@ __device__ __forceinline__ KeyRange splitRange(int len, int splits, int split) {
   r.start = static_cast<int>(first * kSubtileKeys < len ? first * kSubtileKeys : len);
   r.end = static_cast<int>(last * kSubtileKeys < len ? last * kSubtileKeys : len);
   return r;
-}
-
-// K and V are read once per launch: their copies carry an L2 evict-first policy (so they do not
-// push out what is reused: page table, q, partials) and ask the L2 for whole 256-byte blocks on a
-// miss (a head's key row is 256 B at d128: one DRAM request per row instead of two 128 B ones).
-// sm_80+ PTX (createpolicy, cp.async .L2::cache_hint / .L2::256B).
-__device__ __forceinline__ unsigned long long evictFirstPolicy() {
-  unsigned long long policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
-__device__ __forceinline__ void cpAsync16Once(unsigned dst_shared, const void* src, bool valid,
-                                              unsigned long long policy) {
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;\n" ::"r"(
-                   dst_shared),
-               "l"(src), "r"(src_bytes), "l"(policy)
-               : "memory");
 }
 
 // Byte offset of 16-byte chunk `chunk` of key row `row` in a [16 keys][head_dim] tile: the chunk
@@ -225,7 +206,6 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
   const auto* v_cache = static_cast<const unsigned short*>(p.v_cache);
   const std::int32_t* table = p.page_table + static_cast<long long>(b) * p.max_pages_per_seq;
   const long long key_stride = static_cast<long long>(p.kv_heads) * kD;  // elements between keys
-  const unsigned long long once = evictFirstPolicy();
 
   // Lane l's page id for subtile 32 * batch + l of this warp in a range starting at key `start`
   // (0 past the table row), clamped into the cache so that a corrupt table cannot address
@@ -281,8 +261,8 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
         const bool valid = key0 + r < range.end;
         const long long offset = valid ? base + r * key_stride + c * 8 : 0;
         const unsigned dst = stage + swizzled<kRowBytes>(r, c);
-        cpAsync16Once(dst, k_cache + offset, valid, once);
-        cpAsync16Once(dst + kTileBytes, v_cache + offset, valid, once);
+        common::cpAsync16(dst, k_cache + offset, valid);
+        common::cpAsync16(dst + kTileBytes, v_cache + offset, valid);
       }
     }
     common::cpAsyncCommit();
