@@ -1,13 +1,13 @@
 // The decodeattn translation unit: one variant per compile, its head dim and dtype baked in by
 // `kiln build` from kiln.toml (-DKILN_CONST_HEAD_DIM=128 -DKILN_CONST_DTYPE=__nv_bfloat16 ...).
-// The entry takes one DecodeAttentionParams by value; grid, block and shared memory come from
+// Both entries take one DecodeAttentionParams by value; grid, block and shared memory come from
 // launch.h through the runner's selector.
 //
 //   kiln_decodeattn        grid (num_splits, kv_heads * head_chunks, batch), kThreads threads,
 //                          sharedBytes(head_dim) dynamic shared memory. num_splits == 1: writes
-//                          out; else the fp32 partials (normalized out, lse) of its key range,
-//                          and the last split of each (sequence, head block) to finish merges
-//                          them into out (split_counters: zero before, zero after).
+//                          out; else the fp32 partials (normalized out, lse) of its key range.
+//   kiln_decodeattn_merge  grid (ceil(batch * q_heads / kMergeRowsPerBlock)), kMergeThreads
+//                          threads: merges the partials into out (only when num_splits > 1).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -43,4 +43,9 @@ extern "C" __global__ void __launch_bounds__(kiln::decodeattn::kThreads,
     kiln_decodeattn(const kiln::decodeattn::DecodeAttentionParams params) {
   extern __shared__ __align__(16) unsigned char smem[];
   kiln::decodeattn::decodeAttention<Dtype, kHeadDim>(params, smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kiln::decodeattn::kMergeThreads)
+    kiln_decodeattn_merge(const kiln::decodeattn::DecodeAttentionParams params) {
+  kiln::decodeattn::mergeSplits<Dtype, kHeadDim>(params);
 }

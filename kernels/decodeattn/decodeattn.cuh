@@ -17,13 +17,7 @@
 //   - keys past the range are zero-filled by cp.async (no read of the poisoned / next sequence's
 //     rows) and masked to -inf, so neither NaN nor stale data can leak into P.V;
 //   - shared memory rows are XOR-swizzled by 16-byte chunk so ldmatrix and cp.async are
-//     bank-conflict free;
-//   - split-KV merges in the same launch: each block of a split sequence writes its partials and
-//     counts itself in; the last of the (sequence, head block)'s splits to arrive merges them
-//     into out (no second kernel, so no second launch and ramp) and resets the counter;
-//   - the first page ids are loaded before the sequence's length arrives, for the key range the
-//     plan expects (always right with one split), so the first K/V copies leave one global-memory
-//     round trip after the block starts instead of two.
+//     bank-conflict free.
 // Scores stay in fp32 (scaled into the log2 domain); P is rounded once to the dtype for the P.V
 // mma, and the row sums l add the same rounded values, so the output is an exact convex
 // combination of V rows with weights rounded to the dtype (README.md states the error bound).
@@ -47,22 +41,21 @@ __device__ __forceinline__ int ceilDiv(int a, int b) {
   return (a + b - 1) / b;
 }
 
-// The key range [start, end) of split `split` of a sequence of `len` keys: its ceil(len / 16)
-// subtiles dealt into `splits` ranges that differ by at most one subtile, so ranges start on
-// 16-key subtile (and page) boundaries and none is empty while there are at least as many
-// subtiles as splits. Depends on the sequence's own length only: every key is covered whatever
-// the host assumed about lengths.
+// The key range [start, end) of split `split` of a sequence of `len` keys: every split but the
+// last empty ones gets ceil(len / splits) keys rounded up to kBlockKeys, so ranges start on
+// 16-key subtile (and page) boundaries. Depends on the sequence's own length only: every key is
+// covered whatever the host assumed about lengths.
 struct KeyRange {
   int start;
   int end;
 };
 __device__ __forceinline__ KeyRange splitRange(int len, int splits, int split) {
-  const long long subtiles = ceilDiv(len, kSubtileKeys);
-  const long long first = static_cast<long long>(split) * subtiles / splits;
-  const long long last = static_cast<long long>(split + 1) * subtiles / splits;
+  const long long per_split =
+      static_cast<long long>(ceilDiv(ceilDiv(len, splits), kBlockKeys)) * kBlockKeys;
+  const long long start = static_cast<long long>(split) * per_split;
   KeyRange r;
-  r.start = static_cast<int>(first * kSubtileKeys < len ? first * kSubtileKeys : len);
-  r.end = static_cast<int>(last * kSubtileKeys < len ? last * kSubtileKeys : len);
+  r.start = static_cast<int>(start < len ? start : len);
+  r.end = static_cast<int>(start + per_split < len ? start + per_split : len);
   return r;
 }
 
@@ -72,76 +65,6 @@ __device__ __forceinline__ KeyRange splitRange(int len, int splits, int split) {
 template <int kRowBytes>
 __device__ __forceinline__ unsigned swizzled(int row, int chunk) {
   return static_cast<unsigned>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
-}
-
-// The split-KV merge of one block's rows [row0, row0 + rows), run by the last split of its
-// (sequence, head block) to arrive: out = sum_s w_s o_s / sum_s w_s with w_s = 2^(lse_s - max
-// lse); empty splits have lse -inf and weigh 0; a row whose splits are all empty (length 0) is
-// zeros. The partials were written by other blocks: read through L2 (ld.global.cg), never L1.
-// smem: mergeBytes() of scratch for the normalized weights [rows][num_splits].
-template <typename T, int kD>
-__device__ __forceinline__ void mergeSplits(const DecodeAttentionParams& p, long long row0, int rows,
-                                            unsigned char* smem) {
-  static_assert(mergeBytes() <= sharedBytes(kD), "merge weights must fit the pipeline buffers");
-  static_assert(kMaxSplits % 32 == 0, "a lane holds kMaxSplits / 32 log-sum-exps");
-  constexpr int kPerLane = kMaxSplits / 32;
-  constexpr int kQuads = kD / 4;  // 4-dim (16-byte) chunks of a row
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  const int warp = static_cast<int>(threadIdx.x) >> 5;
-  const int splits = p.num_splits;
-  float* weights = reinterpret_cast<float*>(smem);
-
-  // One warp per row: the splits' lse -> their max -> weights normalized by their sum.
-  for (int r = warp; r < rows; r += kWarps) {
-    const float* lse = p.partial_lse + (row0 + r) * splits;
-    float l[kPerLane];
-    float m_max = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int s = lane + 32 * j;
-      l[j] = s < splits ? __ldcg(lse + s) : -INFINITY;
-      m_max = fmaxf(m_max, l[j]);
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      m_max = fmaxf(m_max, __shfl_xor_sync(kFullMask, m_max, offset));
-    }
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      l[j] = m_max == -INFINITY ? 0.0f : common::fastExp2(l[j] - m_max);  // 0 for -inf
-      sum += l[j];
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFullMask, sum, offset);
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int s = lane + 32 * j;
-      if (s < splits) weights[r * splits + s] = l[j] * inv;
-    }
-  }
-  __syncthreads();
-
-  // One thread per (row, 4-dim chunk): the weighted sum over the splits, 16-byte loads.
-  for (int item = static_cast<int>(threadIdx.x); item < rows * kQuads; item += kThreads) {
-    const int r = item / kQuads;
-    const int c = item - r * kQuads;
-    const float* po = p.partial_out + (row0 + r) * splits * kD + c * 4;
-    const float* w = weights + r * splits;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-    for (int s = 0; s < splits; ++s) {
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(po + s * kD));
-      const float ws = w[s];
-      acc.x += ws * v.x;
-      acc.y += ws * v.y;
-      acc.z += ws * v.z;
-      acc.w += ws * v.w;
-    }
-    auto* out = static_cast<uint2*>(p.out) + ((row0 + r) * kD) / 4 + c;
-    *out = make_uint2(common::pack2<T>(acc.x, acc.y), common::pack2<T>(acc.z, acc.w));
-  }
 }
 
 // One block: (split blockIdx.x, KV head x head chunk blockIdx.y, sequence blockIdx.z).
@@ -173,10 +96,13 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
   const int page_size = 1 << p.page_size_log2;
 
   // The sequence's length, clamped to what its page-table row can address (the kernel trusts
-  // lengths and page ids only that far: see README.md, "What the kernel trusts"). Its load is
-  // issued here and first waited for below, after the speculative page-table loads.
+  // lengths and page ids only that far: see README.md, "What the kernel trusts").
   const int capacity = p.max_pages_per_seq << p.page_size_log2;
-  const int raw_len = __ldg(p.seq_lens + b);
+  int len = __ldg(p.seq_lens + b);
+  len = len < 0 ? 0 : (len > capacity ? capacity : len);
+  const KeyRange range = splitRange(len, p.num_splits, split);
+  const int num_subtiles = ceilDiv(range.end - range.start, kSubtileKeys);
+  const int my_subtiles = num_subtiles > warp ? ceilDiv(num_subtiles - warp, kWarps) : 0;
 
   const int head0 = kvh * p.group_size + head_chunk * kHeadsPerBlock;
   const int rows = min(kHeadsPerBlock, p.group_size - head_chunk * kHeadsPerBlock);
@@ -207,36 +133,20 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
   const std::int32_t* table = p.page_table + static_cast<long long>(b) * p.max_pages_per_seq;
   const long long key_stride = static_cast<long long>(p.kv_heads) * kD;  // elements between keys
 
-  // Lane l's page id for subtile 32 * batch + l of this warp in a range starting at key `start`
-  // (0 past the table row), clamped into the cache so that a corrupt table cannot address
-  // outside it. Entries past the sequence's length may be read (never past its row) but their
-  // pages are never loaded.
-  auto lookupPages = [&](int start, int batch) {
-    const int key = start + (warp + kWarps * (32 * batch + lane)) * kSubtileKeys;
-    if (key >= capacity) return 0;
-    int page = __ldg(table + (key >> p.page_size_log2));
+  // The first key of this warp's t-th subtile.
+  auto subtileKey = [&](int t) { return range.start + (warp + kWarps * t) * kSubtileKeys; };
+  // Lane l's page id for subtile 32 * batch + l of this warp (0 past the last subtile), clamped
+  // into the cache so that a corrupt table cannot address outside it.
+  auto lookupPages = [&](int batch) {
+    const int t = 32 * batch + lane;
+    if (t >= my_subtiles) return 0;
+    int page = __ldg(table + (subtileKey(t) >> p.page_size_log2));
     page = page < 0 ? 0 : (page >= p.num_pages ? p.num_pages - 1 : page);
     return page;
   };
-  // The first two batches of page ids for the range the plan expects, loaded while the length is
-  // still in flight; with one split every range starts at key 0, so they are always the right ones.
-  const int expected = p.expected_len < 0 ? 0 : (p.expected_len > capacity ? capacity : p.expected_len);
-  const int expected_start = splitRange(expected, p.num_splits, split).start;
-  int pages_now = lookupPages(expected_start, 0);
-  int pages_next = lookupPages(expected_start, 1);
+  int pages_now = lookupPages(0);
+  int pages_next = lookupPages(1);
   int pages_batch = 0;
-
-  const int len = raw_len < 0 ? 0 : (raw_len > capacity ? capacity : raw_len);
-  const KeyRange range = splitRange(len, p.num_splits, split);
-  const int num_subtiles = ceilDiv(range.end - range.start, kSubtileKeys);
-  const int my_subtiles = num_subtiles > warp ? ceilDiv(num_subtiles - warp, kWarps) : 0;
-  if (range.start != expected_start && my_subtiles > 0) {  // another length: the right page ids
-    pages_now = lookupPages(range.start, 0);
-    pages_next = lookupPages(range.start, 1);
-  }
-
-  // The first key of this warp's t-th subtile.
-  auto subtileKey = [&](int t) { return range.start + (warp + kWarps * t) * kSubtileKeys; };
 
   // Issues the copies of subtile t (keys of K and V) into stage t % kStages, and commits a group
   // (an empty one past the last subtile, so that group counting stays uniform). Warp-uniform.
@@ -245,7 +155,7 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
       if ((t >> 5) != pages_batch) {  // t advances by one per call: at most one batch ahead
         pages_now = pages_next;
         ++pages_batch;
-        pages_next = lookupPages(range.start, pages_batch + 1);
+        pages_next = lookupPages(pages_batch + 1);
       }
       const int page = __shfl_sync(kFullMask, pages_now, t & 31);
       const int key0 = subtileKey(t);
@@ -424,28 +334,59 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
       }
     }
   }
-  if (final_output) return;
+}
 
-  // Count this split in. Every thread's partial stores are made visible device-wide before the
-  // block's arrival (the fence before the barrier, then thread 0's atomic); the block that sees
-  // the count reach num_splits - 1 is the last of its (sequence, head block), and every other
-  // block's partials are visible to it after its own fence.
-  __shared__ unsigned s_last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned* counter =
-        p.split_counters + (static_cast<long long>(b) * gridDim.y + blockIdx.y);
-    const unsigned arrived = atomicAdd(counter, 1u);
-    __threadfence();  // the merge's reads below are ordered after the arrivals it counted
-    const bool last = arrived == static_cast<unsigned>(p.num_splits - 1);
-    if (last) atomicExch(counter, 0u);  // every split is in: zero again for the next launch
-    s_last = last ? 1u : 0u;
+// The split-KV merge: one warp per (sequence, query head) row. out = sum_s w_s o_s / sum_s w_s
+// with w_s = 2^(lse_s - max lse); empty splits have lse -inf and weigh 0; a row whose splits are
+// all empty (length 0) is zeros.
+template <typename T, int kD>
+__device__ __forceinline__ void mergeSplits(const DecodeAttentionParams& p) {
+  static_assert(kD == 64 || kD == 128, "merge: 2 or 4 dims per lane");
+  constexpr int kPerLane = kD / 32;
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const long long row = static_cast<long long>(blockIdx.x) * kMergeRowsPerBlock +
+                        (static_cast<int>(threadIdx.x) >> 5);
+  if (row >= static_cast<long long>(p.batch) * p.q_heads) return;
+  const int splits = p.num_splits;
+  const float* lse = p.partial_lse + row * splits;
+  float m_max = -INFINITY;
+  for (int s = lane; s < splits; s += 32) m_max = fmaxf(m_max, lse[s]);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    m_max = fmaxf(m_max, __shfl_xor_sync(kFullMask, m_max, offset));
   }
-  __syncthreads();  // also: every thread is done with the combine scratch reused below
-  if (s_last == 0u) return;
-  __threadfence();
-  mergeSplits<T, kD>(p, row0, rows, smem);
+  float acc[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) acc[j] = 0.0f;
+  float sum = 0.0f;
+  if (m_max != -INFINITY) {
+    const float* po = p.partial_out + row * splits * kD + lane * kPerLane;
+#pragma unroll 4
+    for (int s = 0; s < splits; ++s) {
+      const float e = common::fastExp2(lse[s] - m_max);  // 0 for an empty split (-inf)
+      sum += e;
+      if constexpr (kPerLane == 4) {
+        const float4 v = *reinterpret_cast<const float4*>(po + s * kD);
+        acc[0] += e * v.x;
+        acc[1] += e * v.y;
+        acc[2] += e * v.z;
+        acc[3] += e * v.w;
+      } else {
+        const float2 v = *reinterpret_cast<const float2*>(po + s * kD);
+        acc[0] += e * v.x;
+        acc[1] += e * v.y;
+      }
+    }
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  auto* out = static_cast<unsigned*>(p.out) + (row * kD + lane * kPerLane) / 2;
+  if constexpr (kPerLane == 4) {
+    const uint2 v = make_uint2(common::pack2<T>(acc[0] * inv, acc[1] * inv),
+                               common::pack2<T>(acc[2] * inv, acc[3] * inv));
+    *reinterpret_cast<uint2*>(out) = v;
+  } else {
+    *out = common::pack2<T>(acc[0] * inv, acc[1] * inv);
+  }
 }
 
 }  // namespace kiln::decodeattn

@@ -44,8 +44,6 @@ KILN_HOST_DEVICE constexpr int combineBytesPerWarp(int head_dim) {
   return (kHeadsPerBlock * head_dim + 2 * kHeadsPerBlock) * 4;
 }
 
-inline constexpr int kMaxBlocksPerSm = 4;
-
 // Blocks of the attention kernel resident per SM on a 228 KiB-shared-memory SM (sm_90, sm_100;
 // 1 KiB per block is reserved by the hardware), capped at 4 (registers: ~128 per thread at d64).
 // The split heuristic sizes one wave with it; on SMs with less shared memory the same grid is
@@ -53,29 +51,16 @@ inline constexpr int kMaxBlocksPerSm = 4;
 inline constexpr int kSharedBytesPerSmHopper = 228 * 1024;
 KILN_HOST_DEVICE constexpr int blocksPerSm(int head_dim) {
   const int by_smem = kSharedBytesPerSmHopper / (sharedBytes(head_dim) + 1024);
-  return by_smem < 1 ? 1 : (by_smem > kMaxBlocksPerSm ? kMaxBlocksPerSm : by_smem);
+  return by_smem < 1 ? 1 : (by_smem > 4 ? 4 : by_smem);
 }
+
+// The merge kernel: one warp per (sequence, query head) row, 4 rows per block.
+inline constexpr int kMergeRowsPerBlock = 4;
+inline constexpr int kMergeThreads = kMergeRowsPerBlock * 32;
 
 // Split-KV bounds. A split shorter than 4 subtiles per warp would spend more on its pipeline
 // ramp and its partial write than on its keys; 128 splits cover 32k keys at 256 keys per split.
-// Split ranges are balanced to the 16-key subtile (they differ by at most one subtile), so a
-// range starts on a page boundary and no split is empty unless the sequence has fewer subtiles
-// than splits.
 inline constexpr int kMinKeysPerSplit = 4 * kBlockKeys;  // 256
 inline constexpr int kMaxSplits = 128;
-
-// The split-KV merge runs in the attention kernel: the last block of each (sequence, head block)
-// to finish, found through an arrival counter in the workspace, merges the partials. A problem
-// splits only when its (sequence, head block) pairs cannot fill one wave, so it has fewer than
-// kSplitSmLimit * kMaxBlocksPerSm pairs (the split heuristic plans at most kSplitSmLimit SMs):
-// the counters fit one fixed section at the start of the workspace, the same for every problem,
-// so a workspace reused across problems never finds a partial where a counter is expected.
-inline constexpr int kSplitSmLimit = 256;
-inline constexpr int kMaxSplitPairs = kSplitSmLimit * kMaxBlocksPerSm;  // 1024
-inline constexpr int kCounterBytes = kMaxSplitPairs * 4;               // 4 KiB of uint32
-// The merging block keeps the normalized weights of its rows' splits in shared memory.
-KILN_HOST_DEVICE constexpr int mergeBytes() {
-  return kHeadsPerBlock * kMaxSplits * 4;
-}
 
 }  // namespace kiln::decodeattn

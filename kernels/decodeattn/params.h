@@ -11,13 +11,7 @@
 //   seq_lens    [batch]                                           int32  (keys of each sequence)
 //   partial_out [batch, q_heads, num_splits, head_dim]            fp32   (workspace; num_splits > 1)
 //   partial_lse [batch, q_heads, num_splits]                      fp32   (workspace; num_splits > 1)
-//   split_counters [batch, kv_heads * head_chunks]                uint32 (workspace; num_splits > 1)
 // Query head h attends with KV head h / (q_heads / kv_heads) (GQA; torch's enable_gqa order).
-//
-// Split-KV merge (num_splits > 1): every block writes its key range's partials, then counts
-// itself in at split_counters[b, blockIdx.y]; the block that arrives last merges the num_splits
-// partials of its rows into `out` and sets the counter back to 0. So the counters must be zero
-// when a launch starts, and every launch leaves them zero (launch.h: kCounterBytes).
 #pragma once
 
 #include <cstddef>
@@ -35,7 +29,6 @@ struct DecodeAttentionParams {
   const std::int32_t* seq_lens;
   float* partial_out;  // nullptr when num_splits == 1 (the attention kernel writes `out`)
   float* partial_lse;  // log2-domain log-sum-exp of each split's scores; -inf for an empty split
-  unsigned* split_counters;  // arrivals per (sequence, head block); zero between launches
   std::int32_t batch;
   std::int32_t q_heads;
   std::int32_t kv_heads;
@@ -44,21 +37,16 @@ struct DecodeAttentionParams {
   std::int32_t page_size_log2;     // page_size = 1 << page_size_log2, 16..256
   std::int32_t max_pages_per_seq;  // the page table's row length
   std::int32_t num_pages;          // pages in each cache (page ids are clamped to [0, num_pages))
-  std::int32_t num_splits;         // key ranges per sequence; > 1: the last block merges
-  // The length the kernel assumes for its first page-table loads, issued before seq_lens[b]
-  // arrives (the plan's maximum keys). Only a hint: a sequence of another length whose key range
-  // starts elsewhere reloads its first page ids once it knows its length.
-  std::int32_t expected_len;
+  std::int32_t num_splits;         // key ranges per sequence; > 1 needs the merge kernel
   float scale_log2;                // softmax scale * log2(e): scores go through exp2
-  std::int32_t reserved;           // 0; pads the struct to a multiple of 8 bytes
 };
 
 static_assert(std::is_standard_layout_v<DecodeAttentionParams> &&
                   std::is_trivially_copyable_v<DecodeAttentionParams>,
               "DecodeAttentionParams is passed by value to cuLaunchKernel");
-static_assert(sizeof(void*) == 8 && sizeof(DecodeAttentionParams) == 120 &&
-                  offsetof(DecodeAttentionParams, batch) == 72 &&
-                  offsetof(DecodeAttentionParams, scale_log2) == 112,
+static_assert(sizeof(void*) == 8 && sizeof(DecodeAttentionParams) == 104 &&
+                  offsetof(DecodeAttentionParams, batch) == 64 &&
+                  offsetof(DecodeAttentionParams, scale_log2) == 100,
               "host and device must agree on the DecodeAttentionParams layout");
 
 }  // namespace kiln::decodeattn

@@ -14,22 +14,19 @@
 namespace kiln::decodeattn {
 namespace {
 
-// The selector finds the attention entry by name; an extra entry (here a stand-in name) is ignored.
-const char* const kEntries[] = {"kiln_decodeattn", "kiln_decodeattn_other"};
-const char* const kEntriesReversed[] = {"kiln_decodeattn_other", "kiln_decodeattn"};
-const char* const kNoAttentionEntries[] = {"kiln_decodeattn_other"};
+const char* const kEntries[] = {"kiln_decodeattn", "kiln_decodeattn_merge"};
+const char* const kEntriesReversed[] = {"kiln_decodeattn_merge", "kiln_decodeattn"};
 const kiln_image kImages[] = {{80, 0, nullptr, 0, ""}, {90, 0, nullptr, 0, ""}};
 
 const kiln_variant kD128Bf16{"decodeattn_d128_bf16", "decodeattn", kEntriesReversed, 2, kImages, 2};
 const kiln_variant kD64Bf16{"decodeattn_d64_bf16", "decodeattn", kEntries, 2, kImages, 2};
 const kiln_variant kD128Fp16{"decodeattn_d128_fp16", "decodeattn", kEntries, 2, kImages, 2};
-const kiln_variant kNoAttention{"decodeattn_d64_fp16", "decodeattn", kNoAttentionEntries, 1,
-                                 kImages, 2};
+const kiln_variant kNoMerge{"decodeattn_d64_fp16", "decodeattn", kEntries, 1, kImages, 2};
 
 const kiln_variant* d128Bf16() { return &kD128Bf16; }
 const kiln_variant* d64Bf16() { return &kD64Bf16; }
 const kiln_variant* d128Fp16() { return &kD128Fp16; }
-const kiln_variant* noAttention() { return &kNoAttention; }
+const kiln_variant* noMerge() { return &kNoMerge; }
 
 const VariantInfo kTable[] = {
     {"decodeattn_d128_bf16", 128, "bf16", &d128Bf16},
@@ -76,8 +73,9 @@ TEST(DecodeAttentionSelector, PlansOneSplitWhenThePairsFillAWave) {
   ASSERT_TRUE(s.ok()) << s.toString();
   EXPECT_STREQ(plan.info->name, "decodeattn_d128_bf16");
   EXPECT_FALSE(plan.no_op);
-  // Entries are found by name, not position (this variant lists another entry first).
+  // Entries are found by name, not position (this variant lists the merge first).
   EXPECT_STREQ(plan.variant->entries[plan.attention_entry], "kiln_decodeattn");
+  EXPECT_STREQ(plan.variant->entries[plan.merge_entry], "kiln_decodeattn_merge");
   // 32 x 8 = 256 pairs < 132 x 2 = 264 slots, but 264 / 256 = 1 split.
   EXPECT_EQ(plan.num_splits, 1);
   EXPECT_EQ(plan.attention.grid.x, 1u);
@@ -94,8 +92,6 @@ TEST(DecodeAttentionSelector, PlansOneSplitWhenThePairsFillAWave) {
   EXPECT_EQ(plan.params.num_pages, 32 * 256);
   EXPECT_EQ(plan.params.max_pages_per_seq, 256);
   EXPECT_EQ(plan.params.partial_out, nullptr);
-  EXPECT_EQ(plan.params.split_counters, nullptr);
-  EXPECT_EQ(plan.params.expected_len, 256 * 16);  // no max_seq_len: the table row's capacity
   EXPECT_FLOAT_EQ(plan.params.scale_log2, 0.08838834764831845f * 1.4426950408889634f);
 }
 
@@ -105,9 +101,6 @@ TEST(DecodeAttentionSelector, LaunchShapeConstants) {
   EXPECT_LE(combineBytesPerWarp(128), kStages * stageBytes(128));
   EXPECT_LE(combineBytesPerWarp(64), kStages * stageBytes(64));
   EXPECT_LE(sharedBytes(128), 99 * 1024);  // the smallest opt-in limit (sm_86 / sm_89 / sm_120)
-  EXPECT_LE(mergeBytes(), sharedBytes(64));  // the merge's weights reuse the pipeline buffers
-  EXPECT_EQ(kCounterBytes, 4096);
-  EXPECT_EQ(kMaxSplitPairs, kMaxMultiprocessors * 4);
 }
 
 TEST(DecodeAttentionSelector, SplitCountsOfTheBenchmarkRows) {
@@ -145,7 +138,7 @@ TEST(DecodeAttentionSelector, SplitCountNeverDecreasesWithMoreMultiprocessors) {
   }
 }
 
-TEST(DecodeAttentionSelector, SplitPlanSizesWorkspaceWithCountersFirst) {
+TEST(DecodeAttentionSelector, SplitPlanSizesWorkspaceAndMerge) {
   Problem p = validProblem();
   p.batch = 1;
   p.max_pages_per_seq = 2048;  // 32768 keys
@@ -153,30 +146,15 @@ TEST(DecodeAttentionSelector, SplitPlanSizesWorkspaceWithCountersFirst) {
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
   EXPECT_EQ(plan.num_splits, 33);
   EXPECT_EQ(plan.attention.grid.x, 33u);
-  EXPECT_EQ(plan.params.expected_len, 32768);
+  EXPECT_EQ(plan.merge.grid.x, 8u);  // 32 rows, 4 per block
+  EXPECT_EQ(plan.merge.block.x, static_cast<unsigned>(kMergeThreads));
   const std::size_t out_bytes = 32u * 33u * 128u * 4u;  // 540672, a multiple of 256
-  EXPECT_EQ(plan.out_offset, 4096u);                    // after the counters
-  EXPECT_EQ(plan.lse_offset, 4096u + out_bytes);
-  EXPECT_EQ(plan.workspace_bytes, 4096u + out_bytes + 4352u);  // 32 x 33 x 4 = 4224 -> 4352
+  EXPECT_EQ(plan.lse_offset, out_bytes);
+  EXPECT_EQ(plan.workspace_bytes, out_bytes + 4352u);  // 32 x 33 x 4 = 4224 -> 4352
   // A hint of the real maximum length shortens the split count.
   p.max_seq_len = 1000;
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
   EXPECT_EQ(plan.num_splits, 4);  // ceil(1000 / 256)
-  EXPECT_EQ(plan.params.expected_len, 1000);
-}
-
-// Splitting happens only below one wave of pairs, so every split problem's counters fit the fixed
-// section (kMaxSplitPairs), whatever SM count the caller passes.
-TEST(DecodeAttentionSelector, SplitProblemsHaveFewerPairsThanCounters) {
-  for (int sms : {1, 16, 132, 256, 257, 1000, 1 << 20}) {
-    for (int d : {64, 128}) {
-      EXPECT_EQ(chooseSplits(kMaxSplitPairs, 1 << 20, sms, d), 1) << sms << " SMs, d" << d;
-      EXPECT_GE(chooseSplits(kMaxSplitPairs - 1, 1 << 20, sms, d), 1);
-    }
-  }
-  EXPECT_EQ(chooseSplits(1, 1 << 30, 1 << 20, 64), kMaxSplits);  // planned as 256 SMs
-  EXPECT_EQ(chooseSplits(1000, 1 << 20, 1 << 20, 64), 1);         // 1024 slots / 1000 pairs
-  EXPECT_EQ(chooseSplits(500, 1 << 20, 1 << 20, 64), 2);
 }
 
 // The benchmark's 1 x 32768 row: it sizes the workspace with multiprocessors = 0 (planned for
@@ -198,8 +176,7 @@ TEST(DecodeAttentionSelector, BenchRowWorkspaceForMaxSmsHoldsTheDevicePlan) {
     const std::size_t partial_rows = 32u * static_cast<std::size_t>(plan->num_splits);
     EXPECT_EQ(plan->params.num_splits, plan->num_splits);
     EXPECT_EQ(plan->attention.grid.x, static_cast<unsigned>(plan->num_splits));
-    EXPECT_EQ(plan->out_offset, static_cast<std::size_t>(kCounterBytes));
-    EXPECT_EQ(plan->lse_offset, kCounterBytes + (partial_rows * 128u * 4u + 255u) / 256u * 256u);
+    EXPECT_EQ(plan->lse_offset, (partial_rows * 128u * 4u + 255u) / 256u * 256u);
     EXPECT_EQ(plan->workspace_bytes, plan->lse_offset + (partial_rows * 4u + 255u) / 256u * 256u);
   }
   EXPECT_GE(host.workspace_bytes, device.workspace_bytes);
@@ -269,15 +246,15 @@ TEST(DecodeAttentionSelector, OutOfRangeDtype) {
   EXPECT_TRUE(contains(s.message(), "dtype 7")) << s.message();
 }
 
-TEST(DecodeAttentionSelector, MissingAttentionEntryIsInternal) {
-  const VariantInfo table[] = {{"decodeattn_d64_fp16", 64, "fp16", &noAttention}};
+TEST(DecodeAttentionSelector, MissingMergeEntryIsInternal) {
+  const VariantInfo table[] = {{"decodeattn_d64_fp16", 64, "fp16", &noMerge}};
   Problem p = validProblem();
   p.dtype = DType::kFloat16;
   p.head_dim = 64;
   Plan plan;
   const Status s = select(table, p, kH200, nullptr, &plan);
   EXPECT_EQ(s.code(), StatusCode::kInternal);
-  EXPECT_TRUE(contains(s.message(), "has no entry kernel kiln_decodeattn")) << s.message();
+  EXPECT_TRUE(contains(s.message(), "kiln_decodeattn_merge")) << s.message();
 }
 
 TEST(DecodeAttentionSelector, ZeroBatchIsANoOpWithoutPointers) {

@@ -2,7 +2,7 @@
 // Compiled by `kiln build` into the artifact's library, next to the generated headers; kiln's own
 // CMake builds only selector.cpp. Every decision is the selector's; this file adds the device
 // (from the caller's stream: its SM picks the image, its SM count the split count), places the
-// split counters and partials in the caller's workspace, and launches the one kernel.
+// partials in the caller's workspace, and launches.
 #include "kiln/runners/decodeattn.h"
 
 #include <array>
@@ -81,12 +81,15 @@ Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes,
   KILN_RETURN_IF_ERROR(checkWorkspace(plan, workspace, workspace_bytes));
   if (plan.num_splits > 1) {
     auto* base = static_cast<unsigned char*>(workspace);
-    plan.params.split_counters = reinterpret_cast<unsigned*>(base);
-    plan.params.partial_out = reinterpret_cast<float*>(base + plan.out_offset);
+    plan.params.partial_out = reinterpret_cast<float*>(base);
     plan.params.partial_lse = reinterpret_cast<float*>(base + plan.lse_offset);
   }
   void* args[] = {&plan.params};
-  return launch(*plan.variant, plan.attention_entry, plan.attention, stream, args);
+  KILN_RETURN_IF_ERROR(launch(*plan.variant, plan.attention_entry, plan.attention, stream, args));
+  if (plan.num_splits > 1) {
+    KILN_RETURN_IF_ERROR(launch(*plan.variant, plan.merge_entry, plan.merge, stream, args));
+  }
+  return Status::Ok();
 }
 
 }  // namespace kiln::decodeattn

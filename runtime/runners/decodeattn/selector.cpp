@@ -50,13 +50,8 @@ const char* dtypeName(DType dtype) {
   return nullptr;
 }
 
-static_assert(kSplitSmLimit == kMaxMultiprocessors,
-              "workspaceSize() with multiprocessors == 0 plans the split heuristic's largest GPU");
-static_assert(kCounterBytes % kWorkspaceAlignment == 0, "the partials start 256-byte aligned");
-
 int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim) {
-  const long long sms = std::clamp(multiprocessors, 1, kSplitSmLimit);
-  const long long slots = sms * blocksPerSm(head_dim);
+  const long long slots = static_cast<long long>(std::max(multiprocessors, 1)) * blocksPerSm(head_dim);
   if (pairs <= 0 || pairs >= slots) return 1;
   const long long by_keys = std::max(1LL, (max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
   const long long splits = std::min({slots / pairs, by_keys, static_cast<long long>(kMaxSplits)});
@@ -121,13 +116,16 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
                   std::string("decodeattn: variant ") + info->name + " has no variant table");
   }
   const int attention_entry = runner::findEntry(*variant, kAttentionEntry);
-  if (attention_entry < 0) {
-    return Status(StatusCode::kInternal, std::string("decodeattn: variant ") + info->name +
-                                             " has no entry kernel " + kAttentionEntry);
+  const int merge_entry = runner::findEntry(*variant, kMergeEntry);
+  if (attention_entry < 0 || merge_entry < 0) {
+    return Status(StatusCode::kInternal,
+                  std::string("decodeattn: variant ") + info->name + " has no entry kernel " +
+                      (attention_entry < 0 ? kAttentionEntry : kMergeEntry));
   }
   plan->info = info;
   plan->variant = variant;
   plan->attention_entry = attention_entry;
+  plan->merge_entry = merge_entry;
 
   if (problem.batch < 0) return invalid("batch " + std::to_string(problem.batch) + " is negative");
   if (problem.batch == 0) {
@@ -207,16 +205,15 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   plan->attention.block = Dim3{static_cast<unsigned>(kThreads), 1, 1};
   plan->attention.shared_bytes = static_cast<unsigned>(sharedBytes(info->head_dim));
   const long long rows = static_cast<long long>(problem.batch) * problem.q_heads;
+  plan->merge.grid =
+      Dim3{static_cast<unsigned>((rows + kMergeRowsPerBlock - 1) / kMergeRowsPerBlock), 1, 1};
+  plan->merge.block = Dim3{static_cast<unsigned>(kMergeThreads), 1, 1};
+  plan->merge.shared_bytes = 0;
   if (splits > 1) {
-    if (pairs >= kMaxSplitPairs) {  // chooseSplits never splits this many pairs
-      return Status(StatusCode::kInternal, "decodeattn: " + std::to_string(pairs) +
-                                               " pairs split, more than the counter section holds");
-    }
     const std::size_t partial_rows = static_cast<std::size_t>(rows) * splits;
-    plan->out_offset = kCounterBytes;
-    plan->lse_offset = plan->out_offset +
-                       alignUp(partial_rows * static_cast<std::size_t>(info->head_dim) * sizeof(float),
-                               kWorkspaceAlignment);
+    plan->lse_offset =
+        alignUp(partial_rows * static_cast<std::size_t>(info->head_dim) * sizeof(float),
+                kWorkspaceAlignment);
     plan->workspace_bytes =
         plan->lse_offset + alignUp(partial_rows * sizeof(float), kWorkspaceAlignment);
   }
@@ -230,7 +227,6 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   params.seq_lens = problem.seq_lens;
   params.partial_out = nullptr;
   params.partial_lse = nullptr;
-  params.split_counters = nullptr;
   params.batch = problem.batch;
   params.q_heads = problem.q_heads;
   params.kv_heads = problem.kv_heads;
@@ -240,8 +236,6 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   params.max_pages_per_seq = problem.max_pages_per_seq;
   params.num_pages = problem.num_pages;
   params.num_splits = splits;
-  params.expected_len = static_cast<std::int32_t>(max_keys);
-  params.reserved = 0;
   params.scale_log2 = static_cast<float>(static_cast<double>(problem.scale) * 1.4426950408889634);
   // Last, so that select(device) == select(host) followed by checkDevice, which is what run() does.
   return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();

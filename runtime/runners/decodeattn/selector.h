@@ -18,6 +18,7 @@
 namespace kiln::decodeattn {
 
 inline constexpr const char kAttentionEntry[] = "kiln_decodeattn";
+inline constexpr const char kMergeEntry[] = "kiln_decodeattn_merge";
 inline constexpr unsigned kTensorAlignment = 16;  // the kernels' 16-byte vector accesses
 inline constexpr unsigned kIndexAlignment = 4;    // int32 page table and lengths
 inline constexpr std::size_t kWorkspaceAlignment = 256;
@@ -41,36 +42,28 @@ struct DeviceQuery {
   ImageCheck check_image;
 };
 
-// What run() launches (one kernel: split-KV merges in it). Valid only when select() returned ok;
-// nothing to launch when no_op.
-//
-// Workspace when num_splits > 1 (256-byte aligned sections):
-//   [0, kCounterBytes)          split_counters: one uint32 per (sequence, head block), zero
-//                               before every launch and left zero by it (the same section for
-//                               every problem, since a split problem has < kMaxSplitPairs pairs)
-//   [out_offset, lse_offset)    partial_out [batch, q_heads, num_splits, head_dim] fp32
-//   [lse_offset, bytes)         partial_lse [batch, q_heads, num_splits] fp32
+// What run() launches. Valid only when select() returned ok; nothing to launch when no_op.
 struct Plan {
   const VariantInfo* info = nullptr;
   const kiln_variant* variant = nullptr;
   bool no_op = false;  // batch == 0
   int attention_entry = -1;
+  int merge_entry = -1;
   int num_splits = 0;
   LaunchConfig attention;
-  std::size_t workspace_bytes = 0;   // counters + partials; 0 when num_splits == 1
-  std::size_t out_offset = 0;        // byte offset of partial_out in the workspace
+  LaunchConfig merge;                // launched only when num_splits > 1
+  std::size_t workspace_bytes = 0;   // the partials; 0 when num_splits == 1
   std::size_t lse_offset = 0;        // byte offset of partial_lse in the workspace
-  DecodeAttentionParams params{};    // workspace pointers still null: run() places them
+  DecodeAttentionParams params{};    // partial_out / partial_lse still null: run() places them
 };
 
 // "fp16" / "bf16"; nullptr for a value outside the enum.
 const char* dtypeName(DType dtype);
 
 // The split count for `pairs` = batch * kv_heads * head_chunks blocks of at most `max_keys` keys
-// on `multiprocessors` SMs (planned as at most kSplitSmLimit): 1 when the pairs fill one wave
-// (blocksPerSm(head_dim) per SM), else as many splits as fit in one wave, at most one per
-// kMinKeysPerSplit keys and kMaxSplits. Non-decreasing in `multiprocessors` (so a workspace sized
-// for more SMs is always enough); > 1 only for pairs < kMaxSplitPairs.
+// on `multiprocessors` SMs: 1 when the pairs fill one wave (blocksPerSm(head_dim) per SM), else
+// as many splits as fit in one wave, at most one per kMinKeysPerSplit keys and kMaxSplits.
+// Non-decreasing in `multiprocessors` (so a workspace sized for more SMs is always enough).
 int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim);
 
 // Admits `problem` against `table` and plans its launches for `multiprocessors` SMs (> 0). The
@@ -84,7 +77,7 @@ int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int h
 //   out, q, k_cache, v_cache non-null and 16-byte aligned; page_table, seq_lens non-null and
 //   4-byte aligned                                                  (kInvalidArgument)
 //   batch, kv_heads * head chunks <= 65535 (grid), the caches' element count < 2^62
-//   the variant has the attention entry                             (kInternal)
+//   the variant has both entries                                    (kInternal)
 //   last, `device` (when given) has an image of the variant         (the check's status)
 enum class PointerChecks { kCheck, kSkip };
 Status select(std::span<const VariantInfo> table, const Problem& problem, int multiprocessors,

@@ -12,15 +12,9 @@
 //   page_table   [batch, max_pages_per_seq] int32
 //   seq_lens     [batch] int32, 0 <= seq_lens[b] <= max_pages_per_seq * page_size
 // The head dim and the dtype are baked per variant; everything else is a run-time value. Long
-// sequences that would leave the GPU idle are split into key ranges (split-KV), merged in the same
-// launch by the last block of each sequence to finish; the split count comes from the device's SM
-// count, and the workspace holds the fp32 partials and the blocks' arrival counters. Variants,
-// limits and the error bound: kernels/decodeattn/README.md.
-//
-// The workspace must be zero-filled once, after allocating it (cudaMemset(ws, 0, bytes)): its
-// first 4 KiB are arrival counters that every run() expects at zero and leaves at zero, whatever
-// problem it runs. The rest (the partials) may hold anything. One workspace serves one stream at
-// a time: two runs in flight at once on the same workspace corrupt each other.
+// sequences that would leave the GPU idle are split into key ranges (split-KV), merged by a second
+// kernel; the split count comes from the device's SM count, and the workspace holds the fp32
+// partials. Variants, limits and the error bound: kernels/decodeattn/README.md.
 //
 // One selector (runtime/runners/decodeattn/selector.h) answers canImplement and picks what run()
 // launches, so the two never disagree.
@@ -71,17 +65,15 @@ inline constexpr int kMaxMultiprocessors = 256;
 Status canImplement(const Problem& problem);
 // The same, and the artifact has an image that runs on a device of SM `device_sm`.
 Status canImplement(const Problem& problem, int device_sm);
-// Bytes of workspace run() needs: 4 KiB of arrival counters and the split-KV partials (0 when one
-// split covers every sequence), 256-byte aligned sections. Depends only on the problem (with its
-// multiprocessors). Zero the buffer once before its first run (see above).
+// Bytes of workspace run() needs: the split-KV partials (0 when one split covers every
+// sequence), 256-byte aligned sections. Depends only on the problem (with its multiprocessors).
 std::size_t workspaceSize(const Problem& problem);
 // The number of key ranges each sequence is split into for `multiprocessors` SMs (what run() and
 // workspaceSize() use); 0 when the problem is not admitted.
 int numSplits(const Problem& problem, int multiprocessors);
 // Admits and launches on `stream` (the device that owns it picks the image and, when
-// problem.multiprocessors is 0, the split count). The workspace must be 16-byte aligned, hold
-// workspaceSize(problem) bytes when that is non-zero, and have been zero-filled once (its counters
-// are then zero, as every run leaves them). batch == 0 returns ok and touches nothing.
+// problem.multiprocessors is 0, the split count). The workspace must be 16-byte aligned and hold
+// workspaceSize(problem) bytes when that is non-zero. batch == 0 returns ok and touches nothing.
 // The kernel trusts seq_lens and page_table to describe the cache: it clamps lengths to
 // [0, max_pages_per_seq * page_size] and page ids to [0, num_pages) so that no access leaves the
 // buffers, but the output of a sequence with such values is meaningless.
