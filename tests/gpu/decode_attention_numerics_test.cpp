@@ -47,8 +47,6 @@ namespace da = kiln::decodeattn;
 // sums the same rounded weights, so the output is a convex combination of V rows whose weights
 // carry a relative error <= u (2^-11 fp16, 2^-8 bf16): that adds ~u/sqrt(3) relative L2, the
 // same size as the output's own rounding, which the bounds already allow for twice over.
-constexpr double kRelL2BoundFp16 = 2e-3;
-constexpr double kRelL2BoundBf16 = 1.2e-2;
 
 // ---- inputs -------------------------------------------------------------------------------
 
@@ -280,14 +278,8 @@ TEST_P(DecodeAttentionNumerics, MatchesFloat64Reference) {
           (static_cast<std::uint64_t>(GetParam().spec) << 48)};
   double rel = 0.0;
   const std::string failure = runCase(v, spec, rng, stream, &rel);
-  if (failure.empty()) {
-    ++counts.passed;
-    counts.notes.push_back("rel L2 " + std::to_string(rel));
-  } else {
-    ++counts.failed;
-    counts.notes.push_back(failure);
-    ADD_FAILURE() << v.name << " " << spec.name << ": " << failure;
-  }
+  counts.recordCase(failure, "rel L2 " + std::to_string(rel),
+                    std::string(v.name) + " " + spec.name);
   CUDA_OK(cudaStreamDestroy(stream));
 }
 

@@ -20,6 +20,18 @@ bool Counts::record(bool ok, const std::string& what) {
   return ok;
 }
 
+void Counts::recordCase(const std::string& failure, const std::string& pass_note,
+                        const std::string& label) {
+  if (failure.empty()) {
+    ++passed;
+    if (!pass_note.empty()) notes.push_back(pass_note);
+  } else {
+    ++failed;
+    notes.push_back(failure);
+    ADD_FAILURE() << label << ": " << failure;
+  }
+}
+
 Run& run() {
   static Run r;
   return r;

@@ -28,6 +28,13 @@ namespace kiln::gpu_test {
 
 constexpr std::uint16_t kPoison = 0xffff;  // a NaN in both fp16 and bf16 (what memset 0xff writes)
 
+// Relative L2 bounds of a 16-bit output against a float64 reference (PERF.md, Method 2): fp32
+// accumulation over inputs exact in the dtype, the output rounded once (~u / sqrt(3) of relative
+// L2, u = 2^-11 fp16, 2^-8 bf16), with the rest of the bound for the fp32 part. Every group's
+// test says beside its use why its kernel stays inside them (what else it rounds).
+constexpr double kRelL2BoundFp16 = 2e-3;
+constexpr double kRelL2BoundBf16 = 1.2e-2;
+
 // ---- results: pass / fail / skip per (SM, dtype, variant, op or case) ----------------------
 
 struct Counts {
@@ -36,6 +43,11 @@ struct Counts {
 
   // Counts one check; a failed one keeps `what` as a note. Returns ok (for EXPECT_TRUE).
   bool record(bool ok, const std::string& what);
+  // Counts one numerics case from its failure text (empty: passed): a pass keeps `pass_note`
+  // (the errors it measured) when not empty, a failure keeps the text and fails the gtest case
+  // as "<label>: <failure>".
+  void recordCase(const std::string& failure, const std::string& pass_note,
+                  const std::string& label);
 };
 
 struct Run {
