@@ -22,8 +22,8 @@ namespace {
 
 // Shapes as one array, so that the three entry points below cannot take them in different orders:
 // {dtype (0 fp16, 1 bf16), batch, q_heads, kv_heads, head_dim, page_size, num_pages,
-//  max_pages_per_seq, max_seq_len, multiprocessors}.
-constexpr int kShapeFields = 10;
+//  max_pages_per_seq, max_seq_len, multiprocessors, kv_layout (0 NHD, 1 HND)}.
+constexpr int kShapeFields = 11;
 
 kiln::decodeattn::Problem problemOf(const int* shape, float scale) {
   kiln::decodeattn::Problem p;
@@ -37,6 +37,7 @@ kiln::decodeattn::Problem problemOf(const int* shape, float scale) {
   p.max_pages_per_seq = shape[7];
   p.max_seq_len = shape[8];
   p.multiprocessors = shape[9];
+  p.kv_layout = shape[10] == 1 ? kiln::decodeattn::KvLayout::kHND : kiln::decodeattn::KvLayout::kNHD;
   p.scale = scale;
   return p;
 }
@@ -58,6 +59,11 @@ KILN_BENCH_EXPORT int kiln_bench_decodeattn(const int* shape, float scale, void*
   if (shape[0] != 0 && shape[0] != 1) {
     kiln_bench::copyMessage("dtype code " + std::to_string(shape[0]) + " is not 0 (fp16) or 1 (bf16)", message,
                 message_bytes);
+    return static_cast<int>(kiln::StatusCode::kInvalidArgument);
+  }
+  if (shape[10] != 0 && shape[10] != 1) {
+    kiln_bench::copyMessage("kv_layout code " + std::to_string(shape[10]) + " is not 0 (NHD) or 1 (HND)",
+                            message, message_bytes);
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
   }
   kiln::decodeattn::Problem p = problemOf(shape, scale);

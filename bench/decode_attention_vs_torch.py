@@ -4,12 +4,14 @@
 Loads the ctypes bridge (libkiln_bench_decodeattn.so, see bench/CMakeLists.txt), then for each
 (batch, keys) row, bf16, GQA 32 query / 8 KV heads, head dim 128, one query token per sequence:
 
-  1. builds the same logical K and V twice: contiguous [B, Hkv, S, d] for the peers, and a paged
-     cache [num_pages, page_size, Hkv, d] whose pages are handed out in a random permutation (page
-     table [B, S / page_size], every sequence S keys) for kiln;
+  1. builds the same logical K and V three times: contiguous [B, Hkv, S, d] for the peers, and for
+     kiln a paged cache in each page layout (NHD [num_pages, page_size, Hkv, d] and HND
+     [num_pages, Hkv, page_size, d]) whose pages are handed out in a random permutation (page
+     table [B, S / page_size], every sequence S keys);
   2. checks kiln, and each peer, against a float64 torch reference (relative L2; kiln within the
      PERF.md bf16 bound 1.2e-2) before any timing;
-  3. times kiln (runner: attention kernel + split-KV merge when it splits) and each peer
+  3. times kiln in each layout (runner: attention kernel + split-KV merge when it splits) and each
+     peer
      (torch.nn.functional.scaled_dot_product_attention under sdpa_kernel(CUDNN_ATTENTION) and
      sdpa_kernel(FLASH_ATTENTION), q [B, Hq, 1, d], k / v [B, Hkv, S, d], enable_gqa=True; a peer
      that refuses GQA is retried on K / V expanded to Hq heads, and the row says so) with CUDA
@@ -17,7 +19,8 @@ Loads the ctypes bridge (libkiln_bench_decodeattn.so, see bench/CMakeLists.txt),
      they exceed 4x the L2; before each timed run torch.cuda._sleep keeps the GPU busy while the
      host enqueues, so the events bracket device time only;
   4. reports TB/s of K + V bytes (2 * B * S * Hkv * d * 2), % of the device-to-device copy
-     bandwidth measured in this run, the floor (bytes / copy bandwidth), and kiln / peer ratios.
+     bandwidth measured in this run, the floor (bytes / copy bandwidth), and kiln / peer ratios
+     per layout (row keys kiln_<layout>_...).
 
 A peer that fails records its error and the run continues. SM and memory clocks are logged
 (nvidia-smi) before and after. Writes JSON to --json and prints a table. Exit code 1 when kiln's
@@ -38,6 +41,7 @@ DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 DTYPE_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 ROWS = [(1, 32768), (8, 8192), (32, 4096), (64, 2048), (256, 1024)]  # (batch, keys): issue 6
 Q_HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
+LAYOUT_CODE = {"nhd": 0, "hnd": 1}  # the bridge's kv_layout field (kiln::decodeattn::KvLayout)
 
 
 class Kiln(kb.Bridge):
@@ -68,9 +72,9 @@ class Kiln(kb.Bridge):
     def has(self, head_dim, dtype):
         return any(h == head_dim and d == DTYPE_CODE[dtype] for _, h, d in self.variants)
 
-    def shape(self, dtype, batch, page_size, num_pages, max_pages, max_seq_len, sms):
+    def shape(self, dtype, batch, page_size, num_pages, max_pages, max_seq_len, sms, layout):
         values = [DTYPE_CODE[dtype], batch, Q_HEADS, KV_HEADS, HEAD_DIM, page_size, num_pages,
-                  max_pages, max_seq_len, sms]
+                  max_pages, max_seq_len, sms, LAYOUT_CODE[layout]]
         assert len(values) == self.fields
         return (ctypes.c_int * self.fields)(*values)
 
@@ -98,8 +102,8 @@ class Kiln(kb.Bridge):
             raise RuntimeError(f"kiln decodeattn: {self.message.value.decode()}")
 
 
-def make_set(batch, keys, dtype, page_size, gen):
-    """One input set: the contiguous tensors of the peers and kiln's paged cache of the same K/V."""
+def make_set(batch, keys, dtype, page_size, layouts, gen):
+    """One input set: the contiguous tensors of the peers and kiln's paged caches of the same K/V."""
     q = torch.randn(batch, Q_HEADS, 1, HEAD_DIM, device="cuda", generator=gen).to(dtype)
     k = torch.randn(batch, KV_HEADS, keys, HEAD_DIM, device="cuda", generator=gen).to(dtype)
     v = torch.randn(batch, KV_HEADS, keys, HEAD_DIM, device="cuda", generator=gen).to(dtype)
@@ -108,21 +112,29 @@ def make_set(batch, keys, dtype, page_size, gen):
     # Logical page i (sequence i // pages_per_seq, keys page_size * (i % pages_per_seq) ...) is
     # stored at physical page perm[i].
     perm = torch.randperm(num_pages, device="cuda", generator=gen)
-    k_pages = k.permute(0, 2, 1, 3).reshape(num_pages, page_size, KV_HEADS, HEAD_DIM)
-    v_pages = v.permute(0, 2, 1, 3).reshape(num_pages, page_size, KV_HEADS, HEAD_DIM)
-    # Contiguous by construction: at batch 1 the reshape above is a view (the size-1 batch dim
-    # merges), strided [Hkv, num_pages, page_size, d] in memory, and empty_like would keep those
-    # strides, handing kiln (which reads data_ptr() as [num_pages, page_size, Hkv, d]) a cache of
-    # the wrong layout: the 1 x 32768 row's rel L2 1.32 on the H200.
-    k_cache = torch.empty(k_pages.shape, dtype=dtype, device="cuda")
-    v_cache = torch.empty(v_pages.shape, dtype=dtype, device="cuda")
-    k_cache[perm] = k_pages
-    v_cache[perm] = v_pages
-    table = perm.to(torch.int32).reshape(batch, pages_per_seq).contiguous()
-    lens = torch.full((batch,), keys, dtype=torch.int32, device="cuda")
-    out = torch.empty(batch, Q_HEADS, HEAD_DIM, dtype=dtype, device="cuda")
-    return {"q": q, "k": k, "v": v, "k_cache": k_cache, "v_cache": v_cache, "table": table,
-            "lens": lens, "out": out, "num_pages": num_pages, "pages_per_seq": pages_per_seq}
+
+    def pages(x, layout):
+        # [B, Hkv, S, d] -> [B, Hkv, S / page_size, page_size, d] -> one page per (b, page):
+        # NHD [num_pages, page_size, Hkv, d], HND [num_pages, Hkv, page_size, d].
+        x = x.reshape(batch, KV_HEADS, pages_per_seq, page_size, HEAD_DIM)
+        order = (0, 2, 3, 1, 4) if layout == "nhd" else (0, 2, 1, 3, 4)
+        return x.permute(*order).reshape(num_pages, *[x.shape[i] for i in order[2:]])
+
+    s = {"q": q, "k": k, "v": v, "num_pages": num_pages, "pages_per_seq": pages_per_seq}
+    for layout in layouts:
+        for name, x in (("k", k), ("v", v)):
+            p = pages(x, layout)
+            # Contiguous by construction: at batch 1 a reshape of the permuted tensor is a view
+            # (the size-1 batch dim merges) with the strides of [Hkv, ...], and empty_like would
+            # keep them, handing kiln (which reads data_ptr() in its layout) another layout: the
+            # 1 x 32768 row's rel L2 1.32 on the H200 (run 2).
+            cache = torch.empty(p.shape, dtype=dtype, device="cuda")
+            cache[perm] = p
+            s[f"{name}_cache_{layout}"] = cache
+    s["table"] = perm.to(torch.int32).reshape(batch, pages_per_seq).contiguous()
+    s["lens"] = torch.full((batch,), keys, dtype=torch.int32, device="cuda")
+    s["out"] = torch.empty(batch, Q_HEADS, HEAD_DIM, dtype=dtype, device="cuda")
+    return s
 
 
 def reference(s, scale):
@@ -174,43 +186,46 @@ class Peer:
         return None, "; ".join(errors)
 
 
-def bench_row(kiln, batch, keys, dtype, page_size, copy_tbps, l2_bytes, sms, gen, busy_cycles,
-              peers):
+def bench_row(kiln, batch, keys, dtype, page_size, layouts, copy_tbps, l2_bytes, sms, gen,
+              busy_cycles, peers):
     scale = 1.0 / math.sqrt(HEAD_DIM)
     kv_bytes = 2 * batch * keys * KV_HEADS * HEAD_DIM * dtype.itemsize
-    set_bytes = 2 * kv_bytes  # contiguous + paged copies
     nsets = kb.rotation_sets(kv_bytes, l2_bytes, 8)
-    sets = [make_set(batch, keys, dtype, page_size, gen) for _ in range(nsets)]
+    sets = [make_set(batch, keys, dtype, page_size, layouts, gen) for _ in range(nsets)]
     s0 = sets[0]
-    shape = kiln.shape(dtype, batch, page_size, s0["num_pages"], s0["pages_per_seq"], keys, 0)
-    ws_bytes = kiln.workspace_bytes(shape, scale)
+    shapes = {layout: kiln.shape(dtype, batch, page_size, s0["num_pages"], s0["pages_per_seq"],
+                                 keys, 0, layout) for layout in layouts}
+    ws_bytes = kiln.workspace_bytes(shapes[layouts[0]], scale)
     workspace = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device="cuda")
-    splits = kiln.splits(shape, scale, sms)
+    splits = kiln.splits(shapes[layouts[0]], scale, sms)
     row = {"dtype": DTYPE_NAME[dtype], "batch": batch, "keys": keys, "q_heads": Q_HEADS,
            "kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "page_size": page_size,
-           "kv_bytes": kv_bytes, "input_sets": nsets, "kiln_splits": splits,
-           "kiln_workspace_bytes": ws_bytes,
-           "floor_us": kv_bytes / (copy_tbps * 1e12) * 1e6}
+           "layouts": list(layouts), "kv_bytes": kv_bytes, "input_sets": nsets,
+           "kiln_splits": splits, "kiln_workspace_bytes": ws_bytes,
+           "floor_us": kv_bytes / (copy_tbps * 1e12) * 1e6, "correct": True}
 
     ref = reference(s0, scale)
-    s0["out"].fill_(float("nan"))
-    kiln(shape, scale, s0["out"], s0["q"], s0["k_cache"], s0["v_cache"], s0["table"],
-         s0["lens"], workspace)
-    torch.cuda.synchronize()
-    rel = rel_l2(s0["out"], ref)
-    ok = bool(torch.isfinite(s0["out"]).all().item()) and rel <= REL_L2_BOUND[dtype]
-    row.update({"kiln_rel_l2": rel, "correct": ok})
-    if not ok:
-        row["why"] = f"kiln rel L2 {rel:.3g} > {REL_L2_BOUND[dtype]} or non-finite output"
-
     runs = 50
-    if ok:
-        med, mn = kb.timed(lambda s: kiln(shape, scale, s["out"], s["q"], s["k_cache"], s["v_cache"],
-                                          s["table"], s["lens"], workspace),
-                           sets, runs, 10, busy_cycles)
-        row.update({"kiln_us": med * 1e3, "kiln_min_us": mn * 1e3,
-                    "kiln_tbps": kb.tbps(kv_bytes, med)})
-        row["kiln_pct_of_copy"] = 100 * row["kiln_tbps"] / copy_tbps
+    for layout in layouts:
+        def call(s, layout=layout):
+            kiln(shapes[layout], scale, s["out"], s["q"], s[f"k_cache_{layout}"],
+                 s[f"v_cache_{layout}"], s["table"], s["lens"], workspace)
+
+        key = f"kiln_{layout}"
+        s0["out"].fill_(float("nan"))
+        call(s0)
+        torch.cuda.synchronize()
+        rel = rel_l2(s0["out"], ref)
+        row[f"{key}_rel_l2"] = rel
+        if not (bool(torch.isfinite(s0["out"]).all().item()) and rel <= REL_L2_BOUND[dtype]):
+            row["correct"] = False
+            row["why"] = row.get("why", "") + (
+                f"{layout}: rel L2 {rel:.3g} > {REL_L2_BOUND[dtype]} or non-finite output; ")
+            continue
+        med, mn = kb.timed(call, sets, runs, 10, busy_cycles)
+        row.update({f"{key}_us": med * 1e3, f"{key}_min_us": mn * 1e3,
+                    f"{key}_tbps": kb.tbps(kv_bytes, med)})
+        row[f"{key}_pct_of_copy"] = 100 * row[f"{key}_tbps"] / copy_tbps
     for peer in peers:
         out, err = peer.prepare(sets, scale)
         key = peer.name
@@ -228,8 +243,9 @@ def bench_row(kiln, batch, keys, dtype, page_size, copy_tbps, l2_bytes, sms, gen
             continue
         row.update({f"{key}_us": med * 1e3, f"{key}_min_us": mn * 1e3,
                     f"{key}_tbps": kb.tbps(kv_bytes, med)})
-        if "kiln_us" in row:
-            row[f"kiln_vs_{key}"] = med / (row["kiln_us"] * 1e-3)  # > 1: kiln is faster
+        for layout in layouts:  # > 1: kiln is faster
+            if f"kiln_{layout}_us" in row:
+                row[f"kiln_{layout}_vs_{key}"] = med / (row[f"kiln_{layout}_us"] * 1e-3)
     del sets, workspace
     torch.cuda.empty_cache()
     return row
@@ -241,11 +257,17 @@ def main():
     ap.add_argument("--json", required=True, help="where to write the results")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
     ap.add_argument("--page-size", type=int, default=16)
+    ap.add_argument("--layouts", default="nhd,hnd",
+                    help="kiln's page layouts, comma separated (nhd, hnd), each timed per row")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
 
     kiln = Kiln(args.lib)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    layouts = tuple(args.layouts.split(","))
+    for layout in layouts:
+        if layout not in LAYOUT_CODE:
+            ap.error(f"--layouts: '{layout}' is not one of {', '.join(LAYOUT_CODE)}")
     props = torch.cuda.get_device_properties(0)
     l2_bytes = kb.l2_bytes_of(props)
     sms = props.multi_processor_count
@@ -271,28 +293,32 @@ def main():
         kb.write_json(args.json, result)
         return 1
     for batch, keys in ROWS:
-        rows.append(bench_row(kiln, batch, keys, dtype, args.page_size, copy_tbps, l2_bytes, sms,
-                              gen, busy_cycles, peers))
+        rows.append(bench_row(kiln, batch, keys, dtype, args.page_size, layouts, copy_tbps,
+                              l2_bytes, sms, gen, busy_cycles, peers))
     result["rows"] = rows
     result["clocks_after"] = kb.clocks()
 
     def fmt(row, key, spec):
         return format(row[key], spec) if key in row else "-"
 
-    header = (f"{'B x S':>11} {'splits':>6} {'floor us':>8} {'kiln us':>8} {'TB/s':>6} "
-              f"{'% copy':>6} {'cuDNN us':>8} {'TB/s':>6} {'FA us':>8} {'TB/s':>6} "
+    header = (f"{'B x S':>11} {'layout':>6} {'splits':>6} {'floor us':>8} {'kiln us':>8} "
+              f"{'TB/s':>6} {'% copy':>6} {'cuDNN us':>8} {'TB/s':>6} {'FA us':>8} {'TB/s':>6} "
               f"{'/cuDNN':>7} {'/FA':>6} {'rel L2':>8}  ok")
     kb.print_header(header)
     failed = 0
     for r in rows:
         failed += not r["correct"]
-        print(f"{r['batch']:>4} x {r['keys']:<5} {r['kiln_splits']:>6} {r['floor_us']:8.1f} "
-              f"{fmt(r, 'kiln_us', '8.1f'):>8} {fmt(r, 'kiln_tbps', '6.2f'):>6} "
-              f"{fmt(r, 'kiln_pct_of_copy', '5.1f'):>5}% "
-              f"{fmt(r, 'cudnn_us', '8.1f'):>8} {fmt(r, 'cudnn_tbps', '6.2f'):>6} "
-              f"{fmt(r, 'flash_us', '8.1f'):>8} {fmt(r, 'flash_tbps', '6.2f'):>6} "
-              f"{fmt(r, 'kiln_vs_cudnn', '6.2f'):>6}x {fmt(r, 'kiln_vs_flash', '5.2f'):>5}x "
-              f"{r['kiln_rel_l2']:8.2e}  {'yes' if r['correct'] else 'NO ' + r.get('why', '')}")
+        for layout in layouts:
+            k = f"kiln_{layout}"
+            print(f"{r['batch']:>4} x {r['keys']:<5} {layout:>6} {r['kiln_splits']:>6} "
+                  f"{r['floor_us']:8.1f} {fmt(r, k + '_us', '8.1f'):>8} "
+                  f"{fmt(r, k + '_tbps', '6.2f'):>6} {fmt(r, k + '_pct_of_copy', '5.1f'):>5}% "
+                  f"{fmt(r, 'cudnn_us', '8.1f'):>8} {fmt(r, 'cudnn_tbps', '6.2f'):>6} "
+                  f"{fmt(r, 'flash_us', '8.1f'):>8} {fmt(r, 'flash_tbps', '6.2f'):>6} "
+                  f"{fmt(r, k + '_vs_cudnn', '6.2f'):>6}x {fmt(r, k + '_vs_flash', '5.2f'):>5}x "
+                  f"{r[k + '_rel_l2']:8.2e}  {'yes' if k + '_us' in r else 'NO'}")
+        if not r["correct"]:
+            print(f"    {r['why']}")
         for peer in ("cudnn", "flash"):
             if f"{peer}_error" in r:
                 print(f"    {peer}: {r[f'{peer}_error']}")

@@ -131,7 +131,7 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
   const auto* k_cache = static_cast<const unsigned short*>(p.k_cache);
   const auto* v_cache = static_cast<const unsigned short*>(p.v_cache);
   const std::int32_t* table = p.page_table + static_cast<long long>(b) * p.max_pages_per_seq;
-  const long long key_stride = static_cast<long long>(p.kv_heads) * kD;  // elements between keys
+  const long long head_offset = static_cast<long long>(kvh) * p.head_stride;
 
   // The first key of this warp's t-th subtile.
   auto subtileKey = [&](int t) { return range.start + (warp + kWarps * t) * kSubtileKeys; };
@@ -160,8 +160,8 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
       const int page = __shfl_sync(kFullMask, pages_now, t & 31);
       const int key0 = subtileKey(t);
       const int in_page = key0 & (page_size - 1);
-      const long long base =
-          ((static_cast<long long>(page) * page_size + in_page) * p.kv_heads + kvh) * kD;
+      const long long base = static_cast<long long>(page) * p.page_stride +
+                             static_cast<long long>(in_page) * p.token_stride + head_offset;
       const unsigned stage = my_smem_s + static_cast<unsigned>((t % kStages) * kStageBytes);
 #pragma unroll
       for (int i = 0; i < kCopies; ++i) {
@@ -169,7 +169,7 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
         const int r = id / kChunks;
         const int c = id % kChunks;
         const bool valid = key0 + r < range.end;
-        const long long offset = valid ? base + r * key_stride + c * 8 : 0;
+        const long long offset = valid ? base + r * p.token_stride + c * 8 : 0;
         const unsigned dst = stage + swizzled<kRowBytes>(r, c);
         common::cpAsync16(dst, k_cache + offset, valid);
         common::cpAsync16(dst + kTileBytes, v_cache + offset, valid);

@@ -5,8 +5,10 @@
 // Layouts (all row-major, contiguous; "dtype" is the variant's fp16 / bf16):
 //   q           [batch, q_heads, head_dim]                        dtype
 //   out         [batch, q_heads, head_dim]                        dtype
-//   k_cache     [num_pages, page_size, kv_heads, head_dim]        dtype  (vLLM / FlashInfer "NHD")
-//   v_cache     [num_pages, page_size, kv_heads, head_dim]        dtype
+//   k_cache     pages of page_size keys x kv_heads heads x head_dim, addressed by strides:
+//   v_cache       element (page, key row r, head h, dim i) = page * page_stride + r * token_stride
+//                 + h * head_stride + i        dtype  (NHD [num_pages, page_size, kv_heads,
+//                 head_dim] or HND [num_pages, kv_heads, page_size, head_dim]; the runner's KvLayout)
 //   page_table  [batch, max_pages_per_seq]                        int32  (page ids into the caches)
 //   seq_lens    [batch]                                           int32  (keys of each sequence)
 //   partial_out [batch, q_heads, num_splits, head_dim]            fp32   (workspace; num_splits > 1)
@@ -29,6 +31,7 @@ struct DecodeAttentionParams {
   const std::int32_t* seq_lens;
   float* partial_out;  // nullptr when num_splits == 1 (the attention kernel writes `out`)
   float* partial_lse;  // log2-domain log-sum-exp of each split's scores; -inf for an empty split
+  std::int64_t page_stride;  // cache elements between pages (page_size * kv_heads * head_dim)
   std::int32_t batch;
   std::int32_t q_heads;
   std::int32_t kv_heads;
@@ -38,15 +41,18 @@ struct DecodeAttentionParams {
   std::int32_t max_pages_per_seq;  // the page table's row length
   std::int32_t num_pages;          // pages in each cache (page ids are clamped to [0, num_pages))
   std::int32_t num_splits;         // key ranges per sequence; > 1 needs the merge kernel
+  std::int32_t token_stride;       // cache elements between key rows of a page (a multiple of 8)
+  std::int32_t head_stride;        // cache elements between KV heads of a key row (a multiple of 8)
   float scale_log2;                // softmax scale * log2(e): scores go through exp2
 };
 
 static_assert(std::is_standard_layout_v<DecodeAttentionParams> &&
                   std::is_trivially_copyable_v<DecodeAttentionParams>,
               "DecodeAttentionParams is passed by value to cuLaunchKernel");
-static_assert(sizeof(void*) == 8 && sizeof(DecodeAttentionParams) == 104 &&
-                  offsetof(DecodeAttentionParams, batch) == 64 &&
-                  offsetof(DecodeAttentionParams, scale_log2) == 100,
+static_assert(sizeof(void*) == 8 && sizeof(DecodeAttentionParams) == 120 &&
+                  offsetof(DecodeAttentionParams, page_stride) == 64 &&
+                  offsetof(DecodeAttentionParams, batch) == 72 &&
+                  offsetof(DecodeAttentionParams, scale_log2) == 116,
               "host and device must agree on the DecodeAttentionParams layout");
 
 }  // namespace kiln::decodeattn

@@ -54,11 +54,30 @@ class Decoder {
   std::vector<double> table_;
 };
 
+// The two page layouts of the runner's KvLayout: NHD [num_pages, page_size, kv_heads, head_dim],
+// HND [num_pages, kv_heads, page_size, head_dim].
+enum class Layout { kNHD, kHND };
+
+inline constexpr const char* layoutName(Layout l) {
+  return l == Layout::kNHD ? "nhd" : "hnd";
+}
+
+// Element index of (page, row in the page, kv head, dim 0) in a cache of that layout.
+inline std::size_t pageElement(Layout layout, int page_size, int kv_heads, int head_dim,
+                               std::size_t page, int row, int kv_head) {
+  const std::size_t d = static_cast<std::size_t>(head_dim);
+  const std::size_t in_page = layout == Layout::kNHD
+                                  ? static_cast<std::size_t>(row) * kv_heads + kv_head
+                                  : static_cast<std::size_t>(kv_head) * page_size + row;
+  return (page * page_size * kv_heads + in_page) * d;
+}
+
 // One problem in the kernel's layouts (params.h):
-//   q [batch, q_heads, head_dim], k_cache / v_cache [num_pages, page_size, kv_heads, head_dim],
+//   q [batch, q_heads, head_dim], k_cache / v_cache in `layout`,
 //   page_table [batch, max_pages_per_seq], seq_lens [batch], 0 <= seq_lens[b] <= capacity.
 struct PagedProblem {
   Format format = Format::kBFloat16;
+  Layout layout = Layout::kNHD;
   int batch = 0;
   int q_heads = 0;
   int kv_heads = 0;
@@ -77,8 +96,8 @@ struct PagedProblem {
 inline std::size_t cacheIndex(const PagedProblem& p, int b, int j, int kv_head) {
   const std::int32_t page =
       p.page_table[static_cast<std::size_t>(b) * p.max_pages_per_seq + j / p.page_size];
-  const std::size_t slot = static_cast<std::size_t>(page) * p.page_size + j % p.page_size;
-  return (slot * p.kv_heads + kv_head) * p.head_dim;
+  return pageElement(p.layout, p.page_size, p.kv_heads, p.head_dim, static_cast<std::size_t>(page),
+                     j % p.page_size, kv_head);
 }
 
 // out[b, h, :] = sum_j softmax_j(scale * q[b, h] . k_j) v_j over the seq_lens[b] keys of sequence

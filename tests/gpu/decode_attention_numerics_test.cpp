@@ -2,8 +2,8 @@
 // lengths, long sequences, large batches, GQA ratios 1 / 4 / 8 / 40 and every admitted page size,
 // against the float64 reference in kernels/decodeattn/reference.h.
 //
-// Each case: fresh random q, K, V (the seed is printed; KILN_SEED=<n> replays a run), a paged cache
-// whose pages are handed out in a random permutation, with every unused page and every row past a
+// Each case, on both page layouts (NHD and HND): fresh random q, K, V (the seed is printed;
+// KILN_SEED=<n> replays a run), a paged cache whose pages are handed out in a random permutation, with every unused page and every row past a
 // sequence's length poisoned (0xffff, NaN in fp16 and bf16) and page-table entries past the length
 // set to -1; output, a guard past it and the workspace poisoned too. One run() on a non-default
 // stream, then: status ok, every output element written and finite, the guard untouched, length-0
@@ -118,8 +118,8 @@ const std::vector<CaseSpec>& cases() {
 }
 
 // Runs one (variant, case); returns "" on success, else what failed. *error gets the rel L2.
-std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng& rng,
-                    cudaStream_t stream, double* error) {
+std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, ref::Layout layout,
+                    Rng& rng, cudaStream_t stream, double* error) {
   const ref::Format f = formatOf(v.dtype);
   const int d = v.head_dim;
   std::vector<int> lens = spec.lengths;
@@ -149,10 +149,12 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
       if (j % ps == 0) table[static_cast<std::size_t>(b) * max_pages_per_seq + j / ps] = perm[next++];
       const std::size_t page = static_cast<std::size_t>(
           table[static_cast<std::size_t>(b) * max_pages_per_seq + j / ps]);
-      const std::size_t base = (page * ps + static_cast<std::size_t>(j % ps)) * row_elems;
-      for (std::size_t i = 0; i < row_elems; ++i) {
-        k[base + i] = randomBits(rng, f, -4, 0);
-        vv[base + i] = randomBits(rng, f, -4, 0);
+      for (int h = 0; h < spec.kv_heads; ++h) {
+        const std::size_t base = ref::pageElement(layout, ps, spec.kv_heads, d, page, j % ps, h);
+        for (int i = 0; i < d; ++i) {
+          k[base + i] = randomBits(rng, f, -4, 0);
+          vv[base + i] = randomBits(rng, f, -4, 0);
+        }
       }
     }
   }
@@ -180,6 +182,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
   p.kv_heads = spec.kv_heads;
   p.head_dim = d;
   p.page_size = ps;
+  p.kv_layout = layout == ref::Layout::kNHD ? da::KvLayout::kNHD : da::KvLayout::kHND;
   p.num_pages = num_pages;
   p.max_pages_per_seq = max_pages_per_seq;
   p.max_seq_len = spec.max_seq_len_hint;
@@ -201,6 +204,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
 
   ref::PagedProblem rp;
   rp.format = f;
+  rp.layout = layout;
   rp.batch = batch;
   rp.q_heads = spec.q_heads;
   rp.kv_heads = spec.kv_heads;
@@ -243,17 +247,25 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
 
 // ---- tests -----------------------------------------------------------------------------------
 
+// Every case runs on both page layouts; an HND case's name ends in "_hnd".
 struct VariantCase {
   std::size_t variant;
   std::size_t spec;
+  ref::Layout layout;
 };
 
 std::vector<VariantCase> allCases() {
   std::vector<VariantCase> all;
   for (std::size_t i = 0; i < std::size(generated::kVariants); ++i) {
-    for (std::size_t c = 0; c < cases().size(); ++c) all.push_back({i, c});
+    for (const ref::Layout layout : {ref::Layout::kNHD, ref::Layout::kHND}) {
+      for (std::size_t c = 0; c < cases().size(); ++c) all.push_back({i, c, layout});
+    }
   }
   return all;
+}
+
+std::string caseName(const VariantCase& c) {
+  return std::string(cases()[c.spec].name) + (c.layout == ref::Layout::kHND ? "_hnd" : "");
 }
 
 class DecodeAttentionNumerics : public ::testing::TestWithParam<VariantCase> {};
@@ -261,7 +273,8 @@ class DecodeAttentionNumerics : public ::testing::TestWithParam<VariantCase> {};
 TEST_P(DecodeAttentionNumerics, MatchesFloat64Reference) {
   const auto& v = generated::kVariants[GetParam().variant];
   const CaseSpec& spec = cases()[GetParam().spec];
-  Counts& counts = run().at(v.dtype, v.name, spec.name);
+  const std::string name = caseName(GetParam());
+  Counts& counts = run().at(v.dtype, v.name, name);
 
   // The selector's own answer for this device (batch = 0 skips the pointer checks).
   da::Problem probe;
@@ -275,18 +288,18 @@ TEST_P(DecodeAttentionNumerics, MatchesFloat64Reference) {
   cudaStream_t stream = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   Rng rng{run().seed ^ (GetParam().variant * 0x100000001b3ULL) ^
-          (static_cast<std::uint64_t>(GetParam().spec) << 48)};
+          (static_cast<std::uint64_t>(GetParam().spec) << 48) ^
+          (static_cast<std::uint64_t>(GetParam().layout) << 40)};
   double rel = 0.0;
-  const std::string failure = runCase(v, spec, rng, stream, &rel);
-  counts.recordCase(failure, "rel L2 " + std::to_string(rel),
-                    std::string(v.name) + " " + spec.name);
+  const std::string failure = runCase(v, spec, GetParam().layout, rng, stream, &rel);
+  counts.recordCase(failure, "rel L2 " + std::to_string(rel), std::string(v.name) + " " + name);
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
 INSTANTIATE_TEST_SUITE_P(Artifact, DecodeAttentionNumerics, ::testing::ValuesIn(allCases()),
                          [](const ::testing::TestParamInfo<VariantCase>& param_info) {
                            return std::string(generated::kVariants[param_info.param.variant].name) +
-                                  "_" + cases()[param_info.param.spec].name;
+                                  "_" + caseName(param_info.param);
                          });
 
 // Runner errors on the device, once per built dtype (its first variant).

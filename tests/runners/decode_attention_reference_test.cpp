@@ -122,6 +122,65 @@ TEST(DecodeAttentionReference, GqaMapsQueryHeadToKvHeadByIntegerDivision) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], want[i]) << i;
 }
 
+TEST(DecodeAttentionReference, PageElementOfBothLayouts) {
+  // Pages of 4 keys, 3 KV heads, head dim 8: 96 elements per page.
+  // NHD: (page 2, row 1, head 2) = 2 * 96 + (1 * 3 + 2) * 8; HND: 2 * 96 + (2 * 4 + 1) * 8.
+  EXPECT_EQ(pageElement(Layout::kNHD, 4, 3, 8, 2, 1, 2), 2u * 96 + 5 * 8);
+  EXPECT_EQ(pageElement(Layout::kHND, 4, 3, 8, 2, 1, 2), 2u * 96 + 9 * 8);
+  EXPECT_EQ(pageElement(Layout::kNHD, 4, 3, 8, 0, 3, 0), 9u * 8);
+  EXPECT_EQ(pageElement(Layout::kHND, 4, 3, 8, 0, 3, 0), 3u * 8);
+}
+
+TEST(DecodeAttentionReference, HndCacheGivesTheSameResultAsNhd) {
+  // 2 query heads on 2 KV heads, 3 keys in pages of 2 keys (page 1 then page 0), head dim 2; the
+  // same logical keys and values stored once per layout.
+  const std::vector<std::uint16_t> q = {kBf16One, kBf16Zero, kBf16Zero, kBf16One};
+  // Logical key j, head h: K = (j + h, 1), V = (h, j).
+  const std::uint16_t num[4] = {kBf16Zero, kBf16One, kBf16Two, kBf16Three};
+  const std::vector<std::int32_t> table = {1, 0}, lens = {3};
+  std::vector<std::uint16_t> k[2], v[2];
+  for (int l = 0; l < 2; ++l) {
+    const Layout layout = l == 0 ? Layout::kNHD : Layout::kHND;
+    k[l].assign(2 * 2 * 2 * 2, kBf16NaN);
+    v[l].assign(2 * 2 * 2 * 2, kBf16NaN);
+    for (int j = 0; j < 3; ++j) {
+      for (int h = 0; h < 2; ++h) {
+        const std::size_t e = pageElement(layout, 2, 2, 2, table[j / 2], j % 2, h);
+        k[l][e] = num[j + h > 3 ? 3 : j + h];
+        k[l][e + 1] = kBf16One;
+        v[l][e] = num[h];
+        v[l][e + 1] = num[j];
+      }
+    }
+  }
+  double out[2][4];
+  for (int l = 0; l < 2; ++l) {
+    PagedProblem p;
+    p.format = Format::kBFloat16;
+    p.layout = l == 0 ? Layout::kNHD : Layout::kHND;
+    p.batch = 1;
+    p.q_heads = 2;
+    p.kv_heads = 2;
+    p.head_dim = 2;
+    p.page_size = 2;
+    p.max_pages_per_seq = 2;
+    p.scale = 0.5;
+    p.q = q.data();
+    p.k_cache = k[l].data();
+    p.v_cache = v[l].data();
+    p.page_table = table.data();
+    p.seq_lens = lens.data();
+    decodeAttention(p, out[l]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(std::isfinite(out[0][i])) << i;  // no NaN (unused) element was read
+    EXPECT_EQ(out[0][i], out[1][i]) << i;
+  }
+  // Head 1 (q = (0, 1)): equal scores 0.5, out = (1, mean of j) = (1, 1).
+  EXPECT_NEAR(out[0][2], 1.0, 1e-15);
+  EXPECT_NEAR(out[0][3], 1.0, 1e-15);
+}
+
 TEST(DecodeAttentionReference, EmptySequenceIsZerosAndOthersAreUnaffected) {
   Case c{{kBf16One, kBf16Zero, kBf16One, kBf16Zero},
          {kBf16One, kBf16One},

@@ -95,6 +95,30 @@ TEST(DecodeAttentionSelector, PlansOneSplitWhenThePairsFillAWave) {
   EXPECT_FLOAT_EQ(plan.params.scale_log2, 0.08838834764831845f * 1.4426950408889634f);
 }
 
+// The cache strides the kernel walks, in elements, for both page layouts of the bench's shape
+// (page 16, 8 KV heads, d128): NHD keeps a key's 8 heads together (2 KiB rows), HND a head's 16
+// keys of a page together (4 KiB runs); a page is 16 x 8 x 128 elements either way.
+TEST(DecodeAttentionSelector, CacheStridesFollowTheLayout) {
+  Problem p = validProblem();
+  Plan plan;
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
+  EXPECT_EQ(plan.params.token_stride, 8 * 128);
+  EXPECT_EQ(plan.params.head_stride, 128);
+  EXPECT_EQ(plan.params.page_stride, 16 * 8 * 128);
+  p.kv_layout = KvLayout::kHND;
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
+  EXPECT_EQ(plan.params.token_stride, 128);
+  EXPECT_EQ(plan.params.head_stride, 16 * 128);
+  EXPECT_EQ(plan.params.page_stride, 16 * 8 * 128);
+  // The layout changes no other part of the plan.
+  Plan nhd;
+  p.kv_layout = KvLayout::kNHD;
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &nhd).ok());
+  EXPECT_EQ(nhd.num_splits, plan.num_splits);
+  EXPECT_EQ(nhd.workspace_bytes, plan.workspace_bytes);
+  EXPECT_EQ(nhd.attention.grid.y, plan.attention.grid.y);
+}
+
 TEST(DecodeAttentionSelector, LaunchShapeConstants) {
   EXPECT_EQ(blocksPerSm(128), 2);  // 96 KiB + 1 KiB per block in 228 KiB
   EXPECT_EQ(blocksPerSm(64), 4);   // 48 KiB: 4 by shared memory, capped at 4
@@ -287,6 +311,8 @@ TEST(DecodeAttentionSelector, InvalidProblemsNameTheValueAndTheLimit) {
        "page_size 24 is not a power of two in 16..256"},
       {"page 8", [](Problem& p) { p.page_size = 8; }, "page_size 8 is not a power of two"},
       {"page 512", [](Problem& p) { p.page_size = 512; }, "page_size 512 is not a power of two"},
+      {"layout", [](Problem& p) { p.kv_layout = static_cast<KvLayout>(2); },
+       "kv_layout 2 is not a KvLayout value (kNHD or kHND)"},
       {"no pages", [](Problem& p) { p.num_pages = 0; }, "num_pages 0 is not positive"},
       {"no table", [](Problem& p) { p.max_pages_per_seq = 0; },
        "max_pages_per_seq 0 is not positive"},

@@ -145,6 +145,10 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
                    " is not a power of two in " + std::to_string(kMinPageSize) + ".." +
                    std::to_string(kMaxPageSize));
   }
+  if (problem.kv_layout != KvLayout::kNHD && problem.kv_layout != KvLayout::kHND) {
+    return invalid("kv_layout " + std::to_string(static_cast<int>(problem.kv_layout)) +
+                   " is not a KvLayout value (kNHD or kHND)");
+  }
   if (problem.num_pages < 1) {
     return invalid("num_pages " + std::to_string(problem.num_pages) + " is not positive");
   }
@@ -236,6 +240,11 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   params.max_pages_per_seq = problem.max_pages_per_seq;
   params.num_pages = problem.num_pages;
   params.num_splits = splits;
+  const int head_elems = info->head_dim;
+  const bool hnd = problem.kv_layout == KvLayout::kHND;
+  params.token_stride = hnd ? head_elems : problem.kv_heads * head_elems;
+  params.head_stride = hnd ? problem.page_size * head_elems : head_elems;
+  params.page_stride = static_cast<std::int64_t>(problem.page_size) * problem.kv_heads * head_elems;
   params.scale_log2 = static_cast<float>(static_cast<double>(problem.scale) * 1.4426950408889634);
   // Last, so that select(device) == select(host) followed by checkDevice, which is what run() does.
   return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();

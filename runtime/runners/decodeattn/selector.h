@@ -70,7 +70,8 @@ int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int h
 // checks, in order (the first failure is returned, its message naming the value and the limit):
 //   dtype is a known value and built; head_dim is built for it     (kInvalidArgument/kNotSupported)
 //   batch >= 0; batch == 0: plan.no_op and nothing else is checked but the device
-//   q_heads, kv_heads >= 1, q_heads % kv_heads == 0; page_size a power of two in 16..256;
+//   q_heads, kv_heads >= 1, q_heads % kv_heads == 0; kv_layout a KvLayout value; page_size a
+//   power of two in 16..256;
 //   num_pages, max_pages_per_seq >= 1, their capacity <= 2^30 keys; max_seq_len,
 //   multiprocessors >= 0; scale finite                              (kInvalidArgument)
 //   unless `pointers` is kSkip (workspaceSize and numSplits, which depend on shapes only):

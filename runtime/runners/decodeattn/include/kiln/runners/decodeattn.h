@@ -6,9 +6,9 @@
 //
 // Layouts (row-major, contiguous, the problem's dtype unless noted):
 //   q, out       [batch, q_heads, head_dim]
-//   k_cache,     [num_pages, page_size, kv_heads, head_dim]   key j of sequence b is in page
-//   v_cache                                                  page_table[b, j / page_size], row
-//                                                            j % page_size
+//   k_cache,     kKvNHD: [num_pages, page_size, kv_heads, head_dim]   key j of sequence b is in
+//   v_cache      kKvHND: [num_pages, kv_heads, page_size, head_dim]   page page_table[b, j /
+//                                                                     page_size], row j % page_size
 //   page_table   [batch, max_pages_per_seq] int32
 //   seq_lens     [batch] int32, 0 <= seq_lens[b] <= max_pages_per_seq * page_size
 // The head dim and the dtype are baked per variant; everything else is a run-time value. Long
@@ -30,6 +30,12 @@ namespace kiln::decodeattn {
 
 enum class DType { kFloat16, kBFloat16 };
 
+// The order of a cache page's dimensions. NHD (key-major: all heads of a key together) is vLLM's
+// and FlashInfer's default; HND (head-major: a head's keys of a page together, page_size x
+// head_dim contiguous) is TensorRT-LLM's and FlashInfer's other layout. Same kernel, same speed
+// class: the kernel takes strides. HND reads each (page, head) as one contiguous run.
+enum class KvLayout { kNHD, kHND };
+
 struct Problem {
   DType dtype = DType::kBFloat16;
   int batch = 0;              // 0 is a no-op: pointers are not checked and nothing is touched
@@ -37,6 +43,7 @@ struct Problem {
   int kv_heads = 0;
   int head_dim = 0;           // one of the artifact's baked head dims (64, 128)
   int page_size = 16;         // a power of two, 16..256
+  KvLayout kv_layout = KvLayout::kNHD;  // both caches
   int num_pages = 0;          // pages in each cache
   int max_pages_per_seq = 0;  // the page table's row length
   // An upper bound of seq_lens that the caller knows on the host (0: max_pages_per_seq *
