@@ -6,8 +6,8 @@
 //   kiln_decodeattn        grid (num_splits, kv_heads * head_chunks, batch), kThreads threads,
 //                          sharedBytes(head_dim) dynamic shared memory. num_splits == 1: writes
 //                          out; else the fp32 partials (normalized out, lse) of its key range.
-//   kiln_decodeattn_merge  grid (ceil(batch * q_heads / kMergeRowsPerBlock)), kMergeThreads
-//                          threads: merges the partials into out (only when num_splits > 1).
+//   kiln_decodeattn_merge  grid (batch * q_heads): one block of kMergeThreads threads per row,
+//                          merges the partials into out (only when num_splits > 1).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

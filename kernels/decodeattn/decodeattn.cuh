@@ -336,56 +336,80 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
   }
 }
 
-// The split-KV merge: one warp per (sequence, query head) row. out = sum_s w_s o_s / sum_s w_s
+// The split-KV merge: one block per (sequence, query head) row. out = sum_s w_s o_s / sum_s w_s
 // with w_s = 2^(lse_s - max lse); empty splits have lse -inf and weigh 0; a row whose splits are
-// all empty (length 0) is zeros.
+// all empty (length 0) is zeros. The row's work is spread so that its latency is two dependent
+// round trips: thread s loads lse_s (splits <= kMaxSplits = kMergeThreads), the block reduces max
+// and sum in shared memory, then warp w sums splits w, w + kMergeWarps, ... of o with all its
+// loads independent (lane: kD / 32 dims), and the warps' sums are added in shared memory.
 template <typename T, int kD>
 __device__ __forceinline__ void mergeSplits(const DecodeAttentionParams& p) {
   static_assert(kD == 64 || kD == 128, "merge: 2 or 4 dims per lane");
+  static_assert(kMaxSplits <= kMergeThreads, "merge: one lse per thread");
   constexpr int kPerLane = kD / 32;
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  const long long row = static_cast<long long>(blockIdx.x) * kMergeRowsPerBlock +
-                        (static_cast<int>(threadIdx.x) >> 5);
-  if (row >= static_cast<long long>(p.batch) * p.q_heads) return;
+  __shared__ float weight[kMaxSplits];
+  __shared__ float warp_max[kMergeWarps], warp_sum[kMergeWarps];
+  __shared__ __align__(16) float partial[kMergeWarps][kD];
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const long long row = blockIdx.x;
   const int splits = p.num_splits;
-  const float* lse = p.partial_lse + row * splits;
-  float m_max = -INFINITY;
-  for (int s = lane; s < splits; s += 32) m_max = fmaxf(m_max, lse[s]);
+
+  const float lse = tid < splits ? p.partial_lse[row * splits + tid] : -INFINITY;
+  float m = lse;
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    m_max = fmaxf(m_max, __shfl_xor_sync(kFullMask, m_max, offset));
-  }
+  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, offset));
+  if (lane == 0) warp_max[warp] = m;
+  __syncthreads();
+  m = warp_max[0];
+#pragma unroll
+  for (int w = 1; w < kMergeWarps; ++w) m = fmaxf(m, warp_max[w]);
+  // 0 for an empty split (-inf), and for every split of a row without keys (m = -inf).
+  const float e = m == -INFINITY ? 0.0f : common::fastExp2(lse - m);
+  if (tid < kMaxSplits) weight[tid] = e;
+  float sum = e;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFullMask, sum, offset);
+  if (lane == 0) warp_sum[warp] = sum;
+  __syncthreads();
+
   float acc[kPerLane];
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) acc[j] = 0.0f;
-  float sum = 0.0f;
-  if (m_max != -INFINITY) {
-    const float* po = p.partial_out + row * splits * kD + lane * kPerLane;
-#pragma unroll 4
-    for (int s = 0; s < splits; ++s) {
-      const float e = common::fastExp2(lse[s] - m_max);  // 0 for an empty split (-inf)
-      sum += e;
-      if constexpr (kPerLane == 4) {
-        const float4 v = *reinterpret_cast<const float4*>(po + s * kD);
-        acc[0] += e * v.x;
-        acc[1] += e * v.y;
-        acc[2] += e * v.z;
-        acc[3] += e * v.w;
-      } else {
-        const float2 v = *reinterpret_cast<const float2*>(po + s * kD);
-        acc[0] += e * v.x;
-        acc[1] += e * v.y;
-      }
+  const float* po = p.partial_out + row * splits * kD + lane * kPerLane;
+#pragma unroll 8
+  for (int s = warp; s < splits; s += kMergeWarps) {
+    const float w = weight[s];
+    if constexpr (kPerLane == 4) {
+      const float4 v = *reinterpret_cast<const float4*>(po + s * kD);
+      acc[0] += w * v.x;
+      acc[1] += w * v.y;
+      acc[2] += w * v.z;
+      acc[3] += w * v.w;
+    } else {
+      const float2 v = *reinterpret_cast<const float2*>(po + s * kD);
+      acc[0] += w * v.x;
+      acc[1] += w * v.y;
     }
   }
-  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-  auto* out = static_cast<unsigned*>(p.out) + (row * kD + lane * kPerLane) / 2;
-  if constexpr (kPerLane == 4) {
-    const uint2 v = make_uint2(common::pack2<T>(acc[0] * inv, acc[1] * inv),
-                               common::pack2<T>(acc[2] * inv, acc[3] * inv));
-    *reinterpret_cast<uint2*>(out) = v;
-  } else {
-    *out = common::pack2<T>(acc[0] * inv, acc[1] * inv);
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) partial[warp][lane * kPerLane + j] = acc[j];
+  __syncthreads();
+
+  if (tid < kD / 2) {  // two dims per thread, one packed store
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kMergeWarps; ++w) total += warp_sum[w];
+    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+    float2 o = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int w = 0; w < kMergeWarps; ++w) {
+      o.x += partial[w][2 * tid];
+      o.y += partial[w][2 * tid + 1];
+    }
+    static_cast<unsigned*>(p.out)[(row * kD) / 2 + tid] = common::pack2<T>(o.x * inv, o.y * inv);
   }
 }
 

@@ -54,9 +54,10 @@ KILN_HOST_DEVICE constexpr int blocksPerSm(int head_dim) {
   return by_smem < 1 ? 1 : (by_smem > 4 ? 4 : by_smem);
 }
 
-// The merge kernel: one warp per (sequence, query head) row, 4 rows per block.
-inline constexpr int kMergeRowsPerBlock = 4;
-inline constexpr int kMergeThreads = kMergeRowsPerBlock * 32;
+// The merge kernel: one block of 4 warps per (sequence, query head) row; the warps share out the
+// row's splits (at most kMaxSplits, one lse per thread).
+inline constexpr int kMergeWarps = 4;
+inline constexpr int kMergeThreads = kMergeWarps * 32;
 
 // Split-KV bounds. A split shorter than 4 subtiles per warp would spend more on its pipeline
 // ramp and its partial write than on its keys; 128 splits cover 32k keys at 256 keys per split.

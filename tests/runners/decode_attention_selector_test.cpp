@@ -170,7 +170,7 @@ TEST(DecodeAttentionSelector, SplitPlanSizesWorkspaceAndMerge) {
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
   EXPECT_EQ(plan.num_splits, 33);
   EXPECT_EQ(plan.attention.grid.x, 33u);
-  EXPECT_EQ(plan.merge.grid.x, 8u);  // 32 rows, 4 per block
+  EXPECT_EQ(plan.merge.grid.x, 32u);  // one block per (sequence, query head) row
   EXPECT_EQ(plan.merge.block.x, static_cast<unsigned>(kMergeThreads));
   const std::size_t out_bytes = 32u * 33u * 128u * 4u;  // 540672, a multiple of 256
   EXPECT_EQ(plan.lse_offset, out_bytes);
@@ -351,6 +351,12 @@ TEST(DecodeAttentionSelector, InvalidProblemsNameTheValueAndTheLimit) {
          p.q_heads = 40000 * 17;  // 2 chunks per kv head
        },
        "kv_heads * ceil(q_heads / kv_heads / 16) = 80000 exceeds the limit 65535"},
+      {"merge grid",
+       [](Problem& p) {
+         p.batch = 65535;
+         p.q_heads = 8 * 4097;  // 257 head chunks per KV head: 2056 head blocks
+       },
+       "batch * q_heads = 2147975160 exceeds the limit 2147483647"},
       {"cache size",
        [](Problem& p) {
          p.num_pages = 2147483647;  // 2^31 - 1 pages of 256 keys x 65535 heads x 128 dims

@@ -190,6 +190,11 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
     return invalid("kv_heads * ceil(q_heads / kv_heads / 16) = " + std::to_string(head_blocks) +
                    " exceeds the limit " + std::to_string(kMaxGridYZ));
   }
+  const long long rows_total = static_cast<long long>(problem.batch) * problem.q_heads;
+  if (rows_total > kMaxGridX) {
+    return invalid("batch * q_heads = " + std::to_string(rows_total) + " exceeds the limit " +
+                   std::to_string(kMaxGridX));
+  }
   // num_pages * page_size * kv_heads * head_dim < 2^62, tested without overflowing.
   const double cache_elements = static_cast<double>(problem.num_pages) * problem.page_size *
                                 problem.kv_heads * info->head_dim;
@@ -209,8 +214,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   plan->attention.block = Dim3{static_cast<unsigned>(kThreads), 1, 1};
   plan->attention.shared_bytes = static_cast<unsigned>(sharedBytes(info->head_dim));
   const long long rows = static_cast<long long>(problem.batch) * problem.q_heads;
-  plan->merge.grid =
-      Dim3{static_cast<unsigned>((rows + kMergeRowsPerBlock - 1) / kMergeRowsPerBlock), 1, 1};
+  plan->merge.grid = Dim3{static_cast<unsigned>(rows), 1, 1};  // one block per row
   plan->merge.block = Dim3{static_cast<unsigned>(kMergeThreads), 1, 1};
   plan->merge.shared_bytes = 0;
   if (splits > 1) {

@@ -23,6 +23,7 @@ inline constexpr unsigned kTensorAlignment = 16;  // the kernels' 16-byte vector
 inline constexpr unsigned kIndexAlignment = 4;    // int32 page table and lengths
 inline constexpr std::size_t kWorkspaceAlignment = 256;
 inline constexpr int kMaxGridYZ = 65535;                // CUDA's limit for grid.y and grid.z
+inline constexpr long long kMaxGridX = 2147483647;     // CUDA's limit for grid.x (merge: rows)
 inline constexpr long long kMaxKeysPerSequence = 1LL << 30;  // max_pages_per_seq * page_size
 
 // One variant of the artifact: the generated kiln::generated::decodeattn::kVariants entry's fields.
@@ -77,7 +78,8 @@ int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int h
 //   unless `pointers` is kSkip (workspaceSize and numSplits, which depend on shapes only):
 //   out, q, k_cache, v_cache non-null and 16-byte aligned; page_table, seq_lens non-null and
 //   4-byte aligned                                                  (kInvalidArgument)
-//   batch, kv_heads * head chunks <= 65535 (grid), the caches' element count < 2^62
+//   batch, kv_heads * head chunks <= 65535, batch * q_heads <= 2^31 - 1 (grid), the caches'
+//   element count < 2^62
 //   the variant has both entries                                    (kInternal)
 //   last, `device` (when given) has an image of the variant         (the check's status)
 enum class PointerChecks { kCheck, kSkip };
