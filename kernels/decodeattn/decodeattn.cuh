@@ -96,19 +96,13 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
   const int page_size = 1 << p.page_size_log2;
 
   // The sequence's length, clamped to what its page-table row can address (the kernel trusts
-  // lengths and page ids only that far: see README.md, "What the kernel trusts"). Its load is
-  // issued first but waited for only after the first page ids, which are looked up for the key
-  // range of the host's expected length (Problem::max_seq_len, else the table's capacity): when
-  // the sequence's own range starts at the same key, they are the right ones, and the block's
-  // first copies wait for one global round trip instead of two (length, then page ids).
+  // lengths and page ids only that far: see README.md, "What the kernel trusts").
   const int capacity = p.max_pages_per_seq << p.page_size_log2;
-  const int raw_len = __ldg(p.seq_lens + b);
-  KeyRange range = splitRange(p.expected_len, p.num_splits, split);
-  auto subtilesOf = [&](const KeyRange& r) {
-    const int num_subtiles = ceilDiv(r.end - r.start, kSubtileKeys);
-    return num_subtiles > warp ? ceilDiv(num_subtiles - warp, kWarps) : 0;
-  };
-  int my_subtiles = subtilesOf(range);
+  int len = __ldg(p.seq_lens + b);
+  len = len < 0 ? 0 : (len > capacity ? capacity : len);
+  const KeyRange range = splitRange(len, p.num_splits, split);
+  const int num_subtiles = ceilDiv(range.end - range.start, kSubtileKeys);
+  const int my_subtiles = num_subtiles > warp ? ceilDiv(num_subtiles - warp, kWarps) : 0;
 
   const int head0 = kvh * p.group_size + head_chunk * kHeadsPerBlock;
   const int rows = min(kHeadsPerBlock, p.group_size - head_chunk * kHeadsPerBlock);
@@ -153,19 +147,6 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
   int pages_now = lookupPages(0);
   int pages_next = lookupPages(1);
   int pages_batch = 0;
-  {
-    const int len = raw_len < 0 ? 0 : (raw_len > capacity ? capacity : raw_len);
-    const KeyRange actual = splitRange(len, p.num_splits, split);
-    const int actual_subtiles = subtilesOf(actual);
-    // Page ids depend on the range's start; the expected range's cover the first my_subtiles.
-    const bool reload = actual.start != range.start || actual_subtiles > my_subtiles;
-    range = actual;
-    my_subtiles = actual_subtiles;
-    if (reload) {
-      pages_now = lookupPages(0);
-      pages_next = lookupPages(1);
-    }
-  }
 
   // Issues the copies of subtile t (keys of K and V) into stage t % kStages, and commits a group
   // (an empty one past the last subtile, so that group counting stays uniform). Warp-uniform.

@@ -43,19 +43,16 @@ struct DecodeAttentionParams {
   std::int32_t num_splits;         // key ranges per sequence; > 1 needs the merge kernel
   std::int32_t token_stride;       // cache elements between key rows of a page (a multiple of 8)
   std::int32_t head_stride;        // cache elements between KV heads of a key row (a multiple of 8)
-  std::int32_t expected_len;       // the host's expected sequence length, <= the table's capacity
-                                   // (a guess for the first page-id loads; any value is correct)
   float scale_log2;                // softmax scale * log2(e): scores go through exp2
 };
 
 static_assert(std::is_standard_layout_v<DecodeAttentionParams> &&
                   std::is_trivially_copyable_v<DecodeAttentionParams>,
               "DecodeAttentionParams is passed by value to cuLaunchKernel");
-static_assert(sizeof(void*) == 8 && sizeof(DecodeAttentionParams) == 128 &&
+static_assert(sizeof(void*) == 8 && sizeof(DecodeAttentionParams) == 120 &&
                   offsetof(DecodeAttentionParams, page_stride) == 64 &&
                   offsetof(DecodeAttentionParams, batch) == 72 &&
-                  offsetof(DecodeAttentionParams, expected_len) == 116 &&
-                  offsetof(DecodeAttentionParams, scale_log2) == 120,
+                  offsetof(DecodeAttentionParams, scale_log2) == 116,
               "host and device must agree on the DecodeAttentionParams layout");
 
 }  // namespace kiln::decodeattn

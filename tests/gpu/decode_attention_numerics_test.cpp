@@ -113,8 +113,8 @@ const std::vector<CaseSpec>& cases() {
       {"zero_lengths_gqa4_p256", 8, 2, {0, 5, 0, 300}, 0, 0, 256, 1.0, 0, 0},
       // A max_seq_len hint below the table's capacity (fewer splits), and page 32.
       {"max_len_hint_p32", 16, 2, {2000, 100}, 0, 0, 32, 1.0, 0, 2000},
-      // A max_seq_len hint below the longest sequence (the kernel's first page-id loads follow
-      // the hint and must be redone): split and single-pass paths.
+      // A max_seq_len hint below the longest sequence (it only sizes the split count; the
+      // longer sequence must still be exact): split and single-pass paths.
       {"hint_below_length_p16", 16, 2, {3000, 500}, 0, 0, 16, 1.0, 0, 1000},
       {"hint_below_length_p16_one_split", 16, 2, {3000, 500}, 0, 0, 16, 1.0, 1, 1000},
   };

@@ -249,7 +249,6 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   params.token_stride = hnd ? head_elems : problem.kv_heads * head_elems;
   params.head_stride = hnd ? problem.page_size * head_elems : head_elems;
   params.page_stride = static_cast<std::int64_t>(problem.page_size) * problem.kv_heads * head_elems;
-  params.expected_len = static_cast<std::int32_t>(max_keys);
   params.scale_log2 = static_cast<float>(static_cast<double>(problem.scale) * 1.4426950408889634);
   // Last, so that select(device) == select(host) followed by checkDevice, which is what run() does.
   return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
