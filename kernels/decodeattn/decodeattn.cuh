@@ -163,25 +163,19 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
       const long long base = static_cast<long long>(page) * p.page_stride +
                              static_cast<long long>(in_page) * p.token_stride + head_offset;
       const unsigned stage = my_smem_s + static_cast<unsigned>((t % kStages) * kStageBytes);
-      // K first, in its own group, so that Q.K^T can start while V is still arriving.
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-#pragma unroll
-        for (int i = 0; i < kCopies; ++i) {
-          const int id = i * 32 + lane;
-          const int r = id / kChunks;
-          const int c = id % kChunks;
-          const bool valid = key0 + r < range.end;
-          const long long offset = valid ? base + r * p.token_stride + c * 8 : 0;
-          const unsigned dst = stage + half * kTileBytes + swizzled<kRowBytes>(r, c);
-          common::cpAsync16(dst, (half == 0 ? k_cache : v_cache) + offset, valid);
-        }
-        common::cpAsyncCommit();
+      for (int i = 0; i < kCopies; ++i) {
+        const int id = i * 32 + lane;
+        const int r = id / kChunks;
+        const int c = id % kChunks;
+        const bool valid = key0 + r < range.end;
+        const long long offset = valid ? base + r * p.token_stride + c * 8 : 0;
+        const unsigned dst = stage + swizzled<kRowBytes>(r, c);
+        common::cpAsync16(dst, k_cache + offset, valid);
+        common::cpAsync16(dst + kTileBytes, v_cache + offset, valid);
       }
-    } else {
-      common::cpAsyncCommit();
-      common::cpAsyncCommit();
     }
+    common::cpAsyncCommit();
   };
 
   float o[kNTiles][4];
@@ -195,9 +189,7 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
 
   for (int i = 0; i < my_subtiles; ++i) {
     issue(i + kStages - 1);  // into the stage computed at i - 1 (released by its __syncwarp)
-    // Two groups per stage (K, V): K of stage i is done when at most V_i and the 2 (kStages - 1)
-    // groups of the later stages are pending.
-    common::cpAsyncWait<2 * (kStages - 1) + 1>();
+    common::cpAsyncWait<kStages - 1>();
     __syncwarp();
     const unsigned k_s = my_smem_s + static_cast<unsigned>((i % kStages) * kStageBytes);
     const unsigned v_s = k_s + kTileBytes;
@@ -256,8 +248,6 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
       o[n][3] *= alpha_hi;
     }
 
-    common::cpAsyncWait<2 * (kStages - 1)>();  // V of stage i
-    __syncwarp();
     // O += P V: V as B fragments through ldmatrix.trans, two 8-dim n-tiles per load.
 #pragma unroll
     for (int dp = 0; dp < kD / 16; ++dp) {
