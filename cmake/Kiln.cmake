@@ -23,6 +23,9 @@ get_filename_component(_KILN_REPO_DIR "${_KILN_MODULE_DIR}/.." ABSOLUTE)
 set(_KILN_SCHEMA_VERSION 1)
 # kiln's SM range starts at Ampere: the runtime and kernels assume sm_80 features.
 set(_KILN_MIN_SM 80)
+# An artifact tag: its gpu_archs joined by '_', each sm_NN (a cubin) or compute_NN (PTX that the
+# driver JIT-compiles at load): sm_90, sm_87_sm_90, compute_80, sm_80_compute_90.
+set(_KILN_TAG_RE "(sm|compute)_[0-9]+(_(sm|compute)_[0-9]+)*")
 
 set(KILN_ARTIFACTS_DIR "${_KILN_REPO_DIR}/artifacts" CACHE PATH
     "Where kiln_import_artifacts() looks for <arch>/<tag>/ artifact directories")
@@ -76,18 +79,23 @@ function(_kiln_normalize_arch out processor)
   endif()
 endfunction()
 
-# "sm_87_sm_90" -> "87;90".
+# "sm_87_compute_90" -> "sm_87;compute_90": the tag's gpu_archs entries.
+function(_kiln_tag_entries out tag)
+  string(REGEX REPLACE "_(sm|compute)_" ";\\1_" entries "${tag}")
+  set(${out} "${entries}" PARENT_SCOPE)
+endfunction()
+
+# "sm_87_compute_90" -> "87;90": the SM of each entry.
 function(_kiln_tag_sms out tag)
-  string(REPLACE "sm_" "" sms "${tag}")
-  string(REPLACE "_" ";" sms "${sms}")
-  set(${out} "${sms}" PARENT_SCOPE)
+  _kiln_tag_entries(entries "${tag}")
+  list(TRANSFORM entries REPLACE "^(sm|compute)_" "")
+  set(${out} "${entries}" PARENT_SCOPE)
 endfunction()
 
 # The command that builds `groups` (a list) for `tag` and `arch` into `artifacts_dir`.
 function(_kiln_build_command out tag arch groups artifacts_dir clean)
-  _kiln_tag_sms(sms "${tag}")
-  list(TRANSFORM sms PREPEND "sm_")
-  list(JOIN sms "," gpu_arch)
+  _kiln_tag_entries(entries "${tag}")
+  list(JOIN entries "," gpu_arch)
   list(JOIN groups "," kernels)
   if(kernels STREQUAL "")
     set(kernels ALL)
@@ -108,9 +116,10 @@ endfunction()
 function(_kiln_list_artifacts out arch_dir)
   set(tags "")
   if(IS_DIRECTORY "${arch_dir}")
-    file(GLOB entries LIST_DIRECTORIES true RELATIVE "${arch_dir}" "${arch_dir}/sm_*")
+    file(GLOB entries LIST_DIRECTORIES true RELATIVE "${arch_dir}" "${arch_dir}/sm_*"
+         "${arch_dir}/compute_*")
     foreach(entry IN LISTS entries)
-      if(IS_DIRECTORY "${arch_dir}/${entry}" AND entry MATCHES "^sm_[0-9]+(_sm_[0-9]+)*$")
+      if(IS_DIRECTORY "${arch_dir}/${entry}" AND entry MATCHES "^${_KILN_TAG_RE}$")
         list(APPEND tags "${entry}")
       endif()
     endforeach()
@@ -165,11 +174,11 @@ function(_kiln_resolve_tag out requested artifacts_dir dist arch)
       message(STATUS "kiln: platform ${requested} -> ${tag}")
     endif()
   endforeach()
-  if(NOT tag MATCHES "^sm_[0-9]+(_sm_[0-9]+)*$")
+  if(NOT tag MATCHES "^${_KILN_TAG_RE}$")
     string(REGEX REPLACE "=[0-9]+" "" platforms "${_KILN_PLATFORMS}")
     list(JOIN platforms ", " platforms)
-    _kiln_fatal("kiln: TAG '${requested}' is neither an artifact tag (sm_90, sm_87_sm_90) "
-                "nor a known platform (${platforms})")
+    _kiln_fatal("kiln: TAG '${requested}' is neither an artifact tag (sm_90, sm_87_sm_90, "
+                "compute_80) nor a known platform (${platforms})")
   endif()
   _kiln_tag_sms(sms "${tag}")
   foreach(sm IN LISTS sms)
@@ -406,9 +415,15 @@ function(_kiln_gate out_defines out_groups out_variants json dir arch tag reques
       list(APPEND enabled_variants "${variant}")
     endforeach()
   endforeach()
-  _kiln_tag_sms(sms "${tag}")
-  foreach(sm IN LISTS sms)
+  # One define per SM, cubin or PTX alike (the artifact serves that SM), and for a PTX entry
+  # also KILN_ARTIFACT_PTX_<NN> (its code is JIT-compiled by the driver at the first load).
+  _kiln_tag_entries(entries "${tag}")
+  foreach(entry IN LISTS entries)
+    string(REGEX REPLACE "^(sm|compute)_" "" sm "${entry}")
     list(APPEND defines "KILN_ARTIFACT_SM_${sm}=1")
+    if(entry MATCHES "^compute_")
+      list(APPEND defines "KILN_ARTIFACT_PTX_${sm}=1")
+    endif()
   endforeach()
 
   set(${out_defines} "${defines}" PARENT_SCOPE)

@@ -16,7 +16,7 @@ set(_KILN_ENTRY_CHARS "A-Za-z0-9._+/-")
 # The tarball file names for `arch` in `dist` (sorted); with a non-empty `tag`, that tag's only.
 function(_kiln_list_tarballs out dist arch tag)
   set(names "")
-  set(tag_re "sm_[0-9]+(_sm_[0-9]+)*")
+  set(tag_re "${_KILN_TAG_RE}")
   if(NOT tag STREQUAL "")
     set(tag_re "${tag}")
   endif()
@@ -34,7 +34,7 @@ endfunction()
 
 # kiln_<arch>_<tag>_cuda<major>.tar.gz -> <tag>.
 function(_kiln_tarball_tag out name arch)
-  string(REGEX MATCH "^kiln_${arch}_(sm_[0-9]+(_sm_[0-9]+)*)_cuda[0-9]+\\.tar\\.gz$" m "${name}")
+  string(REGEX MATCH "^kiln_${arch}_(${_KILN_TAG_RE})_cuda[0-9]+\\.tar\\.gz$" m "${name}")
   set(${out} "${CMAKE_MATCH_1}" PARENT_SCOPE)
 endfunction()
 

@@ -45,6 +45,11 @@ std::string smName(int sm, bool arch_specific) {
   return "sm_" + std::to_string(sm) + (arch_specific ? "a" : "");
 }
 
+std::string imageName(const kiln_image& image) {
+  if (image.ptx != 0) return "compute_" + std::to_string(image.sm) + " (PTX)";
+  return smName(image.sm, image.arch_specific != 0);
+}
+
 Status contextForStream(const DriverApi& api, Stream stream, CUcontext* out) {
   CUcontext context = nullptr;
   if (stream == nullptr) {

@@ -1,7 +1,8 @@
 // doctor: before any launch, which variants a device can run and why the others cannot. It
 // selects each variant's image with the same selectImage that launch uses, then loads it into
-// the device's primary context and unloads it again, so a missing SM, a corrupt or too-new cubin
-// and a missing entry kernel all show up here rather than at the first launch.
+// the device's primary context and unloads it again, so a missing SM, a corrupt or too-new cubin,
+// PTX the driver cannot JIT and a missing entry kernel all show up here rather than at the first
+// launch.
 #include <string>
 
 #include "device.h"
@@ -19,7 +20,7 @@ Status probeImage(const DriverApi& api, const kiln_variant& variant, const kiln_
     return Status(StatusCode::kInvalidArgument, "its entry table is null");
   if (image.data == nullptr) return Status(StatusCode::kInvalidArgument, "its image data is null");
   CUmodule module = nullptr;
-  KILN_CU_CHECK(api.moduleLoadData(&module, image.data));
+  KILN_RETURN_IF_ERROR(detail::loadImageModule(api, image, &module));
   Status found = [&]() -> Status {
     for (int i = 0; i < variant.num_entries; ++i) {
       CUfunction function = nullptr;
@@ -61,7 +62,7 @@ VariantReport checkVariant(const DriverApi& api, const kiln_variant* variant, in
     status = probeImage(api, *variant, *image);
     if (!status.ok())
       status =
-          detail::withPrefix(status, "its " + detail::smName(image->sm, image->arch_specific != 0) +
+          detail::withPrefix(status, "its " + detail::imageName(*image) +
                                          " image does not load on this device: ");
   }
   if (!status.ok()) {
@@ -70,6 +71,7 @@ VariantReport checkVariant(const DriverApi& api, const kiln_variant* variant, in
   }
   report.runnable = true;
   report.image_sm = image->sm;
+  report.image_ptx = image->ptx != 0;
   return report;
 }
 

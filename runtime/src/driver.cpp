@@ -127,6 +127,8 @@ Status loadDriver(const std::string& library, DriverApi* api) {
                                  "cuDevicePrimaryCtxRelease_v2", &t.devicePrimaryCtxRelease));
     KILN_RETURN_IF_ERROR(
         resolve(r, library, "cuModuleLoadData", "cuModuleLoadData", &t.moduleLoadData));
+    KILN_RETURN_IF_ERROR(
+        resolve(r, library, "cuModuleLoadDataEx", "cuModuleLoadDataEx", &t.moduleLoadDataEx));
     KILN_RETURN_IF_ERROR(resolve(r, library, "cuModuleUnload", "cuModuleUnload", &t.moduleUnload));
     KILN_RETURN_IF_ERROR(
         resolve(r, library, "cuModuleGetFunction", "cuModuleGetFunction", &t.moduleGetFunction));

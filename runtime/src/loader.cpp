@@ -2,9 +2,13 @@
 // unloadAll/unloadContext. Lazy loading keeps start-up cheap and loads only the variants a
 // process uses; one entry per context because a CUmodule belongs to the context it was loaded
 // in. A mutex guards the table; a mutex per entry serialises its load, so concurrent first
-// launches load once while launches of other variants go on.
+// launches load once while launches of other variants go on. A PTX image loads the same way
+// (the driver JIT-compiles it inside the load); a failed JIT is a failed load: nothing stays
+// loaded, the next launch tries again, and only a failed unload poisons.
 #include "loader.h"
 
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,8 +47,43 @@ LoaderState& loader() {
 }
 
 std::string imageLabel(const kiln_variant& variant, const kiln_image& image) {
-  return std::string(variantName(variant)) + " (" + smName(image.sm, image.arch_specific != 0) +
-         " image): ";
+  const std::string which = image.ptx != 0 ? "compute_" + std::to_string(image.sm) + " PTX"
+                                           : smName(image.sm, image.arch_specific != 0);
+  return std::string(variantName(variant)) + " (" + which + " image): ";
+}
+
+// The JIT's error log: the text up to its first NUL, without trailing whitespace.
+std::string trimLog(const char* log, std::size_t capacity) {
+  std::string text(log, strnlen(log, capacity));
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.pop_back();
+  return text;
+}
+
+Status loadPtx(const DriverApi& api, const kiln_image& image, CUmodule* module) {
+  // cuModuleLoadData(Ex) reads PTX as a C string (kiln/variant.h: data[size] is its NUL).
+  if (image.data[image.size] != '\0')
+    return Status(StatusCode::kInvalidArgument,
+                  "PTX data is not NUL-terminated (data[size] must be 0; kiln/variant.h)");
+  if (api.moduleLoadDataEx == nullptr) {
+    Status loaded = [&]() -> Status {
+      KILN_CU_CHECK(api.moduleLoadData(module, image.data));
+      return Status::Ok();
+    }();
+    return withPrefix(loaded, "PTX JIT failed: ");
+  }
+  constexpr std::size_t kLogBytes = 8192;
+  std::vector<char> log(kLogBytes, '\0');
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {log.data(), reinterpret_cast<void*>(static_cast<std::uintptr_t>(kLogBytes))};
+  Status loaded = [&]() -> Status {
+    KILN_CU_CHECK(api.moduleLoadDataEx(module, image.data, 2, options, values));
+    return Status::Ok();
+  }();
+  if (loaded.ok()) return loaded;
+  const std::string text = trimLog(log.data(), kLogBytes);
+  return Status(loaded.code(), "PTX JIT failed: " + loaded.message() +
+                                   (text.empty() ? "" : "; JIT log: " + text));
 }
 
 // Unloads `module` in `context`; a failure poisons the variant.
@@ -70,7 +109,7 @@ Status loadModule(const DriverApi& api, const kiln_variant& variant, const kiln_
   ScopedContext scope;
   KILN_RETURN_IF_ERROR(scope.push(api, context));
   CUmodule module = nullptr;
-  KILN_CU_CHECK(api.moduleLoadData(&module, image.data));
+  KILN_RETURN_IF_ERROR(loadImageModule(api, image, &module));
   std::vector<CUfunction> functions(static_cast<std::size_t>(variant.num_entries), nullptr);
   for (int i = 0; i < variant.num_entries; ++i) {
     Status found = [&]() -> Status {
@@ -150,6 +189,12 @@ Status unloadMatching(Match match) {
 }
 
 }  // namespace
+
+Status loadImageModule(const DriverApi& api, const kiln_image& image, CUmodule* module) {
+  if (image.ptx != 0) return loadPtx(api, image, module);
+  KILN_CU_CHECK(api.moduleLoadData(module, image.data));
+  return Status::Ok();
+}
 
 const char* variantName(const kiln_variant& variant) {
   return variant.name != nullptr ? variant.name : "<unnamed variant>";

@@ -15,6 +15,12 @@ Status acquireFunction(const DriverApi& api, const kiln_variant& variant, const 
                        CUcontext context, Stream stream, int entry, unsigned shared_bytes,
                        CUfunction* function);
 
+// Loads `image` into the current context: a cubin through cuModuleLoadData; PTX through
+// cuModuleLoadDataEx with an error-log buffer (cuModuleLoadData when the table has no Ex), so a
+// JIT failure is a kDriverError "PTX JIT failed: <the driver's error>; JIT log: <the log>".
+// Shared by the module table and doctor's probe, so both report a failed load alike.
+Status loadImageModule(const DriverApi& api, const kiln_image& image, CUmodule* module);
+
 // kPoisoned naming the variant when a failed unload has poisoned it; ok otherwise.
 Status checkNotPoisoned(const kiln_variant& variant);
 

@@ -1,11 +1,17 @@
-// selectImage: which of a variant's cubins runs on a device of a given SM. The rule is the
-// driver's own binary-compatibility rule, so that "supported?" here and "will it load?" on the
-// device never disagree:
+// selectImage: which of a variant's images runs on a device of a given SM. The rule is the
+// driver's own compatibility rule, so that "supported?" here and "will it load?" on the device
+// never disagree. SASS (cubins) first, by the binary-compatibility rule:
 //   - an image for the exact SM runs (an arch-specific sm_NNa image is preferred to a plain one);
 //   - a plain (not arch-specific) image runs on a newer minor of the same major (sm_80 on sm_86,
 //     sm_87, sm_89), and the newest such minor is picked;
 //   - nothing runs across majors (sm_80 does not run on sm_90), and an arch-specific image runs
 //     on its own SM only (sm_90a does not run on a later sm_9x).
+// Only when no SASS image runs, PTX (compute_NN, JIT-compiled by the driver at load): a PTX image
+// runs on any device of its SM or newer, across majors (compute_80 on sm_90, sm_120), and the
+// newest such is picked; PTX for a newer SM than the device's never runs. kiln builds no
+// arch-specific PTX (compute_90a would JIT on sm_90 only), so PTX has no arch-specific case.
+// SASS wins over PTX because it is what ptxas compiled and kiln measured for that SM, and a JIT
+// costs time at the first load of every process.
 #include <string>
 
 #include "device.h"
@@ -29,9 +35,12 @@ Status selectImage(const kiln_variant& variant, int device_sm, const kiln_image*
 
   const kiln_image* exact = nullptr;
   const kiln_image* same_major = nullptr;
+  const kiln_image* ptx = nullptr;
   for (int i = 0; i < variant.num_images; ++i) {
     const kiln_image& image = variant.images[i];
-    if (image.sm == device_sm) {
+    if (image.ptx != 0) {
+      if (image.sm <= device_sm && (ptx == nullptr || image.sm > ptx->sm)) ptx = &image;
+    } else if (image.sm == device_sm) {
       if (exact == nullptr || (image.arch_specific != 0 && exact->arch_specific == 0))
         exact = &image;
     } else if (image.arch_specific == 0 && image.sm / 10 == device_sm / 10 &&
@@ -39,8 +48,8 @@ Status selectImage(const kiln_variant& variant, int device_sm, const kiln_image*
       if (same_major == nullptr || image.sm > same_major->sm) same_major = &image;
     }
   }
-  if (exact != nullptr || same_major != nullptr) {
-    *out = exact != nullptr ? exact : same_major;
+  if (exact != nullptr || same_major != nullptr || ptx != nullptr) {
+    *out = exact != nullptr ? exact : same_major != nullptr ? same_major : ptx;
     return Status::Ok();
   }
 
@@ -50,7 +59,7 @@ Status selectImage(const kiln_variant& variant, int device_sm, const kiln_image*
   } else {
     for (int i = 0; i < variant.num_images; ++i) {
       if (i > 0) message += ", ";
-      message += detail::smName(variant.images[i].sm, variant.images[i].arch_specific != 0);
+      message += detail::imageName(variant.images[i]);
     }
     message += " only";
   }

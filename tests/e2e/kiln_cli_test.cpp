@@ -1,7 +1,8 @@
 // The real `kiln` binary end to end: a build of the two-variant fixture group for sm_90 with the
 // real nvcc and g++, its metadata and cubins, `inspect`, a merge re-run, a refused merge, a
-// --clean rebuild, a multi-SM build (sm_89 + sm_90), and the exit codes of usage errors
-// (docs/cli.md). Each build lifecycle is one sequential test so CI (2 cores) compiles the
+// --clean rebuild, a multi-SM build (sm_89 + sm_90), a PTX build of the repository's rmsnorm
+// group (compute_80: .ptx files that `verify` and `inspect` accept), and the exit codes of usage
+// errors (docs/cli.md). Each build lifecycle is one sequential test so CI (2 cores) compiles the
 // runtime as few times as possible.
 #include <gtest/gtest.h>
 
@@ -206,6 +207,76 @@ TEST_F(KilnCli, MultiSmAbiMismatchFails) {
             std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(work_ / "out/x86_64/sm_89_sm_90"));
+}
+
+// PTX: the repository's own rmsnorm group (16 variants) for compute_80, with the real nvcc -ptx.
+// Each variant's image is PTX text for .target sm_80 holding both entries; the artifact
+// verifies, counting PTX images, and inspect shows the PTX images' resources as JIT-compiled.
+TEST_F(KilnCli, PtxBuildVerifiesAndInspects) {
+  if (!haveNvcc()) GTEST_SKIP() << "nvcc is not installed";
+  const fs::path root = fs::path(KILN_E2E_RUNTIME).parent_path();
+  const fs::path artifact = work_ / "x86_64/compute_80";
+  CliRun build = kiln({"build", "--gpu-arch", "compute_80", "--kernels", "rmsnorm", "--root",
+                       root.string(), "--runtime-dir", KILN_E2E_RUNTIME, "--output-dir",
+                       work_.string(), "--arch", "x86_64", "-j", "2"});
+  ASSERT_EQ(build.code, 0) << build.out << build.err;
+  EXPECT_NE(build.out.find("[16/16] "), std::string::npos) << build.out;
+  EXPECT_NE(build.out.find("ptx (JIT)"), std::string::npos) << build.out;
+
+  const auto metadata = nlohmann::json::parse(*kiln::io::readFile(artifact / "metadata.json"));
+  EXPECT_EQ(metadata["tag"], "compute_80");
+  EXPECT_EQ(metadata["gpu_archs"], nlohmann::json::array({"compute_80"}));
+  EXPECT_EQ(metadata["compile_targets"], nlohmann::json::array({"compute_80"}));
+  ASSERT_EQ(metadata["variants"].size(), 16u);
+  for (const auto& [name, v] : metadata["variants"].items()) {
+    ASSERT_EQ(v["sms"].size(), 1u) << name;
+    const auto& image = v["sms"]["80"];
+    EXPECT_EQ(image["format"], "ptx") << name;
+    EXPECT_EQ(image["target"], "compute_80") << name;
+    EXPECT_EQ(image["cubin"], "cubins/" + name + ".compute_80.ptx");
+    const fs::path ptx = artifact / image["cubin"].get<std::string>();
+    const std::string text = *kiln::io::readFile(ptx);
+    EXPECT_EQ(*kiln::io::sha256File(ptx), image["sha256"]) << name;
+    EXPECT_EQ(text.size(), image["size"].get<std::size_t>()) << name;
+    EXPECT_NE(text.find("\n.target sm_80\n"), std::string::npos) << name;
+    EXPECT_NE(text.find(".visible .entry kiln_rmsnorm("), std::string::npos) << name;
+    EXPECT_NE(text.find(".visible .entry kiln_add_rmsnorm("), std::string::npos) << name;
+    EXPECT_EQ(text.find('\0'), std::string::npos) << name;
+  }
+  EXPECT_FALSE(fs::exists(artifact / "cubins/rmsnorm_h4096_bf16.sm_80.cubin"));
+
+  CliRun verify = kiln({"verify", artifact.string()});
+  ASSERT_EQ(verify.code, 0) << verify.out << verify.err;
+  EXPECT_NE(verify.out.find("x86_64 compute_80 (CUDA 13."), std::string::npos) << verify.out;
+  EXPECT_NE(verify.out.find("16 variants, 0 cubins, 16 PTX images"), std::string::npos)
+      << verify.out;
+
+  CliRun inspect = kiln({"inspect", artifact.string()});
+  ASSERT_EQ(inspect.code, 0) << inspect.err;
+  EXPECT_NE(inspect.out.find("compute_80"), std::string::npos) << inspect.out;
+  EXPECT_NE(inspect.out.find("ptx (JIT)"), std::string::npos) << inspect.out;
+  // The size column is the image's (a PTX file's size too), not "cubin".
+  EXPECT_NE(inspect.out.find("spills (st/ld)  image\n"), std::string::npos) << inspect.out;
+  EXPECT_NE(inspect.out.find(
+                "rmsnorm_h4096_bf16  compute_80  hidden=4096 dtype=\"bf16\"  ptx (JIT)  -     -  "),
+            std::string::npos)
+      << inspect.out;
+
+  // A byte flipped in one PTX file (its .target) is caught by verify, exit 1.
+  const fs::path ptx = artifact / "cubins/rmsnorm_h4096_bf16.compute_80.ptx";
+  std::string text = *kiln::io::readFile(ptx);
+  text.replace(text.find(".target sm_80"), 13, ".target sm_90");
+  ASSERT_TRUE(kiln::io::writeFile(ptx, text));
+  CliRun tampered = kiln({"verify", artifact.string()});
+  EXPECT_EQ(tampered.code, 1) << tampered.out << tampered.err;
+  EXPECT_NE(tampered.err.find("cubins/rmsnorm_h4096_bf16.compute_80.ptx: sha256"),
+            std::string::npos)
+      << tampered.err;
+  EXPECT_NE(tampered.err.find(
+                "cubins/rmsnorm_h4096_bf16.compute_80.ptx: PTX is for .target sm_90, metadata.json "
+                "says compute_80"),
+            std::string::npos)
+      << tampered.err;
 }
 
 TEST_F(KilnCli, UsageErrorsExitWithTwo) {

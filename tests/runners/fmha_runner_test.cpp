@@ -19,7 +19,7 @@ namespace {
 const char* const kEntries[] = {"kiln_fmha"};
 const char kCubin[] = "FAKECUBIN kiln_fmha";
 const kiln_image kImages[] = {
-    {90, 1, reinterpret_cast<const unsigned char*>(kCubin), sizeof(kCubin), "0000"}};
+    {90, 1, reinterpret_cast<const unsigned char*>(kCubin), sizeof(kCubin), "0000", 0}};
 const kiln_variant kD128Bf16Causal{"fmha_wgmma_d128_bf16_causal", "fmha", kEntries, 1, kImages, 1};
 const kiln_variant kD64Fp16Full{"fmha_wgmma_d64_fp16_full", "fmha", kEntries, 1, kImages, 1};
 

@@ -1,5 +1,6 @@
 // doctor: the pre-launch report of which variants a device can run and why the others cannot,
-// found by selecting and really loading each image in the device's primary context.
+// found by selecting and really loading each image in the device's primary context; a PTX image
+// is probed through the same JIT load as a launch (image_ptx, and a failed JIT's log).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,6 +14,7 @@ namespace {
 
 using kiln::StatusCode;
 using kiln::fake::image;
+using kiln::fake::ptxImage;
 using kiln::fake::TestVariant;
 
 bool contains(const std::string& text, const std::string& part) {
@@ -83,6 +85,47 @@ TEST(DoctorTest, ChecksTheRequestedDevice) {
   ASSERT_EQ(report.variants.size(), 1u);  // the report is replaced, not appended to
   EXPECT_TRUE(report.variants[0].runnable);
   EXPECT_EQ(report.variants[0].image_sm, 90);
+}
+
+TEST(DoctorTest, PtxOnlyVariantIsRunnableThroughTheJit) {
+  kiln::fake::Driver driver({kiln::fake::h200()});
+  TestVariant ptx("rmsnorm_h4096_bf16", {"kernel_main"}, {ptxImage(80, "FAKEPTX kernel_main")},
+                  "rmsnorm");
+  TestVariant cubin("rmsnorm_h1024_bf16", {"kernel_main"}, {image(90)}, "rmsnorm");
+  TestVariant bad_jit("rmsnorm_h2048_bf16", {"kernel_main"}, {ptxImage(90, "FAKEPTX kernel_main")},
+                      "rmsnorm");
+  const kiln_variant* runnable[] = {ptx.ptr(), cubin.ptr()};
+  kiln::DoctorReport report;
+  ASSERT_TRUE(kiln::doctor(runnable, 0, &report).ok());
+  ASSERT_EQ(report.variants.size(), 2u);
+  EXPECT_TRUE(report.variants[0].runnable) << report.variants[0].reason;
+  EXPECT_EQ(report.variants[0].image_sm, 80);
+  EXPECT_TRUE(report.variants[0].image_ptx);
+  EXPECT_TRUE(report.variants[1].runnable) << report.variants[1].reason;
+  EXPECT_EQ(report.variants[1].image_sm, 90);
+  EXPECT_FALSE(report.variants[1].image_ptx);
+  EXPECT_EQ(driver.ex_loads.load(), 1);  // the PTX probe went through the JIT load
+  EXPECT_EQ(driver.loads.load(), 2);
+  EXPECT_EQ(driver.liveModules(), 0);
+
+  // A PTX image the driver cannot JIT: not runnable, with the JIT's log.
+  driver.fail_jit = 1;
+  driver.jit_log = "ptxas fatal   : Unresolved extern function 'oops'";
+  const kiln_variant* failing[] = {cubin.ptr(), bad_jit.ptr()};
+  ASSERT_TRUE(kiln::doctor(failing, 0, &report).ok());
+  ASSERT_EQ(report.variants.size(), 2u);
+  EXPECT_TRUE(report.variants[0].runnable) << report.variants[0].reason;
+  EXPECT_FALSE(report.variants[1].runnable);
+  EXPECT_FALSE(report.variants[1].image_ptx);  // set only for a runnable variant
+  const std::string& reason = report.variants[1].reason;
+  EXPECT_TRUE(
+      contains(reason, "its compute_90 (PTX) image does not load on this device: PTX JIT failed: "))
+      << reason;
+  EXPECT_TRUE(contains(reason, "CUDA_ERROR_INVALID_PTX")) << reason;
+  EXPECT_TRUE(contains(reason, "; JIT log: ptxas fatal   : Unresolved extern function 'oops'"))
+      << reason;
+  EXPECT_EQ(driver.liveModules(), 0);
+  EXPECT_EQ(driver.pushes.load(), driver.pops.load());
 }
 
 TEST(DoctorTest, OrdinalOutOfRangeNamesTheCount) {

@@ -1,6 +1,6 @@
 // How the runtime reaches the driver: libcuda missing, symbol resolution through
-// cuGetProcAddress at the 12.0 ABI and through dlsym, cuInit once, and the one error format of
-// failed driver calls.
+// cuGetProcAddress at the 12.0 ABI and through dlsym (cuModuleLoadDataEx, PTX's load, included),
+// cuInit once, and the one error format of failed driver calls.
 #include <dlfcn.h>
 
 #include <gtest/gtest.h>
@@ -69,6 +69,8 @@ TEST_F(DriverLibraryTest, GetProcAddressResolvesTheTwelveZeroAbi) {
   EXPECT_EQ(address(api->launchKernel), dlsym(lib, "cuLaunchKernel"));
   EXPECT_EQ(address(api->moduleGetFunction), dlsym(lib, "cuModuleGetFunction"));
   EXPECT_EQ(address(api->tensorMapEncodeTiled), dlsym(lib, "cuTensorMapEncodeTiled"));
+  ASSERT_NE(api->moduleLoadDataEx, nullptr);
+  EXPECT_EQ(address(api->moduleLoadDataEx), dlsym(lib, "cuModuleLoadDataEx"));
 
   auto log = reinterpret_cast<const char* (*)()>(dlsym(lib, "kiln_fake_log"));
   auto inits = reinterpret_cast<int (*)()>(dlsym(lib, "kiln_fake_inits"));
@@ -78,6 +80,7 @@ TEST_F(DriverLibraryTest, GetProcAddressResolvesTheTwelveZeroAbi) {
   EXPECT_NE(requests.find("cuCtxPushCurrent@12000/1;"), std::string::npos) << requests;
   EXPECT_NE(requests.find("cuModuleGetFunction@12000/1;"), std::string::npos) << requests;
   EXPECT_NE(requests.find("cuTensorMapEncodeTiled@12000/1;"), std::string::npos) << requests;
+  EXPECT_NE(requests.find("cuModuleLoadDataEx@12000/1;"), std::string::npos) << requests;
   EXPECT_EQ(requests.find("@13000"), std::string::npos) << requests;
   EXPECT_EQ(inits(), 1);
   // Once per process: a second request neither reloads nor re-inits.
@@ -102,6 +105,7 @@ TEST_F(DriverLibraryTest, WithoutGetProcAddressFallsBackToVersionedSymbols) {
   EXPECT_EQ(address(api->streamGetCtx), dlsym(lib, "cuStreamGetCtx"));
   EXPECT_EQ(address(api->getErrorString), dlsym(lib, "cuGetErrorString"));
   EXPECT_EQ(address(api->tensorMapEncodeTiled), dlsym(lib, "cuTensorMapEncodeTiled"));
+  EXPECT_EQ(address(api->moduleLoadDataEx), dlsym(lib, "cuModuleLoadDataEx"));
   dlclose(lib);
 }
 

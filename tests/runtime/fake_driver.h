@@ -1,9 +1,10 @@
 // A fake CUDA driver for the runtime's CPU tests: devices with chosen SMs, contexts, streams
 // that can be "captured", modules whose loads, unloads and lookups are counted and can be made
-// to fail, and tensor-map encoding that records its arguments. It checks what the real driver
-// checks (a current context for loads, the function's context matching the stream's at launch, the
-// dynamic shared memory opt-in), so the loader is tested against the driver's rules, not just
-// against itself.
+// to fail, PTX "JIT-compiled" at load (through cuModuleLoadDataEx, whose error-log buffer a
+// failed JIT fills, or cuModuleLoadData), and tensor-map encoding that records its arguments. It
+// checks what the real driver checks (a current context for loads, the function's context matching
+// the stream's at launch, the dynamic shared memory opt-in), so the loader is tested against the
+// driver's rules, not just against itself.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +26,8 @@ namespace kiln::fake {
 
 // A cubin the fake loads: this prefix, then the entry names it holds, space-separated.
 inline constexpr char kCubinMagic[] = "FAKECUBIN";
+// PTX the fake JIT-compiles at load, by either load call: this prefix, then the entry names.
+inline constexpr char kPtxMagic[] = "FAKEPTX";
 
 struct Device {
   std::string name;
@@ -169,13 +172,23 @@ class Driver {
     return -1;
   }
 
-  // Counters.
+  // Counters. load_attempts and loads count both load calls; ex_* count cuModuleLoadDataEx's
+  // share of them.
+  std::atomic<int> ex_load_attempts{0}, ex_loads{0};
   std::atomic<int> inits{0}, load_attempts{0}, loads{0}, unloads{0}, get_functions{0},
       set_attributes{0}, launches{0}, retains{0}, releases{0}, pushes{0}, pops{0},
       attribute_queries{0}, capture_queries{0}, tensor_map_encodes{0};
   // Failure injection: the next N loads / unloads fail; every load sleeps this long (to widen
   // the window in which concurrent first launches race); results to return instead of success.
   std::atomic<int> fail_loads{0}, fail_unloads{0}, load_delay_ms{0};
+  // The next N loads of PTX fail their JIT: CUDA_ERROR_INVALID_PTX, and through
+  // cuModuleLoadDataEx `jit_log` in its CU_JIT_ERROR_LOG_BUFFER (at most the SIZE_BYTES option's
+  // bytes, NUL included, as the driver writes it).
+  std::atomic<int> fail_jit{0};
+  std::string jit_log = "ptxas application ptx input, line 12; fatal   : Unsupported .version 9.9";
+  // The options of the last cuModuleLoadDataEx call, and the log buffer size it gave.
+  std::vector<CUjit_option> last_jit_options;
+  std::size_t last_log_buffer_bytes = 0;
   CUresult init_result = CUDA_SUCCESS;
   CUresult launch_result = CUDA_SUCCESS;
   CUresult tensor_map_result = CUDA_SUCCESS;
@@ -199,6 +212,7 @@ class Driver {
     a.devicePrimaryCtxRetain = &Driver::devicePrimaryCtxRetain;
     a.devicePrimaryCtxRelease = &Driver::devicePrimaryCtxRelease;
     a.moduleLoadData = &Driver::moduleLoadData;
+    a.moduleLoadDataEx = &Driver::moduleLoadDataEx;
     a.moduleUnload = &Driver::moduleUnload;
     a.moduleGetFunction = &Driver::moduleGetFunction;
     a.funcSetAttribute = &Driver::funcSetAttribute;
@@ -207,6 +221,15 @@ class Driver {
     a.getErrorName = &Driver::getErrorName;
     a.getErrorString = &Driver::getErrorString;
     return a;
+  }
+
+  // Reinstalls the table without moduleLoadDataEx (a table from before it existed): PTX then
+  // loads through moduleLoadData. Resets the runtime, so call it before any launch.
+  void dropModuleLoadDataEx() {
+    scope_.reset();
+    DriverApi a = api();
+    a.moduleLoadDataEx = nullptr;
+    scope_ = std::make_unique<kiln::testing::ScopedDriver>(a);
   }
 
  private:
@@ -312,6 +335,30 @@ class Driver {
     return CUDA_SUCCESS;
   }
   static CUresult moduleLoadData(CUmodule* module, const void* image) {
+    return load(module, image, nullptr, 0);
+  }
+  // The JIT options the fake reads: CU_JIT_ERROR_LOG_BUFFER and its _SIZE_BYTES.
+  static CUresult moduleLoadDataEx(CUmodule* module, const void* image, unsigned int num_options,
+                                   CUjit_option* options, void** option_values) {
+    Driver& self = d();
+    ++self.ex_load_attempts;
+    char* log = nullptr;
+    std::size_t log_bytes = 0;
+    {
+      std::lock_guard<std::mutex> lock(self.mu_);
+      self.last_jit_options.assign(options, options + num_options);
+      for (unsigned int i = 0; i < num_options; ++i) {
+        if (options[i] == CU_JIT_ERROR_LOG_BUFFER) log = static_cast<char*>(option_values[i]);
+        if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+          log_bytes = static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(option_values[i]));
+      }
+      self.last_log_buffer_bytes = log_bytes;
+    }
+    const CUresult result = load(module, image, log, log_bytes);
+    if (result == CUDA_SUCCESS) ++self.ex_loads;
+    return result;
+  }
+  static CUresult load(CUmodule* module, const void* image, char* log, std::size_t log_bytes) {
     Driver& self = d();
     ++self.load_attempts;
     if (self.load_delay_ms > 0)
@@ -323,8 +370,18 @@ class Driver {
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     const char* text = static_cast<const char*>(image);
-    if (std::strncmp(text, kCubinMagic, sizeof(kCubinMagic) - 1) != 0)
+    const bool ptx = std::strncmp(text, kPtxMagic, sizeof(kPtxMagic) - 1) == 0;
+    if (!ptx && std::strncmp(text, kCubinMagic, sizeof(kCubinMagic) - 1) != 0)
       return CUDA_ERROR_INVALID_IMAGE;
+    if (ptx && self.fail_jit > 0) {
+      --self.fail_jit;
+      if (log != nullptr && log_bytes > 0) {
+        const std::size_t n = std::min(self.jit_log.size(), log_bytes - 1);
+        std::memcpy(log, self.jit_log.data(), n);
+        log[n] = '\0';
+      }
+      return CUDA_ERROR_INVALID_PTX;
+    }
     std::lock_guard<std::mutex> lock(self.mu_);
     auto m = std::make_unique<Module>();
     m->context = reinterpret_cast<Context*>(context);
@@ -455,6 +512,9 @@ class Driver {
       case CUDA_ERROR_INVALID_IMAGE:
         *name = "CUDA_ERROR_INVALID_IMAGE";
         return CUDA_SUCCESS;
+      case CUDA_ERROR_INVALID_PTX:
+        *name = "CUDA_ERROR_INVALID_PTX";
+        return CUDA_SUCCESS;
       case CUDA_ERROR_INVALID_CONTEXT:
         *name = "CUDA_ERROR_INVALID_CONTEXT";
         return CUDA_SUCCESS;
@@ -479,6 +539,9 @@ class Driver {
     switch (error) {
       case CUDA_ERROR_INVALID_IMAGE:
         *text = "device kernel image is invalid";
+        return CUDA_SUCCESS;
+      case CUDA_ERROR_INVALID_PTX:
+        *text = "a PTX JIT compilation failed";
         return CUDA_SUCCESS;
       case CUDA_ERROR_OUT_OF_MEMORY:
         *text = "out of memory";
@@ -551,6 +614,18 @@ inline kiln_image image(int sm, bool arch_specific = false,
   i.data = reinterpret_cast<const unsigned char*>(text);
   i.size = std::strlen(text) + 1;
   i.sha256 = "0000";
+  return i;
+}
+
+// A PTX image of SM `sm` (compute_<sm>) whose text is `text` (a string literal: it must outlive
+// the image). As the generated shim lays it out: NUL-terminated, size without the NUL, ptx = 1.
+inline kiln_image ptxImage(int sm, const char* text = "FAKEPTX kernel_main kernel_aux") {
+  kiln_image i{};
+  i.sm = sm;
+  i.data = reinterpret_cast<const unsigned char*>(text);
+  i.size = std::strlen(text);
+  i.sha256 = "0000";
+  i.ptx = 1;
   return i;
 }
 

@@ -89,6 +89,9 @@ int cuDevicePrimaryCtxRelease_v2(int) {
 int cuModuleLoadData(void**, const void*) {
   return kSuccess;
 }
+int cuModuleLoadDataEx(void**, const void*, unsigned, void*, void**) {
+  return kSuccess;
+}
 int cuModuleUnload(void*) {
   return kSuccess;
 }
@@ -154,6 +157,7 @@ void* lookup(const char* name, int version) {
       {"cuDevicePrimaryCtxRelease", 7000, reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease)},
       {"cuDevicePrimaryCtxRelease", 11000, reinterpret_cast<void*>(&cuDevicePrimaryCtxRelease_v2)},
       {"cuModuleLoadData", 2000, reinterpret_cast<void*>(&cuModuleLoadData)},
+      {"cuModuleLoadDataEx", 2010, reinterpret_cast<void*>(&cuModuleLoadDataEx)},
       {"cuModuleUnload", 2000, reinterpret_cast<void*>(&cuModuleUnload)},
       {"cuModuleGetFunction", 2000, reinterpret_cast<void*>(&cuModuleGetFunction)},
       {"cuFuncSetAttribute", 9000, reinterpret_cast<void*>(&cuFuncSetAttribute)},

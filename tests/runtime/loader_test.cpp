@@ -1,6 +1,9 @@
 // The loader against the fake driver: lazy load once per (variant, context) under concurrency,
 // retry after a failed load, capture refusal, poison after a failed unload, the per-function
-// shared memory opt-in, and launches landing on the stream's own device and module.
+// shared memory opt-in, and launches landing on the stream's own device and module. PTX images:
+// loaded through cuModuleLoadDataEx with an error-log buffer (or cuModuleLoadData when the table
+// has no Ex), a failed JIT reported with the driver's error and the JIT log and retried, and PTX
+// that is not NUL-terminated refused before the driver sees it.
 #include <gtest/gtest.h>
 
 #include <latch>
@@ -16,6 +19,7 @@ namespace {
 
 using kiln::StatusCode;
 using kiln::fake::image;
+using kiln::fake::ptxImage;
 using kiln::fake::TestVariant;
 
 kiln::LaunchConfig config(unsigned shared_bytes = 0) {
@@ -238,6 +242,133 @@ TEST(LoaderNoImageTest, NoImageForTheDeviceNamesBoth) {
   EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
   EXPECT_EQ(s.message(), "rmsnorm_h4096_bf16: artifact has sm_90 only; device is sm_87");
   EXPECT_EQ(orin.load_attempts.load(), 0);
+}
+
+// ---- PTX images ------------------------------------------------------------------------
+
+TEST(LoaderPtxTest, PtxImageLoadsThroughLoadDataExAndLaunches) {
+  // sm_100 runs no cubin of sm_90: the compute_80 PTX is JIT-compiled for it.
+  kiln::fake::Driver blackwell({kiln::fake::Device{"NVIDIA B200", 10, 0, 148, 232448}});
+  TestVariant ptx("rmsnorm_h4096_bf16", {"kernel_main", "kernel_aux"},
+                  {ptxImage(80, "FAKEPTX kernel_main kernel_aux for-compute80"),
+                   image(90, false, "FAKECUBIN kernel_main kernel_aux for-sm90")});
+  CUstream stream = blackwell.makeStream(0);
+  kiln::Status s = kiln::launch(ptx.get(), 1, config(), stream, nullptr);
+  ASSERT_TRUE(s.ok()) << s.toString();
+  EXPECT_EQ(blackwell.ex_load_attempts.load(), 1);
+  EXPECT_EQ(blackwell.ex_loads.load(), 1);
+  EXPECT_EQ(blackwell.loads.load(), 1);
+  EXPECT_EQ(blackwell.lastLaunch().function, "kernel_aux");
+  EXPECT_NE(blackwell.lastLaunch().image.find("for-compute80"), std::string::npos);
+  // The JIT was given an error-log buffer and its size.
+  EXPECT_EQ(
+      blackwell.last_jit_options,
+      (std::vector<CUjit_option>{CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES}));
+  EXPECT_EQ(blackwell.last_log_buffer_bytes, 8192u);
+  // Loaded once, like a cubin.
+  ASSERT_TRUE(kiln::launch(ptx.get(), 0, config(), stream, nullptr).ok());
+  EXPECT_EQ(blackwell.load_attempts.load(), 1);
+  EXPECT_EQ(blackwell.launches.load(), 2);
+  EXPECT_EQ(blackwell.pushes.load(), blackwell.pops.load());
+}
+
+TEST_F(LoaderTest, CubinsStillLoadThroughLoadData) {
+  ASSERT_TRUE(kiln::launch(v.get(), 0, config(), driver.makeStream(0), nullptr).ok());
+  EXPECT_EQ(driver.loads.load(), 1);
+  EXPECT_EQ(driver.ex_load_attempts.load(), 0);
+  EXPECT_TRUE(driver.last_jit_options.empty());
+}
+
+TEST_F(LoaderTest, FailedJitReportsTheLogLeavesNothingAndIsRetried) {
+  TestVariant ptx("rmsnorm_h4096_bf16", {"kernel_main"}, {ptxImage(80, "FAKEPTX kernel_main")});
+  driver.fail_jit = 1;
+  driver.jit_log = "ptxas application ptx input, line 12; fatal   : Unsupported .version 9.9\n";
+  CUstream stream = driver.makeStream(0);
+  kiln::Status first = kiln::launch(ptx.get(), 0, config(), stream, nullptr);
+  EXPECT_EQ(first.code(), StatusCode::kDriverError);
+  EXPECT_EQ(first.message().rfind("rmsnorm_h4096_bf16 (compute_80 PTX image): PTX JIT failed: ", 0),
+            0u)
+      << first.message();
+  EXPECT_TRUE(contains(first, "moduleLoadDataEx")) << first.message();
+  EXPECT_TRUE(contains(first, "CUDA_ERROR_INVALID_PTX (218), \"a PTX JIT compilation failed\""))
+      << first.message();
+  // The log ends the message, its trailing newline trimmed.
+  const std::string log =
+      "; JIT log: ptxas application ptx input, line 12; fatal   : Unsupported .version 9.9";
+  ASSERT_GE(first.message().size(), log.size());
+  EXPECT_EQ(first.message().substr(first.message().size() - log.size()), log) << first.message();
+  EXPECT_EQ(driver.liveModules(), 0);
+  EXPECT_EQ(driver.launches.load(), 0);
+  EXPECT_FALSE(kiln::isPoisoned("rmsnorm_h4096_bf16"));
+
+  kiln::Status second = kiln::launch(ptx.get(), 0, config(), stream, nullptr);
+  EXPECT_TRUE(second.ok()) << second.toString();
+  EXPECT_EQ(driver.ex_load_attempts.load(), 2);
+  EXPECT_EQ(driver.ex_loads.load(), 1);
+  EXPECT_EQ(driver.liveModules(), 1);
+  EXPECT_EQ(driver.launches.load(), 1);
+}
+
+TEST_F(LoaderTest, FailedJitWithoutALogOmitsIt) {
+  TestVariant ptx("rmsnorm_h4096_bf16", {"kernel_main"}, {ptxImage(80, "FAKEPTX kernel_main")});
+  driver.fail_jit = 1;
+  driver.jit_log = "";
+  kiln::Status s = kiln::launch(ptx.get(), 0, config(), driver.makeStream(0), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kDriverError);
+  EXPECT_TRUE(contains(s, "PTX JIT failed: ")) << s.message();
+  EXPECT_TRUE(contains(s, "CUDA_ERROR_INVALID_PTX")) << s.message();
+  EXPECT_FALSE(contains(s, "JIT log")) << s.message();
+}
+
+TEST_F(LoaderTest, LongJitLogIsCutAtTheBuffer) {
+  TestVariant ptx("rmsnorm_h4096_bf16", {"kernel_main"}, {ptxImage(80, "FAKEPTX kernel_main")});
+  driver.fail_jit = 1;
+  driver.jit_log = std::string(10000, 'x');
+  kiln::Status s = kiln::launch(ptx.get(), 0, config(), driver.makeStream(0), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kDriverError);
+  const std::size_t at = s.message().find("; JIT log: ");
+  ASSERT_NE(at, std::string::npos) << s.message();
+  // 8 KiB with the NUL: 8191 characters of log.
+  EXPECT_EQ(s.message().substr(at + 11), std::string(8191, 'x'));
+}
+
+TEST_F(LoaderTest, PtxThatIsNotNulTerminatedIsRefusedBeforeTheDriver) {
+  static const char kText[] = "FAKEPTX kernel_main!";
+  kiln_image bad = ptxImage(80, kText);
+  bad.size = std::strlen(kText) - 1;  // data[size] is '!', not the NUL
+  TestVariant ptx("rmsnorm_h4096_bf16", {"kernel_main"}, {bad});
+  kiln::Status s = kiln::launch(ptx.get(), 0, config(), driver.makeStream(0), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "rmsnorm_h4096_bf16 (compute_80 PTX image): PTX data is not NUL-terminated (data[size] "
+            "must be 0; "
+            "kiln/variant.h)");
+  EXPECT_EQ(driver.load_attempts.load(), 0);
+  EXPECT_EQ(driver.ex_load_attempts.load(), 0);
+  EXPECT_EQ(driver.liveModules(), 0);
+}
+
+TEST_F(LoaderTest, WithoutLoadDataExPtxLoadsThroughLoadData) {
+  driver.dropModuleLoadDataEx();
+  TestVariant ptx("rmsnorm_h4096_bf16", {"kernel_main"}, {ptxImage(80, "FAKEPTX kernel_main")});
+  CUstream stream = driver.makeStream(0);
+  ASSERT_TRUE(kiln::launch(ptx.get(), 0, config(), stream, nullptr).ok());
+  EXPECT_EQ(driver.loads.load(), 1);
+  EXPECT_EQ(driver.ex_load_attempts.load(), 0);
+  ASSERT_TRUE(kiln::unloadAll().ok());
+  // A failed JIT there has no log to show, but is still named as one.
+  driver.fail_jit = 1;
+  kiln::Status s = kiln::launch(ptx.get(), 0, config(), stream, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kDriverError);
+  EXPECT_EQ(
+      s.message().rfind(
+          "rmsnorm_h4096_bf16 (compute_80 PTX image): PTX JIT failed: api.moduleLoadData(", 0),
+      0u)
+      << s.message();
+  EXPECT_TRUE(contains(s, "CUDA_ERROR_INVALID_PTX")) << s.message();
+  EXPECT_FALSE(contains(s, "JIT log")) << s.message();
+  EXPECT_EQ(driver.ex_load_attempts.load(), 0);
+  EXPECT_EQ(driver.load_attempts.load(), 2);
 }
 
 TEST_F(LoaderTest, NullStreamUsesTheCurrentContext) {

@@ -1,4 +1,5 @@
-// Real, small artifacts for the package and verify tests: cubins compiled by nvcc and host
+// Real, small artifacts for the package and verify tests: cubins (and, for the SMs a spec lists
+// as PTX, PTX text) compiled by nvcc and host
 // objects compiled by g++ (or the aarch64 cross g++) and archived by ar, at test time, so no
 // binary is checked in and the checks run against what the real tools write. Each tool runs once
 // per test binary per distinct input (results are cached); a test then assembles an artifact
@@ -91,6 +92,22 @@ class Toolbox {
     return cached;
   }
 
+  // The PTX of the same kernel for compute_<sm> (`nvcc -ptx`), as a compute_NN build writes it.
+  std::string ptx(int sm) {
+    auto& cached = ptxs_[sm];
+    if (cached.empty()) {
+      const fs::path source = dir_.path() / "k.cu";
+      io::writeFile(source, "extern \"C\" __global__ void k(float* p) { p[threadIdx.x] = 1.0f; }\n")
+          .ok();
+      const fs::path out = dir_.path() / ("k.compute_" + std::to_string(sm) + ".ptx");
+      if (runQuiet(nvccPath() + " -ptx -arch=compute_" + std::to_string(sm) + " " +
+                   source.string() + " -o " + out.string())) {
+        cached = io::readFile(out).value();
+      }
+    }
+    return cached;
+  }
+
   // An object for `arch` defining kiln_<variant>_variant and kiln_<variant>__arch<NN>_image.
   fs::path variantObject(const std::string& arch, const std::string& variant,
                          const std::vector<int>& sms) {
@@ -134,6 +151,7 @@ class Toolbox {
 
   ScratchDir dir_;
   std::map<int, std::string> cubins_;
+  std::map<int, std::string> ptxs_;
   std::map<std::string, fs::path> objects_;
   int libraries_ = 0;
 };
@@ -143,16 +161,27 @@ struct ArtifactSpec {
   std::vector<int> sms = {90};
   std::vector<std::string> variants = {"rmsnorm_h4096_bf16", "rmsnorm_h1024_fp16"};
   std::string cuda_version = "13.0.88";
+  // Those of `sms` built as compute_NN: PTX images, gpu_archs entries compute_NN.
+  std::vector<int> ptx_sms = {};
+
+  bool isPtx(int sm) const {
+    return std::find(ptx_sms.begin(), ptx_sms.end(), sm) != ptx_sms.end();
+  }
+  std::vector<core::GpuArch> gpuArchs() const {
+    std::vector<core::GpuArch> archs;
+    for (int sm : sms) archs.emplace_back(sm, isPtx(sm));
+    return archs;
+  }
 };
 
 inline std::string tagOf(const std::vector<int>& sms) {
-  return core::artifactTag(sms);
+  return core::artifactTag(std::vector<core::GpuArch>(sms.begin(), sms.end()));
 }
 
 // Writes a complete artifact to <root>/<arch>/<tag> and returns that directory.
 inline fs::path makeArtifact(const fs::path& root, const ArtifactSpec& spec) {
   Toolbox& box = Toolbox::get();
-  const std::string tag = tagOf(spec.sms);
+  const std::string tag = core::artifactTag(spec.gpuArchs());
   const fs::path dir = root / spec.arch / tag;
   core::ArtifactMetadata m;
   core::Provenance& p = m.provenance;
@@ -160,8 +189,9 @@ inline fs::path makeArtifact(const fs::path& root, const ArtifactSpec& spec) {
   p.arch = spec.arch;
   p.host_target = spec.arch + "-linux-gnu";
   p.tag = tag;
-  p.gpu_archs = spec.sms;
-  for (int sm : spec.sms) p.compile_targets.push_back(core::smName(sm));
+  p.gpu_archs = spec.gpuArchs();
+  for (int sm : spec.sms) p.compile_targets.push_back(core::nvccTarget(sm, false, spec.isPtx(sm)));
+  std::sort(p.compile_targets.begin(), p.compile_targets.end());
   p.cuda_version = spec.cuda_version;
   p.host_compiler_command = cxxFor(spec.arch);
   p.host_compiler_version = "g++ 12.2.0";
@@ -178,15 +208,17 @@ inline fs::path makeArtifact(const fs::path& root, const ArtifactSpec& spec) {
     v.inputs = {{"kernels/rmsnorm/kiln.toml", std::string(64, 'a')}};
     v.fingerprint = std::string(64, 'f');
     for (int sm : spec.sms) {
-      const std::string cubin = box.cubin(sm);
+      const bool ptx = spec.isPtx(sm);
+      const std::string cubin = ptx ? box.ptx(sm) : box.cubin(sm);
       core::ImageRecord image;
       image.sm = sm;
-      image.target = core::smName(sm);
+      image.target = core::nvccTarget(sm, false, ptx);
+      image.format = ptx ? core::kFormatPtx : core::kFormatCubin;
       image.symbol = core::imageSymbol(name, sm);
-      image.cubin = core::cubinPath(name, sm);
+      image.cubin = core::imagePath(name, sm, ptx);
       image.sha256 = io::sha256Hex(cubin);
       image.size = cubin.size();
-      image.command = {"nvcc", "-cubin"};
+      image.command = {"nvcc", ptx ? "-ptx" : "-cubin"};
       v.images[sm] = image;
       io::writeFile(dir / image.cubin, cubin).ok();
     }

@@ -1,11 +1,16 @@
 // The build pipeline with a fake toolchain in a scratch repository: dependency checks, the
 // artifact layout and metadata, merge accepted and refused, --clean, and the staged publish
-// (a build that fails midway leaves the previous artifact byte-identical and no staging dir).
+// (a build that fails midway leaves the previous artifact byte-identical and no staging dir);
+// compute_NN (PTX) builds: the .ptx files, their metadata and image shims, a PTX + cubin build,
+// and the entry check on the PTX's .entry directives.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <algorithm>
-#include <set>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/builder.h"
 #include "unit/fake_toolchain.h"
@@ -355,6 +360,174 @@ TEST_F(BuilderTest, MultiSmAbiMismatchFailsTheBuild) {
   for (const auto& e : fs::directory_iterator(tmp_.path() / "artifacts/x86_64")) {
     ADD_FAILURE() << "left behind: " << e.path();
   }
+}
+
+// ---- PTX (compute_NN) builds -------------------------------------------------------------
+
+// A compute_80 build: nvcc -ptx per variant, the PTX published as cubins/<variant>.compute_80.ptx
+// and recorded as a ptx image without ptxas resources, its shim embedding the text and a NUL.
+TEST_F(BuilderTest, PtxBuildPublishesPtxImages) {
+  std::mutex mu;
+  std::map<std::string, std::string> shims;  // image shim file name -> its source
+  io::FakeProcessRunner runner(
+      [&](const std::vector<std::string>& argv) -> Result<io::ProcessResult> {
+        const std::string tool = fs::path(argv[0]).filename().string();
+        const std::string source = FakeTools::valueAfter(argv, "-c");
+        if (tool == "g++" && source.find(".sm_80.cpp") != std::string::npos) {
+          std::lock_guard<std::mutex> lock(mu);
+          shims[fs::path(source).filename().string()] = *io::readFile(source);
+        }
+        return tools_.answer(argv);
+      });
+  options_.gpu_arch = "compute_80";
+  options_.kernels = "alpha";
+  auto r = runBuild(options_, runner, sink_);
+  ASSERT_TRUE(r) << r.error();
+  const fs::path dir = tmp_.path() / "artifacts/x86_64/compute_80";
+  EXPECT_EQ(r->artifact_dir, dir);
+  EXPECT_EQ(r->built.size(), 2u);
+  ASSERT_EQ(sink_.progress.size(), 2u);
+  EXPECT_EQ(sink_.progress.back().target, "compute_80");
+  EXPECT_FALSE(fs::exists(dir / "cubins/alpha_h1024_bf16.sm_80.cubin"));
+  const auto ptx = *io::readFile(dir / "cubins/alpha_h1024_bf16.compute_80.ptx");
+  EXPECT_NE(ptx.find("\n.target sm_80\n"), std::string::npos) << ptx;
+  EXPECT_NE(ptx.find("\n.visible .entry kiln_fake(\n"), std::string::npos) << ptx;
+
+  // nvcc ran with -ptx for compute_80 and without ptxas flags.
+  int ptx_compiles = 0;
+  for (const auto& call : runner.calls()) {
+    if (fs::path(call[0]).filename() != "nvcc" || call.size() < 3 || call[1].rfind("--", 0) == 0)
+      continue;
+    ++ptx_compiles;
+    EXPECT_EQ(call[1], "-ptx");
+    EXPECT_EQ(call[2], "-arch=compute_80");
+    EXPECT_EQ(std::find(call.begin(), call.end(), "-Xptxas"), call.end());
+  }
+  EXPECT_EQ(ptx_compiles, 2);
+
+  const auto m = nlohmann::json::parse(*io::readFile(dir / "metadata.json"));
+  EXPECT_EQ(m["tag"], "compute_80");
+  EXPECT_EQ(m["gpu_archs"], nlohmann::json::array({"compute_80"}));
+  EXPECT_EQ(m["compile_targets"], nlohmann::json::array({"compute_80"}));
+  const auto& image = m["variants"]["alpha_h1024_bf16"]["sms"]["80"];
+  EXPECT_EQ(image["format"], "ptx");
+  EXPECT_EQ(image["target"], "compute_80");
+  EXPECT_EQ(image["cubin"], "cubins/alpha_h1024_bf16.compute_80.ptx");
+  EXPECT_EQ(image["symbol"], "kiln_alpha_h1024_bf16__arch80_image");
+  EXPECT_EQ(image["sha256"], *io::sha256File(dir / "cubins/alpha_h1024_bf16.compute_80.ptx"));
+  EXPECT_EQ(image["size"], ptx.size());
+  EXPECT_TRUE(image["kernels"].empty()) << image["kernels"];
+  EXPECT_EQ(image["command"][1], "-ptx");
+
+  // The image shim: the text's bytes, then the NUL, size without it, ptx = 1.
+  ASSERT_EQ(shims.size(), 2u);
+  const std::string& shim = shims.at("alpha_h1024_bf16.sm_80.cpp");
+  EXPECT_NE(shim.find("const unsigned char kPtx[] = {"), std::string::npos) << shim;
+  EXPECT_NE(shim.find("    0x00,  // the NUL that ends the PTX text"), std::string::npos) << shim;
+  EXPECT_NE(shim.find("{80, 0, kPtx, sizeof(kPtx) - 1, \"" + image["sha256"].get<std::string>() +
+                      "\", 1};"),
+            std::string::npos)
+      << shim;
+  EXPECT_NE(shim.find(fmt::format("({} bytes and a NUL", ptx.size())), std::string::npos) << shim;
+}
+
+// A single compute_NN artifact merges like a single-SM one: the old PTX is kept byte-identical.
+TEST_F(BuilderTest, PtxBuildMergesKeepingOldPtx) {
+  options_.gpu_arch = "compute_80";
+  ASSERT_TRUE(build("alpha"));
+  const fs::path dir = tmp_.path() / "artifacts/x86_64/compute_80";
+  const std::string alpha = *io::sha256File(dir / "cubins/alpha_h1024_bf16.compute_80.ptx");
+  auto r = build("beta");
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->kept.size(), 2u);
+  const auto m = nlohmann::json::parse(*io::readFile(dir / "metadata.json"));
+  EXPECT_EQ(m["variants"].size(), 4u);
+  EXPECT_EQ(m["variants"]["alpha_h1024_bf16"]["sms"]["80"]["format"], "ptx");
+  EXPECT_EQ(*io::sha256File(dir / "cubins/alpha_h1024_bf16.compute_80.ptx"), alpha);
+  EXPECT_TRUE(fs::is_regular_file(dir / "cubins/beta_h2048_bf16.compute_80.ptx"));
+  // Tampered old PTX refuses the merge, as a tampered cubin does.
+  ASSERT_TRUE(io::writeFile(dir / "cubins/alpha_h1024_bf16.compute_80.ptx", "tampered"));
+  auto refused = build("beta");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().find("re-run with --clean"), std::string::npos) << refused.error();
+}
+
+// sm_90 cubins and compute_80 PTX in one artifact, tagged by SM order.
+TEST_F(BuilderTest, PtxAndCubinInOneBuild) {
+  options_.gpu_arch = "sm_90,compute_80";
+  auto r = build("alpha");
+  ASSERT_TRUE(r) << r.error();
+  const fs::path dir = tmp_.path() / "artifacts/x86_64/compute_80_sm_90";
+  EXPECT_EQ(r->artifact_dir, dir);
+  EXPECT_EQ(r->built.size(), 4u);
+  const auto m = nlohmann::json::parse(*io::readFile(dir / "metadata.json"));
+  EXPECT_EQ(m["gpu_archs"], nlohmann::json::array({"compute_80", "sm_90"}));
+  EXPECT_EQ(m["compile_targets"], nlohmann::json::array({"compute_80", "sm_90"}));
+  const auto& sms = m["variants"]["alpha_h2048_bf16"]["sms"];
+  EXPECT_EQ(sms["80"]["format"], "ptx");
+  EXPECT_EQ(sms["80"]["cubin"], "cubins/alpha_h2048_bf16.compute_80.ptx");
+  EXPECT_TRUE(sms["80"]["kernels"].empty());
+  EXPECT_EQ(sms["90"]["format"], "cubin");
+  EXPECT_EQ(sms["90"]["cubin"], "cubins/alpha_h2048_bf16.sm_90.cubin");
+  EXPECT_EQ(sms["90"]["kernels"]["kiln_fake"]["registers"], 40);
+  EXPECT_EQ(*io::elfMachine(dir / "cubins/alpha_h2048_bf16.sm_90.cubin"), io::kElfMachineCuda);
+  EXPECT_TRUE(fs::is_regular_file(dir / "cubins/alpha_h2048_bf16.compute_80.ptx"));
+}
+
+TEST_F(BuilderTest, PtxMissingAnEntryFailsNamingItsEntryDirectives) {
+  tools_.ptx_entries = {"kiln_other", "kiln_aux"};
+  options_.gpu_arch = "compute_80";
+  auto r = build("alpha");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorKind(), ErrorKind::kFailure);
+  EXPECT_NE(
+      r.error().find(
+          " for compute_80: entry 'kiln_fake' (declared in kiln.toml) is not an entry kernel of "
+          "the PTX; its .entry directives are [kiln_aux, kiln_other] (is it extern \"C\" "
+          "__global__?)"),
+      std::string::npos)
+      << r.error();
+  EXPECT_FALSE(fs::exists(tmp_.path() / "artifacts/x86_64/compute_80"));
+}
+
+// An entry the PTX has and the cubin of another SM lacks: the shared table would lie.
+TEST_F(BuilderTest, PtxAndCubinWithDifferentEntriesFailTheAbiCheck) {
+  tools_.ptx_entries = {"kiln_fake", "kiln_extra"};
+  options_.gpu_arch = "compute_80,sm_90";
+  auto r = build("alpha");
+  ASSERT_FALSE(r);
+  EXPECT_NE(
+      r.error().find(
+          ": ABI differs between compute_80 and sm_90: entry 'kiln_extra' is in the compute_80 "
+          "PTX only"),
+      std::string::npos)
+      << r.error();
+  EXPECT_FALSE(fs::exists(tmp_.path() / "artifacts/x86_64/compute_80_sm_90"));
+}
+
+TEST_F(BuilderTest, PtxSelectionErrors) {
+  kiln::testing::writeGroup(tmp_.path(), "gamma", "arch_specific = true\n");
+  options_.gpu_arch = "compute_90";
+  auto arch_specific = build("gamma");
+  ASSERT_FALSE(arch_specific);
+  EXPECT_EQ(arch_specific.errorKind(), ErrorKind::kUsage);
+  EXPECT_NE(arch_specific.error().find("--gpu-arch compute_90: group gamma is arch_specific"),
+            std::string::npos)
+      << arch_specific.error();
+  options_.gpu_arch = "sm_80,compute_80";
+  auto both = build("alpha");
+  ASSERT_FALSE(both);
+  EXPECT_EQ(both.errorKind(), ErrorKind::kUsage);
+  EXPECT_NE(both.error().find("'sm_80' and 'compute_80' are both for SM 80"), std::string::npos)
+      << both.error();
+  options_.gpu_arch = "compute_95";
+  auto untargetable = build("alpha");
+  ASSERT_FALSE(untargetable);
+  EXPECT_EQ(untargetable.errorKind(), ErrorKind::kEnvironment);
+  EXPECT_NE(untargetable.error().find("--gpu-arch compute_95: nvcc 13.0.88 cannot target it"),
+            std::string::npos)
+      << untargetable.error();
+  EXPECT_EQ(tools_.nvcc_compiles, 0);
 }
 
 TEST_F(BuilderTest, AbandonedStagingDirectoriesAreRemoved) {

@@ -1,4 +1,5 @@
-// Generated headers and shims, compared with docs/artifact-format.md.
+// Generated headers and shims, compared with docs/artifact-format.md; the image shim of a cubin
+// and of a PTX image (the text, one NUL after it that size leaves out, kiln_image.ptx = 1).
 #include <gtest/gtest.h>
 
 #include "core/codegen.h"
@@ -112,7 +113,60 @@ TEST(Codegen, ImageShimEmbedsTheBytes) {
   EXPECT_NE(shim.find("0x7f, 0x45, 0x4c, 0x46, 0x01,"), std::string::npos) << shim;
   EXPECT_NE(shim.find("extern \"C\" const kiln_image* kiln_rmsnorm_h4096_bf16__arch90_image(void) {"),
             std::string::npos);
-  EXPECT_NE(shim.find("{90, 0, kCubin, sizeof(kCubin), \"ab12\"}"), std::string::npos) << shim;
+  EXPECT_NE(shim.find("{90, 0, kCubin, sizeof(kCubin), \"ab12\", 0}"), std::string::npos) << shim;
+}
+
+TEST(Codegen, PtxImageShimEmbedsTheTextAndANul) {
+  VariantRecord v = makeRecord("rmsnorm_h4096_bf16", 4096, "bf16");
+  ImageRecord& ptx = v.images.at(90);
+  ptx.sm = 80;
+  ptx.target = "compute_80";
+  ptx.format = kFormatPtx;
+  ptx.symbol = "kiln_rmsnorm_h4096_bf16__arch80_image";
+  ptx.cubin = "cubins/rmsnorm_h4096_bf16.compute_80.ptx";
+  const std::string shim = imageShimSource(v, ptx, ".target sm_80\n");  // 14 bytes
+  EXPECT_NE(
+      shim.find("// The compute_80 PTX of rmsnorm_h4096_bf16 (14 bytes and a NUL, sha256 ab12"),
+      std::string::npos)
+      << shim;
+  EXPECT_EQ(shim.find("kCubin"), std::string::npos) << shim;
+  // ".target sm_80\n" as bytes, then the NUL on a line of its own, then the end of the array.
+  EXPECT_NE(shim.find("alignas(64) const unsigned char kPtx[] = {\n"
+                      "    0x2e, 0x74, 0x61, 0x72, 0x67, 0x65, 0x74, 0x20, 0x73, 0x6d, 0x5f, 0x38, "
+                      "0x30, 0x0a,\n"
+                      "    0x00,  // the NUL that ends the PTX text; not counted in size\n"
+                      "};\n"),
+            std::string::npos)
+      << shim;
+  EXPECT_NE(
+      shim.find("extern \"C\" const kiln_image* kiln_rmsnorm_h4096_bf16__arch80_image(void) {"),
+      std::string::npos);
+  // size leaves the NUL out (it is what metadata.json records); the last field is ptx = 1.
+  EXPECT_NE(
+      shim.find(
+          "  static const kiln_image image = {80, 0, kPtx, sizeof(kPtx) - 1, \"ab12\", 1};\n"),
+      std::string::npos)
+      << shim;
+  // Exactly one NUL byte is embedded: the text's own bytes are never 0x00 in valid PTX.
+  size_t nuls = 0;
+  for (size_t at = shim.find("0x00,"); at != std::string::npos; at = shim.find("0x00,", at + 1))
+    ++nuls;
+  EXPECT_EQ(nuls, 1u) << shim;
+}
+
+TEST(Codegen, CubinImageShimHasNoNulAndPtxZero) {
+  const VariantRecord v = makeRecord("rmsnorm_h4096_bf16", 4096, "bf16");
+  ASSERT_EQ(v.images.at(90).format, kFormatCubin);  // the default
+  const std::string shim = imageShimSource(v, v.images.at(90), "ab");
+  EXPECT_NE(shim.find("// The sm_90 cubin of rmsnorm_h4096_bf16 (2 bytes, sha256 ab12)."),
+            std::string::npos)
+      << shim;
+  EXPECT_NE(shim.find("const unsigned char kCubin[] = {\n    0x61, 0x62,\n};\n"), std::string::npos)
+      << shim;
+  EXPECT_EQ(shim.find("kPtx"), std::string::npos) << shim;
+  EXPECT_EQ(shim.find("0x00"), std::string::npos) << shim;
+  EXPECT_NE(shim.find("{90, 0, kCubin, sizeof(kCubin), \"ab12\", 0};\n"), std::string::npos)
+      << shim;
 }
 
 TEST(Codegen, VariantShimAndArtifactTable) {

@@ -151,7 +151,7 @@ TEST(CubinAbi, NoSectionsMeansNoEntriesAndGarbageIsAnError) {
 }
 
 ImageAbi image(int sm, std::vector<std::string> ptxas, std::map<std::string, KernelAbi> elf = {}) {
-  return ImageAbi{sm, std::move(ptxas), std::move(elf)};
+  return ImageAbi{sm, std::move(ptxas), std::move(elf), false};
 }
 
 TEST(CubinAbi, CompareAcceptsTheSameAbiOnEverySm) {

@@ -1,7 +1,8 @@
 // The CuTe DSL front end without the DSL: its command (interpreter, driver, target, constants as
 // JSON, entries, pins), the pin checks that run before anything is written, a whole build
 // through the builder with a fake interpreter (metadata identical in shape to a CUDA variant's,
-// kind "cute_dsl"), and the parity of the pin with scripts/setup.sh.
+// kind "cute_dsl"), PTX (compute_NN) refused for DSL variants by the plan and by the front end,
+// and the parity of the pin with scripts/setup.sh.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -245,6 +246,49 @@ TEST_F(CuteDslBuild, NvccFlagsAreRefusedForDslVariants) {
   auto failed = build("dslk");
   ASSERT_FALSE(failed);
   EXPECT_NE(failed.error().find("apply to cuda variants only"), std::string::npos) << failed.error();
+}
+
+// The DSL's AOT export writes cubins only: a compute_NN build of a DSL group is refused by the
+// plan, before the interpreter runs; a CUDA group beside it still builds PTX.
+TEST_F(CuteDslBuild, PtxIsRefusedForDslGroups) {
+  options_.gpu_arch = "compute_90";
+  auto failed = build("alpha,dslk");
+  ASSERT_FALSE(failed);
+  EXPECT_EQ(failed.errorKind(), ErrorKind::kUsage);
+  EXPECT_NE(failed.error().find(
+                "--gpu-arch compute_90: group dslk is cute_dsl, whose front end (the DSL's AOT "
+                "export) emits cubins only, no PTX; build it for sm_90"),
+            std::string::npos)
+      << failed.error();
+  EXPECT_TRUE(pythonCalls().empty());
+  EXPECT_TRUE(build("alpha")) << "a CUDA group alone builds compute_90";
+  EXPECT_TRUE(pythonCalls().empty());
+}
+
+// Behind the plan, the front end refuses a PTX request itself rather than label a cubin PTX.
+TEST(CuteDslCommand, FrontEndRefusesAPtxRequest) {
+  Variant v = dslVariant();
+  v.arch_specific = false;
+  CuteDslToolchain dsl{"/repo/.venv/bin/python", "4.8.1", 13};
+  CompileRequest request;
+  request.variant = &v;
+  request.sm = 80;
+  request.ptx = true;
+  request.cubin = "/stage/cubins/gdn_decode_dk128_dv128_bf16.compute_80.ptx";
+  request.cute_dsl = &dsl;
+  request.scratch = "/stage/.obj";
+  io::FakeProcessRunner runner([](const std::vector<std::string>&) -> Result<io::ProcessResult> {
+    return io::ProcessResult{};
+  });
+  auto front_end = frontEndFor(SourceKind::kCuteDsl);
+  ASSERT_TRUE(front_end);
+  auto output = (*front_end)->compile(request, runner);
+  ASSERT_FALSE(output);
+  EXPECT_EQ(output.errorKind(), ErrorKind::kUsage);
+  EXPECT_EQ(output.error(),
+            "gdn_decode_dk128_dv128_bf16: the CuTe DSL front end emits cubins only; compute_80 "
+            "(PTX) cannot be built");
+  EXPECT_TRUE(runner.calls().empty());
 }
 
 TEST(CuteDslPin, SetupScriptInstallsThePinnedVersion) {

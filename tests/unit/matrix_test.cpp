@@ -45,7 +45,7 @@ Registry makeRegistry() {
 ArtifactMetadata coveringMetadata(const MatrixEntry& entry, const Registry& registry) {
   ArtifactMetadata m;
   m.provenance.arch = entry.arch;
-  m.provenance.gpu_archs = entry.sms;
+  m.provenance.gpu_archs.assign(entry.sms.begin(), entry.sms.end());
   m.provenance.tag = entry.tag();
   for (const Group* g : entryGroups(entry, registry)) {
     for (const auto& v : g->variants) {

@@ -1,5 +1,7 @@
-// metadata.json: every field of docs/artifact-format.md survives a write/read round trip, other
-// schema versions are rejected, and the merge rule accepts and refuses what contract 6 says.
+// metadata.json: every field of docs/artifact-format.md survives a write/read round trip (PTX
+// images and compute_NN gpu_archs included; an image without `format` is a cubin, an unknown
+// format is refused), other schema versions are rejected, the tag rule, and the merge rule
+// accepts and refuses what contract 6 says.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -168,7 +170,7 @@ TEST(Metadata, MultiSmRoundTrip) {
   EXPECT_EQ(j["variants"]["rmsnorm_h4096_bf16"]["sms"]["90"]["symbol"], "kiln_rmsnorm_h4096_bf16__arch90_image");
   auto back = parseMetadata(toJson(m));
   ASSERT_TRUE(back) << back.error();
-  EXPECT_EQ(back->provenance.gpu_archs, (std::vector<int>{87, 90}));
+  EXPECT_EQ(back->provenance.gpu_archs, (std::vector<GpuArch>{87, 90}));
   EXPECT_EQ(back->variants.begin()->second.images.size(), 2u);
   EXPECT_EQ(toJson(*back), toJson(m));
 }
@@ -186,6 +188,148 @@ TEST(Metadata, TagMustBeTheGpuArchsJoined) {
   EXPECT_FALSE(checkTag(p));
   p.gpu_archs = {90, 90};
   EXPECT_FALSE(checkTag(p));
+}
+
+// makeMetadata() as a compute_80 artifact: one PTX image, gpu_archs ["compute_80"].
+ArtifactMetadata makePtxMetadata() {
+  ArtifactMetadata m = makeMetadata();
+  m.provenance.tag = "compute_80";
+  m.provenance.gpu_archs = {GpuArch(80, true)};
+  m.provenance.compile_targets = {"compute_80"};
+  VariantRecord& v = m.variants.begin()->second;
+  ImageRecord image = v.images.at(90);
+  image.sm = 80;
+  image.target = "compute_80";
+  image.format = kFormatPtx;
+  image.symbol = "kiln_rmsnorm_h4096_bf16__arch80_image";
+  image.cubin = "cubins/rmsnorm_h4096_bf16.compute_80.ptx";
+  image.command = {"nvcc", "-ptx", "-arch=compute_80"};
+  image.kernels.clear();  // no ptxas ran
+  v.images = {{80, image}};
+  m.fingerprint = artifactFingerprint(m);
+  return m;
+}
+
+TEST(Metadata, PtxImageRoundTrip) {
+  const ArtifactMetadata m = makePtxMetadata();
+  ASSERT_TRUE(checkTag(m.provenance));
+  const auto j = nlohmann::json::parse(toJson(m));
+  EXPECT_EQ(j["tag"], "compute_80");
+  EXPECT_EQ(j["gpu_archs"], nlohmann::json::array({"compute_80"}));
+  const auto& sm = j["variants"]["rmsnorm_h4096_bf16"]["sms"]["80"];
+  EXPECT_EQ(sm["format"], "ptx");
+  EXPECT_EQ(sm["target"], "compute_80");
+  EXPECT_EQ(sm["cubin"], "cubins/rmsnorm_h4096_bf16.compute_80.ptx");
+  EXPECT_TRUE(sm["kernels"].empty());
+  auto back = parseMetadata(toJson(m));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->provenance.gpu_archs, (std::vector<GpuArch>{GpuArch(80, true)}));
+  EXPECT_EQ(back->provenance.tag, "compute_80");
+  const ImageRecord& image = back->variants.at("rmsnorm_h4096_bf16").images.at(80);
+  EXPECT_TRUE(image.isPtx());
+  EXPECT_EQ(image.format, "ptx");
+  EXPECT_FALSE(image.archSpecific());
+  EXPECT_EQ(toJson(*back), toJson(m));
+  EXPECT_EQ(artifactFingerprint(*back), m.fingerprint);
+  // A cubin image writes its format too.
+  EXPECT_EQ(nlohmann::json::parse(
+                toJson(makeMetadata()))["variants"]["rmsnorm_h4096_bf16"]["sms"]["90"]["format"],
+            "cubin");
+}
+
+TEST(Metadata, MixedCubinAndPtxRoundTrip) {
+  ArtifactMetadata m = makePtxMetadata();
+  m.provenance.tag = "sm_80_compute_90";
+  m.provenance.gpu_archs = {GpuArch(80), GpuArch(90, true)};
+  VariantRecord& v = m.variants.begin()->second;
+  ImageRecord ptx = v.images.at(80);
+  ptx.sm = 90;
+  ptx.target = "compute_90";
+  ptx.symbol = "kiln_rmsnorm_h4096_bf16__arch90_image";
+  ptx.cubin = "cubins/rmsnorm_h4096_bf16.compute_90.ptx";
+  ImageRecord cubin = makeMetadata().variants.begin()->second.images.at(90);
+  cubin.sm = 80;
+  cubin.target = "sm_80";
+  cubin.symbol = "kiln_rmsnorm_h4096_bf16__arch80_image";
+  cubin.cubin = "cubins/rmsnorm_h4096_bf16.sm_80.cubin";
+  v.images = {{80, cubin}, {90, ptx}};
+  ASSERT_TRUE(checkTag(m.provenance));
+  const auto j = nlohmann::json::parse(toJson(m));
+  EXPECT_EQ(j["gpu_archs"], nlohmann::json::array({"sm_80", "compute_90"}));
+  auto back = parseMetadata(toJson(m));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->provenance.gpu_archs, (std::vector<GpuArch>{GpuArch(80), GpuArch(90, true)}));
+  EXPECT_FALSE(back->variants.begin()->second.images.at(80).isPtx());
+  EXPECT_TRUE(back->variants.begin()->second.images.at(90).isPtx());
+}
+
+TEST(Metadata, ImageWithoutFormatIsACubinAndAnUnknownFormatIsRefused) {
+  auto j = nlohmann::json::parse(toJson(makeMetadata()));
+  auto& sm = j["variants"]["rmsnorm_h4096_bf16"]["sms"]["90"];
+  sm.erase("format");  // metadata written before PTX images existed
+  auto old = parseMetadata(j.dump());
+  ASSERT_TRUE(old) << old.error();
+  const ImageRecord& image = old->variants.at("rmsnorm_h4096_bf16").images.at(90);
+  EXPECT_EQ(image.format, "cubin");
+  EXPECT_FALSE(image.isPtx());
+  sm["format"] = "fatbin";
+  auto unknown = parseMetadata(j.dump());
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error(),
+            "metadata.json: variants.rmsnorm_h4096_bf16 SM 90: format 'fatbin' is neither 'cubin' "
+            "nor 'ptx'");
+}
+
+TEST(Metadata, MalformedGpuArchsEntryParsesAsSmZeroAndFailsTheTag) {
+  auto j = nlohmann::json::parse(toJson(makePtxMetadata()));
+  j["gpu_archs"] = nlohmann::json::array({"compute_80a"});
+  auto m = parseMetadata(j.dump());
+  ASSERT_TRUE(m) << m.error();  // checkTag (and verify) judge it, in their own words
+  ASSERT_EQ(m->provenance.gpu_archs.size(), 1u);
+  EXPECT_EQ(m->provenance.gpu_archs[0].sm, 0);
+  auto tag = checkTag(m->provenance);
+  ASSERT_FALSE(tag);
+  EXPECT_EQ(tag.error(),
+            "gpu_archs [?] must be SMs (sm_NN or compute_NN), ascending and without repeats");
+}
+
+// The same artifact as sm_90 cubins and as compute_90 PTX are different inputs to a consumer.
+TEST(Metadata, FingerprintTellsACubinArtifactFromAPtxOne) {
+  ArtifactMetadata cubin = makeMetadata();
+  ArtifactMetadata ptx = makeMetadata();
+  ptx.provenance.gpu_archs = {GpuArch(90, true)};
+  EXPECT_NE(artifactFingerprint(cubin), artifactFingerprint(ptx));
+}
+
+TEST(Metadata, TagOfComputeEntries) {
+  Provenance p = makePtxMetadata().provenance;
+  EXPECT_TRUE(checkTag(p));  // "compute_80"
+  p.gpu_archs = {GpuArch(80), GpuArch(90, true)};
+  p.tag = "sm_80_compute_90";
+  EXPECT_TRUE(checkTag(p));
+  p.tag = "sm_80_sm_90";
+  auto wrong_kind = checkTag(p);
+  ASSERT_FALSE(wrong_kind);
+  EXPECT_EQ(wrong_kind.error(),
+            "tag 'sm_80_sm_90' does not match gpu_archs (expected 'sm_80_compute_90')");
+  // One SM twice, as a cubin and as PTX: not ascending.
+  p.gpu_archs = {GpuArch(80), GpuArch(80, true)};
+  p.tag = "sm_80_compute_80";
+  auto repeated = checkTag(p);
+  ASSERT_FALSE(repeated);
+  EXPECT_EQ(repeated.error(),
+            "gpu_archs [sm_80, compute_80] must be SMs (sm_NN or compute_NN), ascending and "
+            "without repeats");
+}
+
+TEST(Merge, RefusesAPtxArtifactForACubinOne) {
+  const Provenance p = makeMetadata().provenance;
+  Provenance now = p;
+  now.gpu_archs = {GpuArch(90, true)};
+  auto r = checkMergeable(p, now);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("gpu archs differs (old: 90, new: compute_90)"), std::string::npos)
+      << r.error();
 }
 
 }  // namespace

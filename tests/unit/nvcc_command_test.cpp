@@ -1,5 +1,6 @@
 // The CUDA front end's nvcc command: the -D contract of docs/registry.md, the target choice
-// (sm_90 vs sm_90a), the SM constant and the CUTLASS include, checked without running nvcc.
+// (sm_90 vs sm_90a vs compute_80 PTX, which has no -Xptxas -v), the SM constant and the CUTLASS
+// include, checked without running nvcc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,6 +66,51 @@ TEST(NvccCommand, ArchSpecificSmConstantAndCutlass) {
   auto it = std::find(argv.begin(), argv.end(), "/venv/cutlass/include");
   ASSERT_NE(it, argv.end());
   EXPECT_EQ(*(it - 1), "-I");
+}
+
+// A PTX request: `-ptx -arch=compute_80` and no ptxas flags; every other argument as the cubin
+// request's, in the same order, so the PTX is the code the cubin would be compiled from.
+TEST(NvccCommand, PtxRequestCompilesToPtxWithoutPtxas) {
+  Variant v = makeVariant();
+  v.sm_constant = true;
+  CudaToolchain cuda;
+  cuda.nvcc = "/usr/local/cuda/bin/nvcc";
+  CompileRequest cubin_request{&v,    80, "/repo", "/stage/cubins/rmsnorm_h4096_bf16.sm_80.cubin",
+                               &cuda, {}};
+  CompileRequest request{&v,    80, "/repo", "/stage/cubins/rmsnorm_h4096_bf16.compute_80.ptx",
+                         &cuda, {}};
+  request.ptx = true;
+  const auto argv = nvccCommand(request);
+  const std::vector<std::string> head = {"/usr/local/cuda/bin/nvcc",
+                                         "-ptx",
+                                         "-arch=compute_80",
+                                         "-O3",
+                                         "-std=c++17",
+                                         "-lineinfo",
+                                         "-I",
+                                         "/repo/kernels"};
+  ASSERT_GE(argv.size(), head.size());
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), argv.begin()));
+  EXPECT_FALSE(has(argv, "-cubin"));
+  EXPECT_FALSE(has(argv, "-Xptxas"));
+  EXPECT_FALSE(has(argv, "-v"));
+  EXPECT_FALSE(has(argv, "-arch=sm_80"));
+  EXPECT_TRUE(has(argv, "-DKILN_TARGET_SM=80"));
+  const std::vector<std::string> tail = {"-o", "/stage/cubins/rmsnorm_h4096_bf16.compute_80.ptx",
+                                         "/repo/kernels/rmsnorm/rmsnorm.cu"};
+  EXPECT_TRUE(std::equal(tail.begin(), tail.end(), argv.end() - 3));
+
+  // The cubin command less -Xptxas -v, with -ptx/-arch swapped and the output path changed.
+  std::vector<std::string> expected = nvccCommand(cubin_request);
+  ASSERT_EQ(expected[1], "-cubin");
+  ASSERT_EQ(expected[2], "-arch=sm_80");
+  ASSERT_EQ(expected[5], "-Xptxas");
+  ASSERT_EQ(expected[6], "-v");
+  expected[1] = "-ptx";
+  expected[2] = "-arch=compute_80";
+  expected.erase(expected.begin() + 5, expected.begin() + 7);
+  expected[expected.size() - 2] = "/stage/cubins/rmsnorm_h4096_bf16.compute_80.ptx";
+  EXPECT_EQ(argv, expected);
 }
 
 TEST(NvccCommand, FalseBoolIsZero) {

@@ -1,7 +1,10 @@
 // verify on artifact directories (issue 3, parts 3 and 6): a real artifact passes, and each way an
 // artifact can lie about itself (wrong host arch objects, a cubin for another SM, a variant
 // missing from the library, an extra cubin, a tag that disagrees with its directory or its SMs,
-// tampered bytes, links) is refused with a message naming the file and what was expected.
+// tampered bytes, links) is refused with a message naming the file and what was expected. PTX
+// images (compute_NN): a PTX-only and a mixed artifact pass and are counted; PTX for another
+// `.target`, PTX holding a NUL, a cubin under a PTX name, and an image format that disagrees
+// with gpu_archs are refused.
 #include <gtest/gtest.h>
 
 #include "artifact_fixture.h"
@@ -228,6 +231,179 @@ TEST_F(VerifyDir, SymlinkAndStrayFilesAreRejected) {
   ASSERT_FALSE(report);
   EXPECT_NE(report.error().find(".obj/leftover.o: unexpected file"), std::string::npos)
       << report.error();
+}
+
+// ---- PTX images ------------------------------------------------------------------------
+
+// A compute_80 artifact: two PTX images (nvcc -ptx -arch=compute_80), no cubin.
+ArtifactSpec ptxSpec() {
+  ArtifactSpec spec;
+  spec.sms = {80};
+  spec.ptx_sms = {80};
+  return spec;
+}
+
+TEST_F(VerifyDir, PtxArtifactVerifies) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), ptxSpec());
+  EXPECT_EQ(dir.filename(), "compute_80");
+  ASSERT_TRUE(fs::is_regular_file(dir / "cubins/rmsnorm_h4096_bf16.compute_80.ptx"));
+  auto report = verifyArtifactDir(dir);
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_EQ(report->tag, "compute_80");
+  EXPECT_EQ(report->sms, (std::vector<int>{80}));
+  EXPECT_EQ(report->cubins, 0);
+  EXPECT_EQ(report->ptx_images, 2);
+  EXPECT_EQ(summarize(*report),
+            "x86_64 compute_80 (CUDA 13.0.88): 2 variants, 0 cubins, 2 PTX images, 3 library "
+            "objects verified");
+}
+
+TEST_F(VerifyDir, MixedCubinAndPtxArtifactVerifies) {
+  REQUIRE_TOOLS("x86_64");
+  ArtifactSpec spec;
+  spec.sms = {80, 90};
+  spec.ptx_sms = {90};
+  spec.variants = {"rmsnorm_h4096_bf16"};
+  auto report = verifyArtifactDir(makeArtifact(tmp_.path(), spec));
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_EQ(report->tag, "sm_80_compute_90");
+  EXPECT_EQ(report->sms, (std::vector<int>{80, 90}));
+  EXPECT_EQ(report->cubins, 1);
+  EXPECT_EQ(report->ptx_images, 1);
+  EXPECT_EQ(summarize(*report),
+            "x86_64 sm_80_compute_90 (CUDA 13.0.88): 1 variant, 1 cubin, 1 PTX image, 2 library "
+            "objects verified");
+}
+
+// Rewrites the image file of (variant, SM) with `bytes` and updates its sha256 and size, so that
+// only what the bytes say about themselves is at fault.
+void replaceImage(const fs::path& dir, const std::string& variant, int sm,
+                  const std::string& bytes) {
+  std::string rel;
+  editMetadata(dir, [&](ArtifactMetadata& m) {
+    ImageRecord& image = m.variants.at(variant).images.at(sm);
+    image.sha256 = io::sha256Hex(bytes);
+    image.size = bytes.size();
+    rel = image.cubin;
+  });
+  io::writeFile(dir / rel, bytes).ok();
+}
+
+TEST_F(VerifyDir, PtxForAnotherTargetIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  ArtifactSpec spec = ptxSpec();
+  spec.sms = {90};
+  spec.ptx_sms = {90};
+  const fs::path dir = makeArtifact(tmp_.path(), spec);
+  const std::string compute80 = Toolbox::get().ptx(80);
+  ASSERT_NE(compute80.find(".target sm_80"), std::string::npos) << compute80;
+  replaceImage(dir, "rmsnorm_h4096_bf16", 90, compute80);
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(
+      report.error().find("cubins/rmsnorm_h4096_bf16.compute_90.ptx: PTX is for .target sm_80, "
+                          "metadata.json says compute_90"),
+      std::string::npos)
+      << report.error();
+  EXPECT_EQ(report.error().find("rmsnorm_h1024_fp16"), std::string::npos) << report.error();
+}
+
+TEST_F(VerifyDir, PtxHoldingANulIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), ptxSpec());
+  std::string bytes = Toolbox::get().ptx(80);
+  bytes.insert(bytes.find(".address_size"), std::string(1, '\0'));
+  replaceImage(dir, "rmsnorm_h1024_fp16", 80, bytes);
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find(
+                "cubins/rmsnorm_h1024_fp16.compute_80.ptx: PTX holds a NUL byte (the driver "
+                "would load it truncated)"),
+            std::string::npos)
+      << report.error();
+}
+
+TEST_F(VerifyDir, CubinUnderAPtxNameIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), ptxSpec());
+  replaceImage(dir, "rmsnorm_h4096_bf16", 80, Toolbox::get().cubin(80));
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  // A cubin's bytes hold NULs; either way the file is refused as PTX, naming it.
+  EXPECT_NE(report.error().find("cubins/rmsnorm_h4096_bf16.compute_80.ptx: "), std::string::npos)
+      << report.error();
+  EXPECT_NE(report.error().find("PTX holds a NUL byte"), std::string::npos) << report.error();
+  // Text that is not PTX at all has no .target.
+  replaceImage(dir, "rmsnorm_h4096_bf16", 80, "hello\n");
+  report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find(
+                "cubins/rmsnorm_h4096_bf16.compute_80.ptx: not PTX (no .target sm_NN directive)"),
+            std::string::npos)
+      << report.error();
+}
+
+TEST_F(VerifyDir, ImageFormatThatDisagreesWithGpuArchsIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), ptxSpec());
+  // gpu_archs says sm_80 (cubins) while the images are PTX.
+  editMetadata(dir, [](ArtifactMetadata& m) { m.provenance.gpu_archs = {GpuArch(80)}; });
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find(
+                "metadata.json: variant rmsnorm_h4096_bf16 SM 80 has a ptx image, but gpu_archs "
+                "lists sm_80"),
+            std::string::npos)
+      << report.error();
+  EXPECT_NE(report.error().find("tag 'compute_80' disagrees with gpu_archs (expected 'sm_80')"),
+            std::string::npos)
+      << report.error();
+
+  // A PTX image whose target is not compute_NN.
+  const fs::path other = makeArtifact(tmp_.path() / "other", ptxSpec());
+  editMetadata(other, [](ArtifactMetadata& m) {
+    m.variants.at("rmsnorm_h1024_fp16").images.at(80).target = "sm_80";
+  });
+  report = verifyArtifactDir(other);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find(
+                "metadata.json: variant rmsnorm_h1024_fp16 SM 80 is PTX with target 'sm_80', "
+                "expected 'compute_80'"),
+            std::string::npos)
+      << report.error();
+
+  // A cubin image where gpu_archs lists compute_NN.
+  ArtifactSpec sm80;
+  sm80.sms = {80};
+  const fs::path cubin = makeArtifact(tmp_.path() / "cubin", sm80);
+  editMetadata(cubin, [](ArtifactMetadata& m) {
+    m.provenance.gpu_archs = {GpuArch(80, true)};
+    m.provenance.tag = "compute_80";
+  });
+  report = verifyArtifactDir(cubin);
+  ASSERT_FALSE(report);
+  EXPECT_NE(
+      report.error().find("variant rmsnorm_h4096_bf16 SM 80 has a cubin image, but gpu_archs lists "
+                          "compute_80"),
+      std::string::npos)
+      << report.error();
+}
+
+TEST(TarballName, ParsesComputeTags) {
+  EXPECT_EQ(tarballFileName("x86_64", "compute_80", 13), "kiln_x86_64_compute_80_cuda13.tar.gz");
+  auto name = parseTarballFileName("kiln_x86_64_compute_80_cuda13.tar.gz");
+  ASSERT_TRUE(name) << name.error();
+  EXPECT_EQ(name->arch, "x86_64");
+  EXPECT_EQ(name->tag, "compute_80");
+  auto mixed = parseTarballFileName("kiln_aarch64_sm_87_compute_90_cuda13.tar.gz");
+  ASSERT_TRUE(mixed) << mixed.error();
+  EXPECT_EQ(mixed->arch, "aarch64");
+  EXPECT_EQ(mixed->tag, "sm_87_compute_90");
+  auto bad = parseTarballFileName("kiln_x86_64_cuda13.tar.gz");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().find("kiln_x86_64_compute_80_cuda13.tar.gz"), std::string::npos)
+      << bad.error();
 }
 
 // The e_flags decoding of cubin.h, on cubins nvcc writes now.

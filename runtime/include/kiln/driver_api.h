@@ -29,6 +29,10 @@ struct DriverApi {
   CUresult (*devicePrimaryCtxRetain)(CUcontext* context, CUdevice device) = nullptr;
   CUresult (*devicePrimaryCtxRelease)(CUdevice device) = nullptr;  // _v2
   CUresult (*moduleLoadData)(CUmodule* module, const void* image) = nullptr;
+  // For PTX images: the same load with JIT options, so a JIT failure comes with the JIT's error
+  // log. Optional in a test's table: when null, PTX loads through moduleLoadData, without a log.
+  CUresult (*moduleLoadDataEx)(CUmodule* module, const void* image, unsigned int num_options,
+                               CUjit_option* options, void** option_values) = nullptr;
   CUresult (*moduleUnload)(CUmodule module) = nullptr;
   CUresult (*moduleGetFunction)(CUfunction* function, CUmodule module, const char* name) = nullptr;
   CUresult (*funcSetAttribute)(CUfunction function, CUfunction_attribute attribute,

@@ -46,8 +46,10 @@ struct DeviceInfo {
 Status deviceForStream(Stream stream, DeviceInfo* out);
 
 // The image of `variant` that runs on a device of SM `device_sm`: an exact match first, then
-// (for images that are not arch-specific) the newest image of the same major and a lower minor.
-// On a miss: kNoKernelImage, "rmsnorm_h4096_bf16: artifact has sm_80 only; device is sm_90".
+// (for images that are not arch-specific) the newest image of the same major and a lower minor;
+// only when no cubin runs, the newest PTX image of an SM at most `device_sm` (any major; the
+// driver JIT-compiles it). On a miss: kNoKernelImage, "rmsnorm_h4096_bf16: artifact has sm_80,
+// compute_100 (PTX) only; device is sm_90".
 Status selectImage(const kiln_variant& variant, int device_sm, const kiln_image** out);
 
 // Launches entry `entry` (an index into variant.entries) on `stream` with `args` (the kernel's
@@ -65,6 +67,7 @@ struct VariantReport {
   std::string group;
   bool runnable = false;
   int image_sm = 0;    // the SM of the image that would run, when runnable
+  bool image_ptx = false;  // that image is PTX (compute_<image_sm>), JIT-compiled at load
   std::string reason;  // why not, when not runnable
 };
 

@@ -122,13 +122,18 @@ function(write_fixture root arch tag)
   fixture_inputs(rmsnorm_inputs rmsnorm common)
   fixture_inputs(softmax_inputs common)
 
-  string(REPLACE "sm_" "" sms "${tag}")
-  string(REPLACE "_" ";" sms "${sms}")
+  # The tag's entries, sm_NN (a cubin) or compute_NN (PTX): "sm_87_compute_90" -> sm_87;compute_90.
+  string(REGEX REPLACE "_(sm|compute)_" ";\\1_" entries "${tag}")
   set(gpu_archs "")
   set(per_sm "")
-  foreach(sm IN LISTS sms)
-    list(APPEND gpu_archs "\"sm_${sm}\"")
-    list(APPEND per_sm "\"${sm}\": {\"target\": \"sm_${sm}\", \"symbol\": \"x\"}")
+  foreach(entry IN LISTS entries)
+    string(REGEX REPLACE "^(sm|compute)_" "" sm "${entry}")
+    set(format cubin)
+    if(entry MATCHES "^compute_")
+      set(format ptx)
+    endif()
+    list(APPEND gpu_archs "\"${entry}\"")
+    list(APPEND per_sm "\"${sm}\": {\"target\": \"${entry}\", \"format\": \"${format}\", \"symbol\": \"x\"}")
   endforeach()
   list(JOIN gpu_archs ", " gpu_archs)
   list(JOIN per_sm ", " per_sm)
@@ -390,6 +395,26 @@ function(case_fixture_multi_sm)
   configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64" "-DPROBE_GROUPS=fmha")
   expect_failure(
     "kiln build --gpu-arch sm_87,sm_90 --arch x86_64 --kernels rmsnorm,softmax,fmha --clean")
+endfunction()
+
+# A PTX artifact (compute_NN entries): found without TAG and by its tag, SM and PTX defines, the
+# rebuild command names the compute_NN entries; a tag with a malformed entry is refused.
+function(case_fixture_ptx)
+  write_fixture("${FIXTURES}" x86_64 sm_80_compute_90)
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_success()
+  expect_output("probe: tag=sm_80_compute_90" "kiln: KILN_ARTIFACT_SM_80 set" "kiln: KILN_ARTIFACT_SM_90 set"
+                "kiln: KILN_ARTIFACT_PTX_90 set"
+                "kiln: imported x86_64/sm_80_compute_90: 2 groups, 3 variants, SMs 80 90")
+  if(OUTPUT MATCHES "KILN_ARTIFACT_PTX_80")
+    fail("sm_80 is a cubin entry: KILN_ARTIFACT_PTX_80 must not be set")
+  endif()
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64" "-DPROBE_TAG=sm_80_compute_90"
+            "-DPROBE_GROUPS=fmha")
+  expect_failure(
+    "kiln build --gpu-arch sm_80,compute_90 --arch x86_64 --kernels rmsnorm,softmax,fmha --clean")
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64" "-DPROBE_TAG=compute_9x")
+  expect_failure("TAG 'compute_9x' is neither an artifact tag (sm_90, sm_87_sm_90, compute_80)")
 endfunction()
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,11 @@ Handler setupDoctor(CLI::App& app) {
     int failed = 0;
     for (const auto& v : report->variants) {
       if (v.runnable) {
-        fmt::print("  {:<40} runnable (sm_{} image)\n", v.name, v.image_sm);
+        if (v.image_ptx) {
+          fmt::print("  {:<40} runnable (compute_{} PTX image, JIT-compiled by the driver)\n", v.name, v.image_sm);
+        } else {
+          fmt::print("  {:<40} runnable (sm_{} image)\n", v.name, v.image_sm);
+        }
       } else {
         ++failed;
         fmt::print("  {:<40} NOT runnable: {}\n", v.name, v.reason);

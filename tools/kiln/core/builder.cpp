@@ -146,10 +146,13 @@ class Builder {
     auto cuda = detectCuda(runner_, options_.nvcc, options_.cuda_home);
     if (!cuda) return cuda.failure();
     cuda_ = *cuda;
-    for (int sm : sms_) {
-      if (std::find(cuda_.sms.begin(), cuda_.sms.end(), sm) == cuda_.sms.end()) {
+    for (const GpuArch& target : sms_) {
+      // compute_NN is checked against `--list-gpu-code` too: every nvcc lists compute_NN for each
+      // sm_NN it can compile (CUDA 13.0: the same twelve numbers), and a virtual architecture
+      // without a real one is of no use to kiln.
+      if (std::find(cuda_.sms.begin(), cuda_.sms.end(), target.sm) == cuda_.sms.end()) {
         return makeError(fmt::format("--gpu-arch {}: nvcc {} cannot target it (it targets sm_{})",
-                                     smName(sm), cuda_.version, fmt::join(cuda_.sms, ", sm_")),
+                                     gpuArchName(target), cuda_.version, fmt::join(cuda_.sms, ", sm_")),
                          ErrorKind::kEnvironment);
       }
     }
@@ -188,7 +191,7 @@ class Builder {
     p.tag = artifactTag(sms_);
     p.gpu_archs = sms_;
     std::set<std::string> targets;
-    for (const auto& job : plan_.jobs) targets.insert(nvccTarget(job.sm, job.variant->arch_specific));
+    for (const auto& job : plan_.jobs) targets.insert(nvccTarget(job.sm, job.variant->arch_specific, job.ptx));
     p.compile_targets.assign(targets.begin(), targets.end());
     p.cuda_version = cuda_.version;
     p.host_compiler_command = host_.cxx;
@@ -287,9 +290,10 @@ class Builder {
     for (const auto& job : plan_.jobs) {
       ImageRecord& image = metadata_.variants[job.variant->name].images[job.sm];
       image.sm = job.sm;
-      image.target = nvccTarget(job.sm, job.variant->arch_specific);
+      image.target = nvccTarget(job.sm, job.variant->arch_specific, job.ptx);
+      image.format = job.ptx ? kFormatPtx : kFormatCubin;
       image.symbol = imageSymbol(job.variant->name, job.sm);
-      image.cubin = cubinPath(job.variant->name, job.sm);
+      image.cubin = imagePath(job.variant->name, job.sm, job.ptx);
     }
     for (const Variant* v : plan_.variants) {
       VariantRecord& record = metadata_.variants[v->name];
@@ -307,9 +311,10 @@ class Builder {
       CompileRequest request;
       request.variant = job.variant;
       request.sm = job.sm;
+      request.ptx = job.ptx;
       request.root = root_;
       request.cuda = &cuda_;
-      request.cubin = staging_ / cubinPath(job.variant->name, job.sm);
+      request.cubin = staging_ / imagePath(job.variant->name, job.sm, job.ptx);
       request.cute_dsl = &cute_dsl_;
       request.scratch = staging_ / ".obj";
       if (std::find(job.variant->uses.begin(), job.variant->uses.end(), "cutlass") != job.variant->uses.end()) {
@@ -322,20 +327,32 @@ class Builder {
       });
       auto output = front_end->compile(request, runner_);
       if (!output) return output.failure();
-      auto machine = io::elfMachine(request.cubin);
-      if (!machine) return makeError(fmt::format("{}: the compiler reported success but {}", job.variant->name, machine.error()));
-      if (*machine != io::kElfMachineCuda) {
-        return makeError(fmt::format("{}: ELF machine {} is not a CUDA cubin ({})", request.cubin.string(),
-                                     *machine, io::kElfMachineCuda));
-      }
-      auto bytes = io::readFile(request.cubin);
-      if (!bytes) return bytes.failure();
       ImageAbi abi;
       abi.sm = job.sm;
-      for (const auto& [entry, resources] : output->kernels) abi.ptxas_entries.push_back(entry);
-      auto elf_abi = readCubinAbi(*bytes, request.cubin.string());
-      if (!elf_abi) return elf_abi.failure();
-      abi.elf = std::move(elf_abi).value();
+      abi.ptx = job.ptx;
+      auto bytes = io::readFile(request.cubin);
+      if (!bytes) return makeError(fmt::format("{}: the compiler reported success but {}", job.variant->name, bytes.error()));
+      if (job.ptx) {
+        // cuModuleLoadData reads PTX up to its first NUL, so one inside the text would load a
+        // truncated module; the shim appends the terminating NUL itself (codegen.cpp). Not ELF,
+        // so no cubin ABI to read (cubin_abi.h): the entries of the text stand in for ptxas's.
+        if (bytes->find('\0') != std::string::npos) {
+          return makeError(fmt::format("{}: the PTX holds a NUL byte; the driver would load it truncated",
+                                       request.cubin.string()));
+        }
+        abi.ptxas_entries = output->ptx_entries;
+      } else {
+        auto machine = io::elfMachine(request.cubin);
+        if (!machine) return makeError(fmt::format("{}: the compiler reported success but {}", job.variant->name, machine.error()));
+        if (*machine != io::kElfMachineCuda) {
+          return makeError(fmt::format("{}: ELF machine {} is not a CUDA cubin ({})", request.cubin.string(),
+                                       *machine, io::kElfMachineCuda));
+        }
+        for (const auto& [entry, resources] : output->kernels) abi.ptxas_entries.push_back(entry);
+        auto elf_abi = readCubinAbi(*bytes, request.cubin.string());
+        if (!elf_abi) return elf_abi.failure();
+        abi.elf = std::move(elf_abi).value();
+      }
       sink.with([&](BuildSink& s) {
         abis_[job.variant->name].push_back(std::move(abi));
         // The record map is only read/written here under the sink lock once workers run.
@@ -576,7 +593,7 @@ class Builder {
   io::ProcessRunner& runner_;
   BuildSink& sink_;
 
-  std::vector<int> sms_;
+  std::vector<GpuArch> sms_;
   fs::path root_;
   fs::path runtime_;
   CudaToolchain cuda_;

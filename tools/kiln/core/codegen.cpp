@@ -42,19 +42,28 @@ std::string headerConstant(const Constant& constant) {
 
 std::string imageShimSource(const VariantRecord& variant, const ImageRecord& image,
                             const std::string& cubin_bytes) {
+  const bool ptx = image.isPtx();
+  const char* array = ptx ? "kPtx" : "kCubin";
   std::string out = kGeneratedNote;
-  out += fmt::format("// The {} cubin of {} ({} bytes, sha256 {}).\n", image.target, variant.name,
-                     cubin_bytes.size(), image.sha256);
+  if (ptx) {
+    out += fmt::format("// The {} PTX of {} ({} bytes and a NUL, sha256 {} of the bytes), JIT-compiled by the\n"
+                       "// driver when the module is loaded.\n",
+                       image.target, variant.name, cubin_bytes.size(), image.sha256);
+  } else {
+    out += fmt::format("// The {} cubin of {} ({} bytes, sha256 {}).\n", image.target, variant.name,
+                       cubin_bytes.size(), image.sha256);
+  }
   out += "#include \"kiln/variant.h\"\n\n";
-  out += "namespace {\nalignas(64) const unsigned char kCubin[] = {";
+  out += fmt::format("namespace {{\nalignas(64) const unsigned char {}[] = {{", array);
   for (size_t i = 0; i < cubin_bytes.size(); ++i) {
     if (i % 16 == 0) out += "\n   ";
     out += fmt::format(" 0x{:02x},", static_cast<unsigned char>(cubin_bytes[i]));
   }
+  if (ptx) out += "\n    0x00,  // the NUL that ends the PTX text; not counted in size";
   out += "\n};\n}  // namespace\n\n";
   out += fmt::format("extern \"C\" const kiln_image* {}(void) {{\n", image.symbol);
-  out += fmt::format("  static const kiln_image image = {{{}, {}, kCubin, sizeof(kCubin), \"{}\"}};\n",
-                     image.sm, image.archSpecific() ? 1 : 0, image.sha256);
+  out += fmt::format("  static const kiln_image image = {{{}, {}, {}, sizeof({}){}, \"{}\", {}}};\n", image.sm,
+                     image.archSpecific() ? 1 : 0, array, array, ptx ? " - 1" : "", image.sha256, ptx ? 1 : 0);
   out += "  return &image;\n}\n";
   return out;
 }

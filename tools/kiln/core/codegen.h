@@ -10,7 +10,9 @@
 
 namespace kiln::core {
 
-// Defines kiln_<name>__arch<NN>_image(): the cubin as a static byte array.
+// Defines kiln_<name>__arch<NN>_image(): the cubin as a static byte array; for a PTX image, the
+// text followed by one NUL (cuModuleLoadData reads PTX as a C string), with kiln_image.size and
+// .sha256 covering the text only, as metadata.json records them, and kiln_image.ptx = 1.
 std::string imageShimSource(const VariantRecord& variant, const ImageRecord& image,
                             const std::string& cubin_bytes);
 // Defines kiln_<name>_variant(): the name, group, entries and every SM image (the runtime's

@@ -166,6 +166,11 @@ Result<std::map<std::string, KernelAbi>> readCubinAbi(std::string_view bytes,
 
 namespace {
 
+// "sm_90" for a cubin, "compute_80" for PTX.
+std::string label(const ImageAbi& image) { return gpuArchName(GpuArch(image.sm, image.ptx)); }
+// "the sm_90 cubin", "the compute_80 PTX".
+std::string imageNoun(const ImageAbi& image) { return label(image) + (image.ptx ? " PTX" : " cubin"); }
+
 std::string describeParams(const KernelAbi& abi) {
   std::vector<std::string> parts;
   for (const auto& p : abi.params)
@@ -188,14 +193,16 @@ std::optional<std::string> difference(const ImageAbi& a, const ImageAbi& b) {
   auto entrySets = [&](const std::vector<std::string>& x,
                        const std::vector<std::string>& y) -> std::optional<std::string> {
     if (auto extra = onlyIn(x, y); !extra.empty()) {
-      return fmt::format("entry '{}' is in the {} cubin only", extra.front(), smName(a.sm));
+      return fmt::format("entry '{}' is in the {} only", extra.front(), imageNoun(a));
     }
     if (auto extra = onlyIn(y, x); !extra.empty()) {
-      return fmt::format("entry '{}' is in the {} cubin only", extra.front(), smName(b.sm));
+      return fmt::format("entry '{}' is in the {} only", extra.front(), imageNoun(b));
     }
     return std::nullopt;
   };
-  // ptxas's report is always there; the ELF view is compared too when both cubins have one.
+  // ptxas's report (or a PTX image's .entry list) is always there; the ELF view is compared too
+  // when both images are cubins that have one (a PTX image has none: its parameter layout is
+  // only fixed by the driver's JIT, so only its entry set is compared).
   if (auto why = entrySets(a.ptxas_entries, b.ptxas_entries)) return why;
   const auto ea = keys(a.elf);
   const auto eb = keys(b.elf);
@@ -229,7 +236,7 @@ std::string compareImageAbis(const std::string& variant, const std::vector<Image
           "{}: ABI differs between {} and {}: {}; the variant's header and kiln_variant "
           "table are shared by all its SMs, so its entry kernels and their parameters "
           "must be the same on each",
-          variant, smName(images[0].sm), smName(images[i].sm), *why);
+          variant, label(images[0]), label(images[i]), *why);
     }
   }
   return {};

@@ -42,11 +42,14 @@ Result<std::map<std::string, KernelAbi>> readCubinAbi(std::string_view bytes,
                                                       const std::string& what);
 
 // One SM image's ABI as the builder compares it: the entries ptxas reported (always known) and
-// what the cubin's ELF says (empty for fakes).
+// what the cubin's ELF says (empty for fakes). A PTX image (`ptx`) is not ELF, so readCubinAbi is
+// not run on it: its entries are the PTX text's `.entry` names and `elf` stays empty, which
+// leaves the entry-set comparison, the part of the check that still applies.
 struct ImageAbi {
   int sm = 0;
   std::vector<std::string> ptxas_entries;  // sorted
   std::map<std::string, KernelAbi> elf;    // from readCubinAbi
+  bool ptx = false;
 };
 
 // Empty when every image agrees; else a message naming the variant, both SMs and the difference

@@ -1,8 +1,12 @@
 // The CUDA C++ front end: one nvcc invocation per (variant, SM) producing a cubin, with
-// `-Xptxas -v` so the resource report comes from the same compile that produced the code.
+// `-Xptxas -v` so the resource report comes from the same compile that produced the code; or,
+// for a compute_NN target, producing PTX (no ptxas runs, so no resources: the entry check reads
+// the PTX text instead).
 // The constants reach the kernel as -D macros exactly as docs/registry.md specifies; that table
 // and nvccCommand() must change together.
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,6 +14,8 @@
 #include "core/cute_dsl_frontend.h"
 #include "core/frontend.h"
 #include "core/naming.h"
+#include "core/ptx.h"
+#include "io/fs.h"
 
 namespace kiln::core {
 
@@ -34,6 +40,14 @@ std::vector<std::string> constantDefines(const Constant& constant) {
   return {};
 }
 
+// The first entry of kiln.toml that `found` lacks.
+std::optional<std::string> missingEntry(const Variant& variant, const std::vector<std::string>& found) {
+  for (const auto& entry : variant.entries) {
+    if (std::find(found.begin(), found.end(), entry) == found.end()) return entry;
+  }
+  return std::nullopt;
+}
+
 class CudaFrontEnd final : public FrontEnd {
  public:
   std::vector<std::vector<std::string>> commands(const CompileRequest& request) const override {
@@ -44,7 +58,7 @@ class CudaFrontEnd final : public FrontEnd {
                                 io::ProcessRunner& runner) const override {
     const Variant& variant = *request.variant;
     CompileOutput output;
-    output.target = nvccTarget(request.sm, variant.arch_specific);
+    output.target = nvccTarget(request.sm, variant.arch_specific, request.ptx);
     output.commands = commands(request);
     const auto start = std::chrono::steady_clock::now();
     auto result = runner.run(output.commands.front());
@@ -56,16 +70,30 @@ class CudaFrontEnd final : public FrontEnd {
       return makeError(fmt::format("{} for {}: nvcc failed with exit code {}:\n{}", variant.name,
                                    output.target, result->exit_code, output.log));
     }
-    output.kernels = parsePtxasReport(output.log);
-    for (const auto& entry : variant.entries) {
-      if (output.kernels.count(entry) == 0) {
-        std::vector<std::string> found;
-        for (const auto& [name, resources] : output.kernels) found.push_back(name);
-        return makeError(fmt::format(
-            "{} for {}: entry '{}' (declared in kiln.toml) is not an entry kernel of the cubin; "
-            "ptxas compiled [{}] (is it extern \"C\" __global__?)",
-            variant.name, output.target, entry, fmt::join(found, ", ")));
+    if (request.ptx) {
+      auto text = io::readFile(request.cubin);
+      if (!text) {
+        return makeError(fmt::format("{} for {}: nvcc reported success but {}", variant.name,
+                                     output.target, text.error()));
       }
+      output.ptx_entries = ptxEntries(*text);
+      std::sort(output.ptx_entries.begin(), output.ptx_entries.end());
+      if (auto missing = missingEntry(variant, output.ptx_entries)) {
+        return makeError(fmt::format(
+            "{} for {}: entry '{}' (declared in kiln.toml) is not an entry kernel of the PTX; "
+            "its .entry directives are [{}] (is it extern \"C\" __global__?)",
+            variant.name, output.target, *missing, fmt::join(output.ptx_entries, ", ")));
+      }
+      return output;
+    }
+    output.kernels = parsePtxasReport(output.log);
+    std::vector<std::string> found;
+    for (const auto& [name, resources] : output.kernels) found.push_back(name);
+    if (auto missing = missingEntry(variant, found)) {
+      return makeError(fmt::format(
+          "{} for {}: entry '{}' (declared in kiln.toml) is not an entry kernel of the cubin; "
+          "ptxas compiled [{}] (is it extern \"C\" __global__?)",
+          variant.name, output.target, *missing, fmt::join(found, ", ")));
     }
     return output;
   }
@@ -75,16 +103,19 @@ class CudaFrontEnd final : public FrontEnd {
 
 std::vector<std::string> nvccCommand(const CompileRequest& request) {
   const Variant& variant = *request.variant;
+  // The same flags for both formats, so the PTX is the code the cubin would have been compiled
+  // from; PTX has no ptxas run, hence no -Xptxas -v.
   std::vector<std::string> argv = {request.cuda != nullptr ? request.cuda->nvcc : "nvcc",
-                                   "-cubin",
-                                   "-arch=" + nvccTarget(request.sm, variant.arch_specific),
+                                   request.ptx ? "-ptx" : "-cubin",
+                                   "-arch=" + nvccTarget(request.sm, variant.arch_specific, request.ptx),
                                    "-O3",
-                                   "-std=c++17",
-                                   "-Xptxas",
-                                   "-v",
-                                   "-lineinfo",
-                                   "-I",
-                                   (request.root / "kernels").string()};
+                                   "-std=c++17"};
+  if (!request.ptx) {
+    argv.push_back("-Xptxas");
+    argv.push_back("-v");
+  }
+  for (const char* arg : {"-lineinfo", "-I"}) argv.push_back(arg);
+  argv.push_back((request.root / "kernels").string());
   if (!request.cutlass_include.empty()) {
     argv.push_back("-I");
     argv.push_back(request.cutlass_include.string());

@@ -253,6 +253,11 @@ class CuteDslFrontEnd final : public FrontEnd {
     if (request.cute_dsl == nullptr) {
       return makeError(fmt::format("{}: the CuTe DSL toolchain was not detected", variant.name));
     }
+    if (request.ptx) {  // planBuild refuses this first; kept so the front end never mislabels a cubin
+      return makeError(fmt::format("{}: the CuTe DSL front end emits cubins only; {} (PTX) cannot be built",
+                                   variant.name, ptxTarget(request.sm)),
+                       ErrorKind::kUsage);
+    }
     if (!variant.nvcc_flags.empty() || !variant.uses.empty()) {
       return makeError(fmt::format(
           "{}: nvcc_flags [{}] and uses [{}] apply to cuda variants only; a cute_dsl variant takes "

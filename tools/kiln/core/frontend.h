@@ -1,6 +1,6 @@
 // The front-end interface: one implementation per kernel source kind (CUDA C++: nvcc; CuTe DSL:
-// core/cute_dsl_frontend.h). A front end turns (variant, target SM, output path) into a cubin, a
-// per-entry resource report and the commands it ran; everything downstream (shims, headers, metadata,
+// core/cute_dsl_frontend.h). A front end turns (variant, target SM, output path) into a cubin (or,
+// for a compute_NN target, PTX), a per-entry resource report and the commands it ran; everything downstream (shims, headers, metadata,
 // library) reads only this output, so a new kind plugs in here and nowhere else.
 #pragma once
 
@@ -24,16 +24,18 @@ struct CompileRequest {
   const Variant* variant = nullptr;
   int sm = 0;
   std::filesystem::path root;   // the repository root (holds kernels/)
-  std::filesystem::path cubin;  // where the cubin goes
+  std::filesystem::path cubin;  // where the image goes (the cubin, or the PTX text when `ptx`)
   const CudaToolchain* cuda = nullptr;
   std::filesystem::path cutlass_include;  // empty unless the variant uses cutlass
   const CuteDslToolchain* cute_dsl = nullptr;  // set for cute_dsl variants
   std::filesystem::path scratch{};  // a directory the front end may write helper files into
+  bool ptx = false;  // compile PTX for compute_<sm> instead of a cubin for sm_<sm>
 };
 
 struct CompileOutput {
-  std::string target;  // the device target: "sm_90" or "sm_90a"
-  std::map<std::string, KernelResources> kernels;  // entry -> resources
+  std::string target;  // the device target: "sm_90", "sm_90a" or "compute_80"
+  std::map<std::string, KernelResources> kernels;  // entry -> resources (empty for PTX)
+  std::vector<std::string> ptx_entries;  // PTX only: the `.entry` kernels of the text, sorted
   std::vector<std::vector<std::string>> commands;  // what ran, in order
   double seconds = 0;
   std::string log;  // the tools' diagnostics, for --verbose
@@ -51,7 +53,8 @@ class FrontEnd {
 // The front end for a source kind; an error for a kind that has none yet.
 Result<const FrontEnd*> frontEndFor(SourceKind kind);
 
-// The CUDA C++ front end's nvcc argv (docs/registry.md): exposed for tests and --verbose.
+// The CUDA C++ front end's nvcc argv (docs/registry.md): exposed for tests and --verbose. For a
+// PTX request: `-ptx -arch=compute_NN` in place of `-cubin -arch=sm_NN[a]`, and no `-Xptxas -v`.
 std::vector<std::string> nvccCommand(const CompileRequest& request);
 
 }  // namespace kiln::core

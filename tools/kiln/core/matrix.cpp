@@ -296,10 +296,15 @@ std::vector<CoverageGap> coverageGaps(const MatrixEntry& entry, const Registry& 
     gaps.push_back({"", "", 0,
                     fmt::format("entry {}: the artifact's arch is {}, expected {}", entry.id(),
                                 p.arch, entry.arch)});
-  if (p.gpu_archs != entry.sms)
+  // The matrix ships cubins: an entry's SMs are sm_NN, never compute_NN.
+  const std::vector<GpuArch> expected(entry.sms.begin(), entry.sms.end());
+  if (p.gpu_archs != expected) {
+    std::vector<std::string> names;
+    for (const GpuArch& arch : p.gpu_archs) names.push_back(gpuArchName(arch));
     gaps.push_back({"", "", 0,
                     fmt::format("entry {}: the artifact's SMs are {}, expected {}", entry.id(),
-                                smList(p.gpu_archs), smList(entry.sms))});
+                                fmt::join(names, ", "), smList(entry.sms))});
+  }
   const auto groups = entryGroups(entry, registry);
   for (const Group* g : groups) {
     const std::string toml = fs::relative(g->toml, registry.root).string();

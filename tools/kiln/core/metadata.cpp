@@ -53,7 +53,7 @@ std::string toJson(const ArtifactMetadata& m) {
   j["host_target"] = p.host_target;
   j["tag"] = p.tag;
   Json archs = Json::array();
-  for (int sm : p.gpu_archs) archs.push_back(fmt::format("sm_{}", sm));
+  for (const GpuArch& arch : p.gpu_archs) archs.push_back(gpuArchName(arch));
   j["gpu_archs"] = archs;
   j["compile_targets"] = p.compile_targets;
   j["cuda_version"] = p.cuda_version;
@@ -76,6 +76,7 @@ std::string toJson(const ArtifactMetadata& m) {
       Json kernels = Json::object();
       for (const auto& [entry, k] : image.kernels) kernels[entry] = kernelJson(k);
       sms[std::to_string(sm)] = {{"target", image.target},
+                                 {"format", image.format},
                                  {"symbol", image.symbol},
                                  {"cubin", image.cubin},
                                  {"sha256", image.sha256},
@@ -124,7 +125,8 @@ Result<ArtifactMetadata> parseMetadata(const std::string& json_text) {
     field = "tag";
     p.tag = j.at(field).get<std::string>();
     field = "gpu_archs";
-    for (const auto& a : j.at(field)) p.gpu_archs.push_back(parseSm(a.get<std::string>()));
+    // A malformed entry parses as SM 0, which checkTag (and verify) reject naming the list.
+    for (const auto& a : j.at(field)) p.gpu_archs.push_back(parseGpuArch(a.get<std::string>()));
     field = "compile_targets";
     p.compile_targets = j.at(field).get<std::vector<std::string>>();
     field = "cuda_version";
@@ -179,6 +181,12 @@ Result<ArtifactMetadata> parseMetadata(const std::string& json_text) {
         ImageRecord image;
         image.sm = parseSm(sm_text);
         image.target = s.at("target").get<std::string>();
+        // Metadata written before PTX images existed has no format: every image was a cubin.
+        image.format = s.value("format", std::string(kFormatCubin));
+        if (image.format != kFormatCubin && image.format != kFormatPtx) {
+          return makeError(fmt::format("metadata.json: variants.{} SM {}: format '{}' is neither '{}' nor '{}'",
+                                       name, sm_text, image.format, kFormatCubin, kFormatPtx));
+        }
         image.symbol = s.at("symbol").get<std::string>();
         image.cubin = s.at("cubin").get<std::string>();
         image.sha256 = s.at("sha256").get<std::string>();
@@ -222,10 +230,14 @@ std::string variantFingerprint(const VariantRecord& record, const Variant& varia
 
 std::string artifactFingerprint(const ArtifactMetadata& m) {
   const Provenance& p = m.provenance;
+  // An sm_NN entry is written as its number, as before compute_NN entries existed, so the
+  // fingerprint of an artifact without PTX is what it always was.
+  std::vector<std::string> archs;
+  for (const GpuArch& arch : p.gpu_archs) archs.push_back(arch.ptx ? gpuArchName(arch) : std::to_string(arch.sm));
   std::string text = fmt::format(
       "kiln {}\narch {}\nhost_target {}\ntag {}\ngpu_archs {}\ncompile_targets {}\ncuda {}\n"
       "host_compiler {} {}\ncutlass {}\n",
-      p.kiln_version, p.arch, p.host_target, p.tag, fmt::join(p.gpu_archs, ","),
+      p.kiln_version, p.arch, p.host_target, p.tag, fmt::join(archs, ","),
       fmt::join(p.compile_targets, ","), p.cuda_version, p.host_compiler_command,
       p.host_compiler_version, p.cutlass_version.value_or("none"));
   for (const auto& [name, v] : m.variants) text += fmt::format("variant {} {}\n", name, v.fingerprint);
@@ -234,11 +246,15 @@ std::string artifactFingerprint(const ArtifactMetadata& m) {
 
 Result<void> checkTag(const Provenance& p) {
   const auto& archs = p.gpu_archs;
-  const bool ascending =
-      std::adjacent_find(archs.begin(), archs.end(), [](int a, int b) { return a >= b; }) == archs.end();
-  if (archs.empty() || std::find_if(archs.begin(), archs.end(), [](int sm) { return sm <= 0; }) != archs.end() ||
+  const bool ascending = std::adjacent_find(archs.begin(), archs.end(), [](const GpuArch& a, const GpuArch& b) {
+                           return a.sm >= b.sm;
+                         }) == archs.end();
+  std::vector<std::string> names;
+  for (const GpuArch& arch : archs) names.push_back(arch.sm > 0 ? gpuArchName(arch) : "?");
+  if (archs.empty() || std::find_if(archs.begin(), archs.end(), [](const GpuArch& a) { return a.sm <= 0; }) != archs.end() ||
       !ascending) {
-    return makeError(fmt::format("gpu_archs [{}] must be SMs, ascending and without repeats", fmt::join(archs, ", ")),
+    return makeError(fmt::format("gpu_archs [{}] must be SMs (sm_NN or compute_NN), ascending and without repeats",
+                                 fmt::join(names, ", ")),
                      ErrorKind::kUsage);
   }
   if (p.tag != artifactTag(archs)) {
@@ -259,8 +275,13 @@ Result<void> checkMergeable(const Provenance& old_p, const Provenance& now) {
   if (old_p.host_target != now.host_target) return differs("host target", old_p.host_target, now.host_target);
   if (old_p.tag != now.tag) return differs("tag", old_p.tag, now.tag);
   if (old_p.gpu_archs != now.gpu_archs) {
-    return differs("gpu archs", fmt::format("{}", fmt::join(old_p.gpu_archs, ",")),
-                   fmt::format("{}", fmt::join(now.gpu_archs, ",")));
+    // Numbers for sm_NN, as this message always said; compute_NN spelled out.
+    auto list = [](const std::vector<GpuArch>& archs) {
+      std::vector<std::string> names;
+      for (const GpuArch& a : archs) names.push_back(a.ptx ? gpuArchName(a) : std::to_string(a.sm));
+      return fmt::format("{}", fmt::join(names, ","));
+    };
+    return differs("gpu archs", list(old_p.gpu_archs), list(now.gpu_archs));
   }
   if (old_p.cuda_version != now.cuda_version) return differs("CUDA version", old_p.cuda_version, now.cuda_version);
   if (old_p.host_compiler_command != now.host_compiler_command) {

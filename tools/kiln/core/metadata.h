@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/naming.h"
 #include "core/ptxas.h"
 #include "core/registry.h"
 #include "core/result.h"
@@ -18,18 +19,23 @@ namespace kiln::core {
 
 inline constexpr int kSchemaVersion = 1;
 
+inline constexpr char kFormatCubin[] = "cubin";
+inline constexpr char kFormatPtx[] = "ptx";
+
 struct ImageRecord {
   int sm = 0;
-  std::string target;      // "sm_90" | "sm_90a"
+  std::string target;      // "sm_90" | "sm_90a" | "compute_80"
+  std::string format = kFormatCubin;  // "cubin" | "ptx"; absent in metadata written before PTX: "cubin"
   std::string symbol;      // kiln_<name>__arch<NN>_image
-  std::string cubin;       // cubins/<name>.sm_<NN>.cubin
-  std::string sha256;
-  std::uint64_t size = 0;
+  std::string cubin;       // the image file: cubins/<name>.sm_<NN>.cubin | cubins/<name>.compute_<NN>.ptx
+  std::string sha256;      // of the file's bytes (for PTX: the text, without the NUL the shim appends)
+  std::uint64_t size = 0;  // likewise
   double compile_seconds = 0;
   std::vector<std::string> command;
-  std::map<std::string, KernelResources> kernels;
+  std::map<std::string, KernelResources> kernels;  // from ptxas; empty for PTX (no ptxas ran)
 
   bool archSpecific() const { return !target.empty() && target.back() == 'a'; }
+  bool isPtx() const { return format == kFormatPtx; }
 };
 
 struct VariantRecord {
@@ -55,7 +61,7 @@ struct Provenance {
   std::string arch;
   std::string host_target;
   std::string tag;
-  std::vector<int> gpu_archs;
+  std::vector<GpuArch> gpu_archs;  // sm_NN and compute_NN entries, ascending by SM
   std::vector<std::string> compile_targets;  // sorted, unique
   std::string cuda_version;
   std::string host_compiler_command;
@@ -89,7 +95,8 @@ std::string variantFingerprint(const VariantRecord& record, const Variant& varia
 // sha256 over the provenance fields and every variant's fingerprint, by name.
 std::string artifactFingerprint(const ArtifactMetadata& metadata);
 
-// The tag is the gpu_archs joined ("sm_87_sm_90"), and gpu_archs are ascending and unique. The
+// The tag is the gpu_archs joined ("sm_87_sm_90", "compute_80"), and gpu_archs are ascending
+// and unique by SM. The
 // builder writes them so; this rejects metadata (an old artifact to merge into) that disagrees.
 // parseMetadata does not apply it, so `kiln verify` can report the disagreement in its own words.
 Result<void> checkTag(const Provenance& provenance);

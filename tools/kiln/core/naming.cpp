@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -42,22 +43,44 @@ std::string constantMacro(const std::string& constant) {
 std::string constantIdentifier(const std::string& constant) { return "k" + camelCase(constant); }
 
 std::string smName(int sm) { return fmt::format("sm_{}", sm); }
-std::string nvccTarget(int sm, bool arch_specific) {
+std::string ptxTarget(int sm) { return fmt::format("compute_{}", sm); }
+std::string gpuArchName(const GpuArch& arch) { return arch.ptx ? ptxTarget(arch.sm) : smName(arch.sm); }
+std::string nvccTarget(int sm, bool arch_specific, bool ptx) {
+  if (ptx) return ptxTarget(sm);
   return arch_specific ? fmt::format("sm_{}a", sm) : smName(sm);
 }
-std::string artifactTag(const std::vector<int>& sms) {
-  std::vector<int> sorted = sms;
+
+GpuArch parseGpuArch(const std::string& text) {
+  for (const auto& [prefix, ptx] : {std::pair<std::string, bool>{"sm_", false}, {"compute_", true}}) {
+    if (text.rfind(prefix, 0) != 0) continue;
+    const std::string digits = text.substr(prefix.size());
+    if (digits.empty() || digits.size() > 3 ||
+        !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c) != 0; }))
+      return {};
+    return GpuArch(std::stoi(digits), ptx);
+  }
+  return {};
+}
+
+std::string artifactTag(const std::vector<GpuArch>& archs) {
+  std::vector<GpuArch> sorted = archs;
   std::sort(sorted.begin(), sorted.end());
   std::string tag;
-  for (int sm : sorted) {
+  for (const GpuArch& arch : sorted) {
     if (!tag.empty()) tag += '_';
-    tag += smName(sm);
+    tag += gpuArchName(arch);
   }
   return tag;
 }
 
 std::string cubinPath(const std::string& variant, int sm) {
   return fmt::format("cubins/{}.sm_{}.cubin", variant, sm);
+}
+std::string ptxPath(const std::string& variant, int sm) {
+  return fmt::format("cubins/{}.compute_{}.ptx", variant, sm);
+}
+std::string imagePath(const std::string& variant, int sm, bool ptx) {
+  return ptx ? ptxPath(variant, sm) : cubinPath(variant, sm);
 }
 std::string variantHeaderPath(const std::string& variant) {
   return fmt::format("include/kiln/variants/{}.h", variant);

@@ -1,12 +1,26 @@
 // Every name the builder derives from a variant name, in one place (contract 4, docs/naming.md):
-// the C symbols, the define, the header and cubin paths, the constant macros and identifiers.
-// Nothing else in the builder formats these strings, so they cannot drift apart.
+// the C symbols, the define, the header and image paths, the constant macros and identifiers,
+// the GPU targets and the tag. Nothing else in the builder formats these strings, so they cannot
+// drift apart.
 #pragma once
 
+#include <compare>
 #include <string>
 #include <vector>
 
 namespace kiln::core {
+
+// One entry of --gpu-arch and of metadata.json's gpu_archs: `sm_NN` (a cubin: SASS for SM NN) or
+// `compute_NN` (PTX for the virtual architecture NN, JIT-compiled by the driver at module load).
+// An int converts to the sm_NN entry, the common case.
+struct GpuArch {
+  int sm = 0;
+  bool ptx = false;
+  constexpr GpuArch() = default;
+  constexpr GpuArch(int sm_number, bool is_ptx = false)  // NOLINT(google-explicit-constructor)
+      : sm(sm_number), ptx(is_ptx) {}
+  auto operator<=>(const GpuArch&) const = default;
+};
 
 std::string upperCase(const std::string& text);
 // "head_dim" -> "HeadDim"
@@ -25,13 +39,24 @@ std::string constantIdentifier(const std::string& constant);
 
 // "sm_90"
 std::string smName(int sm);
-// "sm_90" or "sm_90a"
-std::string nvccTarget(int sm, bool arch_specific);
-// The artifact tag: the SMs ascending, joined: "sm_87_sm_90".
-std::string artifactTag(const std::vector<int>& sms);
+// "compute_80": the virtual architecture a PTX image is compiled for
+std::string ptxTarget(int sm);
+// "sm_90" or "compute_80"
+std::string gpuArchName(const GpuArch& arch);
+// "sm_90", "sm_90a" (arch-specific SASS) or "compute_80" (PTX; never arch-specific here)
+std::string nvccTarget(int sm, bool arch_specific, bool ptx = false);
+// "sm_90" / "compute_80" -> the entry; sm 0 when malformed ("sm_90a" included: arch-specific
+// targets come from kiln.toml, not from the tag).
+GpuArch parseGpuArch(const std::string& text);
+// The artifact tag: the entries ascending by SM, joined: "sm_87_sm_90", "compute_80",
+// "sm_80_compute_90".
+std::string artifactTag(const std::vector<GpuArch>& archs);
 
 // Paths relative to the artifact directory.
 std::string cubinPath(const std::string& variant, int sm);  // cubins/<variant>.sm_<NN>.cubin
+std::string ptxPath(const std::string& variant, int sm);    // cubins/<variant>.compute_<NN>.ptx
+// The image file of (variant, SM): ptxPath for a PTX image, else cubinPath.
+std::string imagePath(const std::string& variant, int sm, bool ptx);
 std::string variantHeaderPath(const std::string& variant);  // include/kiln/variants/<variant>.h
 std::string groupHeaderPath(const std::string& group);      // include/kiln/groups/<group>.h
 inline constexpr const char kAllHeaderPath[] = "include/kiln/kiln_all.h";

@@ -3,7 +3,7 @@
 #include "core/plan.h"
 
 #include <algorithm>
-#include <set>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -29,7 +29,7 @@ std::vector<std::string> splitComma(const std::string& text) {
 
 }  // namespace
 
-Result<std::vector<int>> parseGpuArchs(const std::string& text) {
+Result<std::vector<GpuArch>> parseGpuArchs(const std::string& text) {
   // Not splitComma: an empty entry ("sm_87,,sm_90") is more likely a typo than intent, and a
   // duplicate would silently change nothing while the user thinks they asked for two SMs.
   std::vector<std::string> items;
@@ -42,26 +42,40 @@ Result<std::vector<int>> parseGpuArchs(const std::string& text) {
   }
   if (!text.empty() && text.back() == ',') items.emplace_back();
   if (items.empty() || (items.size() == 1 && items[0].empty())) {
-    return makeError("--gpu-arch: no SM given (e.g. --gpu-arch sm_90, or sm_87,sm_90)", ErrorKind::kUsage);
+    return makeError("--gpu-arch: no SM given (e.g. --gpu-arch sm_90, or sm_87,sm_90, or compute_80)",
+                     ErrorKind::kUsage);
   }
-  std::set<int> sms;
+  std::map<int, std::string> by_sm;  // SM -> the entry that named it
+  std::vector<GpuArch> archs;
   for (const auto& entry : items) {
     if (entry.empty()) {
       return makeError(fmt::format("--gpu-arch {}: empty entry in the comma list", text), ErrorKind::kUsage);
     }
-    const int sm = parseSm(entry);
-    if (sm <= 0 || entry.back() == 'a' || entry.rfind("sm_", 0) != 0) {
-      return makeError(fmt::format("--gpu-arch: '{}' is not an SM; write sm_NN (sm_90, sm_87); "
+    const GpuArch arch = parseGpuArch(entry);
+    if (arch.sm <= 0) {
+      return makeError(fmt::format("--gpu-arch: '{}' is not an SM; write sm_NN (sm_90, sm_87) for a cubin "
+                                   "or compute_NN (compute_80) for PTX that the driver JIT-compiles; "
                                    "arch-specific 'a' targets come from kiln.toml",
                                    entry),
                        ErrorKind::kUsage);
     }
-    if (!sms.insert(sm).second) {
-      return makeError(fmt::format("--gpu-arch {}: '{}' is listed twice", text, entry), ErrorKind::kUsage);
+    auto [it, inserted] = by_sm.emplace(arch.sm, entry);
+    if (!inserted) {
+      if (it->second == entry) {
+        return makeError(fmt::format("--gpu-arch {}: '{}' is listed twice", text, entry), ErrorKind::kUsage);
+      }
+      // metadata.json and the variant table key a variant's images by SM, and the image symbol
+      // is kiln_<variant>__arch<NN>_image: one image per (variant, SM).
+      return makeError(fmt::format("--gpu-arch {}: '{}' and '{}' are both for SM {}; an artifact holds one "
+                                   "image per variant and SM, a cubin or PTX; list one of them",
+                                   text, it->second, entry, arch.sm),
+                       ErrorKind::kUsage);
     }
+    archs.push_back(arch);
   }
   // Ascending whatever the input order: the tag, the job order and the generated tables follow it.
-  return std::vector<int>(sms.begin(), sms.end());
+  std::sort(archs.begin(), archs.end());
+  return archs;
 }
 
 std::vector<std::string> parseGroupList(const std::string& text) {
@@ -70,7 +84,7 @@ std::vector<std::string> parseGroupList(const std::string& text) {
 }
 
 Result<BuildPlan> planBuild(const Registry& registry, const std::vector<std::string>& groups,
-                            const std::vector<int>& sms) {
+                            const std::vector<GpuArch>& sms) {
   std::vector<std::string> known;
   for (const auto& g : registry.groups) known.push_back(g.name);
   std::vector<const Group*> selected;
@@ -100,13 +114,29 @@ Result<BuildPlan> planBuild(const Registry& registry, const std::vector<std::str
     bool any = false;
     for (const Variant* v : variants) {
       bool variant_any = false;
-      for (int sm : sms) {
+      for (const GpuArch& arch : sms) {
+        const int sm = arch.sm;
         if (std::find(v->supported_sms.begin(), v->supported_sms.end(), sm) == v->supported_sms.end()) {
           plan.notes.push_back(fmt::format("skipped {} for {}: its supported_sms are [{}]", v->name,
-                                           smName(sm), fmt::join(v->supported_sms, ", ")));
+                                           gpuArchName(arch), fmt::join(v->supported_sms, ", ")));
           continue;
         }
-        plan.jobs.push_back({v, sm});
+        if (arch.ptx && v->arch_specific) {
+          return makeError(fmt::format("--gpu-arch {}: group {} is arch_specific: variant {} needs {} SASS, and "
+                                       "PTX for {} cannot hold its arch-specific instructions; build it for "
+                                       "{}, or leave the group out with --kernels",
+                                       gpuArchName(arch), v->group, v->name, nvccTarget(sm, true),
+                                       gpuArchName(arch), smName(sm)),
+                           ErrorKind::kUsage);
+        }
+        if (arch.ptx && v->kind == SourceKind::kCuteDsl) {
+          return makeError(fmt::format("--gpu-arch {}: group {} is cute_dsl, whose front end (the DSL's AOT "
+                                       "export) emits cubins only, no PTX; build it for {}, or leave the group "
+                                       "out with --kernels",
+                                       gpuArchName(arch), v->group, smName(sm)),
+                           ErrorKind::kUsage);
+        }
+        plan.jobs.push_back({v, sm, arch.ptx});
         variant_any = true;
       }
       if (variant_any) {
@@ -123,7 +153,7 @@ Result<BuildPlan> planBuild(const Registry& registry, const std::vector<std::str
     std::vector<std::string> names;
     for (const Group* g : selected) names.push_back(g->name);
     std::vector<std::string> sm_names;
-    for (int sm : sms) sm_names.push_back(smName(sm));
+    for (const GpuArch& arch : sms) sm_names.push_back(gpuArchName(arch));
     return makeError(fmt::format("nothing to build: no variant of [{}] lists {} in its supported_sms",
                                  fmt::join(names, ", "), fmt::join(sm_names, " or ")),
                      ErrorKind::kUsage);

@@ -1,5 +1,7 @@
 // list / inspect / doctor. doctor rebuilds, from metadata.json and the cubins, exactly the
 // kiln_variant tables the generated shims would hold, so it checks what a consumer would link.
+// A PTX image has no ptxas report (the driver compiles it at load), so its resource columns say
+// "ptx (JIT)" and "-" rather than zeros that would read as measurements.
 #include "core/report.h"
 
 #include <deque>
@@ -47,20 +49,31 @@ Result<ArtifactMetadata> loadArtifactMetadata(const fs::path& dir) {
   return metadata;
 }
 
+namespace {
+
+// The registers, smem and spills cells of one image: the worst entry of the ptxas report.
+std::vector<std::string> resourceCells(const ImageRecord& image) {
+  if (image.isPtx()) return {"ptx (JIT)", "-", "-"};
+  int registers = 0;
+  long smem = 0, stores = 0, loads = 0;
+  for (const auto& [entry, k] : image.kernels) {
+    registers = std::max(registers, k.registers);
+    smem = std::max(smem, k.shared_bytes);
+    stores += k.spill_store_bytes;
+    loads += k.spill_load_bytes;
+  }
+  return {std::to_string(registers), humanBytes(static_cast<unsigned long long>(smem)),
+          fmt::format("{}/{}", stores, loads)};
+}
+
+}  // namespace
+
 std::string resourceTable(const ArtifactMetadata& m) {
-  TextTable table({"variant", "SM", "registers", "smem", "spills (st/ld)", "cubin", "compile"});
+  TextTable table({"variant", "SM", "registers", "smem", "spills (st/ld)", "image", "compile"});
   for (const auto& [name, v] : m.variants) {
     for (const auto& [sm, image] : v.images) {
-      int registers = 0;
-      long smem = 0, stores = 0, loads = 0;
-      for (const auto& [entry, k] : image.kernels) {
-        registers = std::max(registers, k.registers);
-        smem = std::max(smem, k.shared_bytes);
-        stores += k.spill_store_bytes;
-        loads += k.spill_load_bytes;
-      }
-      table.add({name, image.target, std::to_string(registers), humanBytes(static_cast<unsigned long long>(smem)),
-                 fmt::format("{}/{}", stores, loads), humanBytes(image.size),
+      const auto cells = resourceCells(image);
+      table.add({name, image.target, cells[0], cells[1], cells[2], humanBytes(image.size),
                  fmt::format("{:.1f}s", image.compile_seconds)});
     }
   }
@@ -84,21 +97,13 @@ std::string inspectTable(const ArtifactMetadata& m) {
   std::vector<std::string> groups;
   for (const auto& [name, g] : m.groups) groups.push_back(fmt::format("{} ({})", name, g.variants.size()));
   out += fmt::format("groups         {}\n\n", fmt::join(groups, ", "));
-  TextTable table({"variant", "SM", "constants", "registers", "smem", "spills (st/ld)", "cubin"});
+  TextTable table({"variant", "SM", "constants", "registers", "smem", "spills (st/ld)", "image"});
   for (const auto& [name, v] : m.variants) {
     std::vector<std::string> values;
     for (const auto& c : v.constants) values.push_back(fmt::format("{}={}", c.name, constantLiteral(c)));
     for (const auto& [sm, image] : v.images) {
-      int registers = 0;
-      long smem = 0, stores = 0, loads = 0;
-      for (const auto& [entry, k] : image.kernels) {
-        registers = std::max(registers, k.registers);
-        smem = std::max(smem, k.shared_bytes);
-        stores += k.spill_store_bytes;
-        loads += k.spill_load_bytes;
-      }
-      table.add({name, image.target, fmt::format("{}", fmt::join(values, " ")), std::to_string(registers),
-                 humanBytes(static_cast<unsigned long long>(smem)), fmt::format("{}/{}", stores, loads),
+      const auto cells = resourceCells(image);
+      table.add({name, image.target, fmt::format("{}", fmt::join(values, " ")), cells[0], cells[1], cells[2],
                  humanBytes(image.size)});
     }
   }
@@ -126,9 +131,11 @@ Result<DoctorReport> runDoctor(const fs::path& dir, int ordinal) {
         return makeError(fmt::format("{}: sha256 differs from metadata.json ({}); the artifact was modified",
                                      (dir / image.cubin).string(), image.sha256));
       }
+      // A std::string's data() is NUL-terminated, which a PTX image needs (kiln/variant.h);
+      // size excludes that NUL, as in the generated shim.
       const std::string& blob = blobs.emplace_back(std::move(bytes).value());
       images.push_back({sm, image.archSpecific() ? 1 : 0, reinterpret_cast<const unsigned char*>(blob.data()),
-                        blob.size(), strings.emplace_back(image.sha256).c_str()});
+                        blob.size(), strings.emplace_back(image.sha256).c_str(), image.isPtx() ? 1 : 0});
     }
     variants.push_back({strings.emplace_back(name).c_str(), strings.emplace_back(v.group).c_str(),
                         entries.data(), static_cast<int>(entries.size()), images.data(),

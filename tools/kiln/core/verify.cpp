@@ -16,6 +16,7 @@
 #include "core/cubin.h"
 #include "core/elf_bytes.h"
 #include "core/naming.h"
+#include "core/ptx.h"
 #include "core/tarball.h"
 #include "io/fs.h"
 
@@ -56,14 +57,15 @@ bool startsWith(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
 
-// The SMs as the tag spells them: {87, 90} -> "sm_87_sm_90".
-std::string joinTag(const std::vector<int>& sms) {
+// The gpu_archs as the tag spells them: {87, 90} -> "sm_87_sm_90"; {compute_80} -> "compute_80".
+std::string joinTag(const std::vector<GpuArch>& archs) {
   std::vector<std::string> names;
-  for (int sm : sms) names.push_back(smName(sm));
+  for (const GpuArch& arch : archs) names.push_back(gpuArchName(arch));
   return fmt::format("{}", fmt::join(names, "_"));
 }
 
-// Checks the cubins of every variant against metadata.json, and that no other cubin is present.
+// Checks the images (cubins and PTX) of every variant against metadata.json, and that no other
+// file is present under cubins/.
 void checkCubins(const ArtifactMetadata& m, const ArtifactTree& tree, const std::string& at,
                  Problems& problems, VerifyReport& report) {
   std::set<std::string> listed;
@@ -71,14 +73,23 @@ void checkCubins(const ArtifactMetadata& m, const ArtifactTree& tree, const std:
     if (v.images.empty())
       problems.push_back(fmt::format("{}metadata.json: variant {} lists no SM", at, name));
     for (const auto& [sm, image] : v.images) {
-      const std::string expected_path = cubinPath(name, sm);
+      const bool ptx = image.isPtx();
+      const std::string expected_path = imagePath(name, sm, ptx);
       listed.insert(image.cubin);
-      if (std::find(m.provenance.gpu_archs.begin(), m.provenance.gpu_archs.end(), sm) ==
-          m.provenance.gpu_archs.end()) {
+      const auto& archs = m.provenance.gpu_archs;
+      const auto arch = std::find_if(archs.begin(), archs.end(), [&](const GpuArch& a) { return a.sm == sm; });
+      if (arch == archs.end()) {
         problems.push_back(
             fmt::format("{}metadata.json: variant {} has an image for sm_{}, which is not in "
                         "gpu_archs ({})",
                         at, name, sm, m.provenance.tag));
+      } else if (arch->ptx != ptx) {
+        problems.push_back(fmt::format("{}metadata.json: variant {} SM {} has a {} image, but gpu_archs lists {}",
+                                       at, name, sm, image.format, gpuArchName(*arch)));
+      }
+      if (ptx && image.target != ptxTarget(sm)) {
+        problems.push_back(fmt::format("{}metadata.json: variant {} SM {} is PTX with target '{}', expected '{}'",
+                                       at, name, sm, image.target, ptxTarget(sm)));
       }
       if (image.cubin != expected_path) {
         problems.push_back(
@@ -96,7 +107,6 @@ void checkCubins(const ArtifactMetadata& m, const ArtifactTree& tree, const std:
                                        image.cubin, name, sm));
         continue;
       }
-      ++report.cubins;
       const std::string& bytes = file->second;
       const std::string what = at + image.cubin;
       if (bytes.size() != image.size) {
@@ -108,6 +118,20 @@ void checkCubins(const ArtifactMetadata& m, const ArtifactTree& tree, const std:
         problems.push_back(
             fmt::format("{}: sha256 {}, metadata.json records {}", what, sha, image.sha256));
       }
+      if (ptx) {
+        // PTX is text, not ELF: the SM it was generated for is its `.target` directive.
+        ++report.ptx_images;
+        const int target = ptxTargetSm(bytes);
+        if (bytes.find('\0') != std::string::npos) {
+          problems.push_back(fmt::format("{}: PTX holds a NUL byte (the driver would load it truncated)", what));
+        } else if (target != sm) {
+          problems.push_back(target == 0 ? fmt::format("{}: not PTX (no .target sm_NN directive)", what)
+                                         : fmt::format("{}: PTX is for .target sm_{}, metadata.json says {}", what,
+                                                       target, image.target));
+        }
+        continue;
+      }
+      ++report.cubins;
       auto cubin = readCubin(bytes, what);
       if (!cubin) {
         problems.push_back(cubin.error());
@@ -228,7 +252,7 @@ bool checkArtifact(const ArtifactTree& tree, const std::string& dir_name, const 
   const std::string meta = at + kMetadataFile;
   report.arch = p.arch;
   report.tag = p.tag;
-  report.sms = p.gpu_archs;
+  for (const GpuArch& arch : p.gpu_archs) report.sms.push_back(arch.sm);
   report.cuda_version = p.cuda_version;
   report.variants = static_cast<int>(m.variants.size());
 
@@ -236,12 +260,15 @@ bool checkArtifact(const ArtifactTree& tree, const std::string& dir_name, const 
     problems.push_back(fmt::format("{}: arch '{}', expected x86_64 or aarch64", meta, p.arch));
   }
   bool sms_valid = !p.gpu_archs.empty();
+  std::vector<std::string> arch_names;
   for (size_t i = 0; i < p.gpu_archs.size(); ++i) {
-    if (p.gpu_archs[i] <= 0 || (i > 0 && p.gpu_archs[i] <= p.gpu_archs[i - 1])) sms_valid = false;
+    const int sm = p.gpu_archs[i].sm;
+    arch_names.push_back(sm > 0 ? gpuArchName(p.gpu_archs[i]) : "?");
+    if (sm <= 0 || (i > 0 && sm <= p.gpu_archs[i - 1].sm)) sms_valid = false;
   }
   if (!sms_valid) {
-    problems.push_back(fmt::format(
-        "{}: gpu_archs {} must be valid SMs (sm_NN), ascending and unique", meta, p.gpu_archs));
+    problems.push_back(fmt::format("{}: gpu_archs [{}] must be valid SMs (sm_NN or compute_NN), ascending and unique",
+                                   meta, fmt::join(arch_names, ", ")));
   } else if (p.tag != joinTag(p.gpu_archs)) {
     problems.push_back(fmt::format("{}: tag '{}' disagrees with gpu_archs (expected '{}')", meta,
                                    p.tag, joinTag(p.gpu_archs)));
@@ -336,9 +363,11 @@ std::string checkEntryPath(const std::string& path, bool is_dir, std::vector<std
 }  // namespace
 
 std::string summarize(const VerifyReport& r) {
-  return fmt::format("{} {} (CUDA {}): {} variant{}, {} cubin{}, {} library object{} verified",
+  const std::string ptx =
+      r.ptx_images == 0 ? "" : fmt::format(", {} PTX image{}", r.ptx_images, r.ptx_images == 1 ? "" : "s");
+  return fmt::format("{} {} (CUDA {}): {} variant{}, {} cubin{}{}, {} library object{} verified",
                      r.arch, r.tag, r.cuda_version, r.variants, r.variants == 1 ? "" : "s",
-                     r.cubins, r.cubins == 1 ? "" : "s", r.library_members,
+                     r.cubins, r.cubins == 1 ? "" : "s", ptx, r.library_members,
                      r.library_members == 1 ? "" : "s");
 }
 
@@ -350,7 +379,7 @@ Result<TarballName> parseTarballFileName(const std::string& file_name) {
   auto bad = [&] {
     return makeError(
         fmt::format("tarball name '{}' does not follow kiln_<arch>_<tag>_cuda<major>.tar.gz "
-                    "(e.g. kiln_x86_64_sm_90_cuda13.tar.gz)",
+                    "(e.g. kiln_x86_64_sm_90_cuda13.tar.gz, kiln_x86_64_compute_80_cuda13.tar.gz)",
                     file_name));
   };
   constexpr std::string_view kPrefix = "kiln_";
@@ -362,7 +391,8 @@ Result<TarballName> parseTarballFileName(const std::string& file_name) {
   }
   s = s.substr(kPrefix.size(), s.size() - kPrefix.size() - kSuffix.size());
   const size_t cuda = s.rfind("_cuda");
-  const size_t tag = s.find("_sm_");
+  // The tag starts at its first entry, sm_NN or compute_NN, whichever comes first.
+  const size_t tag = std::min(s.find("_sm_"), s.find("_compute_"));
   if (cuda == std::string_view::npos || tag == std::string_view::npos || tag == 0 || tag >= cuda)
     return bad();
   TarballName name;

@@ -26,11 +26,12 @@ struct VerifyReport {
   std::string source;        // the directory or tarball checked, as given
   std::string arch;          // "x86_64"
   std::string tag;           // "sm_87_sm_90"
-  std::vector<int> sms;      // {87, 90}
+  std::vector<int> sms;      // {87, 90}: the SM of each gpu_archs entry (sm_NN or compute_NN)
   std::string cuda_version;  // "13.0.88"
   int cuda_major = 0;        // 13
   int variants = 0;
   int cubins = 0;
+  int ptx_images = 0;
   int library_members = 0;
   std::string tarball_sha256;  // tarballs only
 };
