@@ -22,8 +22,8 @@ namespace {
 
 // Shapes as one array, so that the three entry points below cannot take them in different orders:
 // {dtype (0 fp16, 1 bf16), batch, q_heads, kv_heads, head_dim, page_size, num_pages,
-//  max_pages_per_seq, max_seq_len, multiprocessors, kv_layout (0 NHD, 1 HND)}.
-constexpr int kShapeFields = 11;
+//  max_pages_per_seq, max_seq_len, multiprocessors, kv_layout (0 NHD, 1 HND), query_tokens}.
+constexpr int kShapeFields = 12;
 
 kiln::decodeattn::Problem problemOf(const int* shape, float scale) {
   kiln::decodeattn::Problem p;
@@ -38,6 +38,7 @@ kiln::decodeattn::Problem problemOf(const int* shape, float scale) {
   p.max_seq_len = shape[8];
   p.multiprocessors = shape[9];
   p.kv_layout = shape[10] == 1 ? kiln::decodeattn::KvLayout::kHND : kiln::decodeattn::KvLayout::kNHD;
+  p.query_tokens = shape[11];
   p.scale = scale;
   return p;
 }

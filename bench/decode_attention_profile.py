@@ -33,17 +33,17 @@ def main():
     layouts = tuple(da.LAYOUT_CODE)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(0)
-    s = da.make_set(args.batch, args.keys, dtype, args.page_size, layouts, gen)
+    s = da.make_set(args.batch, args.keys, 1, dtype, args.page_size, "random", layouts, gen)
     scale = 1.0 / math.sqrt(da.HEAD_DIM)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     calls = {}
     for layout in layouts:
         shape = kiln.shape(dtype, args.batch, args.page_size, s["num_pages"], s["pages_per_seq"],
-                           args.keys, sms, layout)
+                           args.keys, sms, layout, 1)
         ws = torch.empty(max(kiln.workspace_bytes(shape, scale), 16), dtype=torch.uint8,
                          device="cuda")
         calls[f"kiln_{layout}"] = (lambda shape=shape, ws=ws, layout=layout: kiln(
-            shape, scale, s["out"], s["q"], s[f"k_cache_{layout}"], s[f"v_cache_{layout}"],
+            shape, scale, s["out"], s["q_kiln"], s[f"k_cache_{layout}"], s[f"v_cache_{layout}"],
             s["table"], s["lens"], ws))
     for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                           ("flash", SDPBackend.FLASH_ATTENTION)):
@@ -57,7 +57,7 @@ def main():
             out = call()
             torch.cuda.nvtx.range_pop()
         torch.cuda.synchronize()
-        got = s["out"] if name.startswith("kiln") else out.reshape(s["out"].shape)
+        got = s["out"].transpose(1, 2) if name.startswith("kiln") else out
         print(f"{name}: rel L2 {da.rel_l2(got, ref):.2e}")
     return 0
 

@@ -2,18 +2,21 @@
 """kiln decodeattn vs cuDNN and FlashAttention (torch SDPA), in one process, on the same data.
 
 Loads the ctypes bridge (libkiln_bench_decodeattn.so, see bench/CMakeLists.txt), then for each
-(batch, keys) row, bf16, GQA 32 query / 8 KV heads, head dim 128, one query token per sequence:
+(batch, keys) row, bf16, GQA 32 query / 8 KV heads, head dim 128, one query token per sequence
+(--query-tokens T: T of them, causal over the last T keys, as in multi-token decoding):
 
   1. builds the same logical K and V three times: contiguous [B, Hkv, S, d] for the peers, and for
      kiln a paged cache in each page layout (NHD [num_pages, page_size, Hkv, d] and HND
      [num_pages, Hkv, page_size, d]) whose pages are handed out in a random permutation (page
-     table [B, S / page_size], every sequence S keys);
+     table [B, S / page_size], every sequence S keys; --page-order sequential: in order, to tell
+     the cost of scattered pages from the kernel's own);
   2. checks kiln, and each peer, against a float64 torch reference (relative L2; kiln within the
      PERF.md bf16 bound 1.2e-2) before any timing;
   3. times kiln in each layout (runner: attention kernel + split-KV merge when it splits) and each
      peer
      (torch.nn.functional.scaled_dot_product_attention under sdpa_kernel(CUDNN_ATTENTION) and
-     sdpa_kernel(FLASH_ATTENTION), q [B, Hq, 1, d], k / v [B, Hkv, S, d], enable_gqa=True; a peer
+     sdpa_kernel(FLASH_ATTENTION), q [B, Hq, T, d], k / v [B, Hkv, S, d], enable_gqa=True, and for
+     T > 1 the bottom-right causal mask torch.nn.attention.bias.causal_lower_right; a peer
      that refuses GQA is retried on K / V expanded to Hq heads, and the row says so) with CUDA
      events: warm-up, then the median of the timed runs, rotating through enough input sets that
      they exceed 4x the L2; before each timed run torch.cuda._sleep keeps the GPU busy while the
@@ -72,9 +75,10 @@ class Kiln(kb.Bridge):
     def has(self, head_dim, dtype):
         return any(h == head_dim and d == DTYPE_CODE[dtype] for _, h, d in self.variants)
 
-    def shape(self, dtype, batch, page_size, num_pages, max_pages, max_seq_len, sms, layout):
+    def shape(self, dtype, batch, page_size, num_pages, max_pages, max_seq_len, sms, layout,
+              tokens):
         values = [DTYPE_CODE[dtype], batch, Q_HEADS, KV_HEADS, HEAD_DIM, page_size, num_pages,
-                  max_pages, max_seq_len, sms, LAYOUT_CODE[layout]]
+                  max_pages, max_seq_len, sms, LAYOUT_CODE[layout], tokens]
         assert len(values) == self.fields
         return (ctypes.c_int * self.fields)(*values)
 
@@ -102,16 +106,18 @@ class Kiln(kb.Bridge):
             raise RuntimeError(f"kiln decodeattn: {self.message.value.decode()}")
 
 
-def make_set(batch, keys, dtype, page_size, layouts, gen):
-    """One input set: the contiguous tensors of the peers and kiln's paged caches of the same K/V."""
-    q = torch.randn(batch, Q_HEADS, 1, HEAD_DIM, device="cuda", generator=gen).to(dtype)
+def make_set(batch, keys, tokens, dtype, page_size, page_order, layouts, gen):
+    """One input set: the contiguous tensors of the peers and kiln's paged caches of the same K/V.
+    q is the peers' [B, Hq, T, d]; kiln reads q_kiln, the same values as [B, T, Hq, d]."""
+    q = torch.randn(batch, Q_HEADS, tokens, HEAD_DIM, device="cuda", generator=gen).to(dtype)
     k = torch.randn(batch, KV_HEADS, keys, HEAD_DIM, device="cuda", generator=gen).to(dtype)
     v = torch.randn(batch, KV_HEADS, keys, HEAD_DIM, device="cuda", generator=gen).to(dtype)
     pages_per_seq = keys // page_size
     num_pages = batch * pages_per_seq
     # Logical page i (sequence i // pages_per_seq, keys page_size * (i % pages_per_seq) ...) is
     # stored at physical page perm[i].
-    perm = torch.randperm(num_pages, device="cuda", generator=gen)
+    perm = (torch.randperm(num_pages, device="cuda", generator=gen) if page_order == "random"
+            else torch.arange(num_pages, device="cuda"))
 
     def pages(x, layout):
         # [B, Hkv, S, d] -> [B, Hkv, S / page_size, page_size, d] -> one page per (b, page):
@@ -120,7 +126,8 @@ def make_set(batch, keys, dtype, page_size, layouts, gen):
         order = (0, 2, 3, 1, 4) if layout == "nhd" else (0, 2, 1, 3, 4)
         return x.permute(*order).reshape(num_pages, *[x.shape[i] for i in order[2:]])
 
-    s = {"q": q, "k": k, "v": v, "num_pages": num_pages, "pages_per_seq": pages_per_seq}
+    s = {"q": q, "q_kiln": q.transpose(1, 2).contiguous(), "k": k, "v": v,
+         "num_pages": num_pages, "pages_per_seq": pages_per_seq, "tokens": tokens}
     for layout in layouts:
         for name, x in (("k", k), ("v", v)):
             p = pages(x, layout)
@@ -133,18 +140,22 @@ def make_set(batch, keys, dtype, page_size, layouts, gen):
             s[f"{name}_cache_{layout}"] = cache
     s["table"] = perm.to(torch.int32).reshape(batch, pages_per_seq).contiguous()
     s["lens"] = torch.full((batch,), keys, dtype=torch.int32, device="cuda")
-    s["out"] = torch.empty(batch, Q_HEADS, HEAD_DIM, dtype=dtype, device="cuda")
+    s["out"] = torch.empty(batch, tokens, Q_HEADS, HEAD_DIM, dtype=dtype, device="cuda")
     return s
 
 
 def reference(s, scale):
-    """float64 attention of one query token per sequence, GQA by head groups: [B, Hq, d]."""
-    b = s["q"].shape[0]
+    """float64 attention, GQA by head groups, token t of T over keys [0, S - T + 1 + t): the
+    peers' layout [B, Hq, T, d]."""
+    b, _, t, _ = s["q"].shape
+    keys = s["k"].shape[2]
     g = Q_HEADS // KV_HEADS
-    q = s["q"].double().reshape(b, KV_HEADS, g, HEAD_DIM)
-    scores = torch.einsum("bhgd,bhsd->bhgs", q, s["k"].double()) * scale
-    p = torch.softmax(scores, dim=-1)
-    return torch.einsum("bhgs,bhsd->bhgd", p, s["v"].double()).reshape(b, Q_HEADS, HEAD_DIM)
+    q = s["q"].double().reshape(b, KV_HEADS, g, t, HEAD_DIM)
+    scores = torch.einsum("bhgtd,bhsd->bhgts", q, s["k"].double()) * scale
+    limit = keys - t + 1 + torch.arange(t, device=scores.device).unsqueeze(1)  # [T, 1]
+    mask = torch.arange(keys, device=scores.device).unsqueeze(0) >= limit      # [T, S]
+    p = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
+    return torch.einsum("bhgts,bhsd->bhgtd", p, s["v"].double()).reshape(b, Q_HEADS, t, HEAD_DIM)
 
 
 def rel_l2(got, ref):
@@ -160,12 +171,16 @@ class Peer:
 
     def __call__(self, s, scale):
         from torch.nn.attention import sdpa_kernel
+        mask = None
+        if s["tokens"] > 1:
+            from torch.nn.attention.bias import causal_lower_right
+            mask = causal_lower_right(s["tokens"], s["k"].shape[2])
         with sdpa_kernel(self.backend):
             if self.mode == "enable_gqa":
-                return F.scaled_dot_product_attention(s["q"], s["k"], s["v"], scale=scale,
-                                                      enable_gqa=True)
+                return F.scaled_dot_product_attention(s["q"], s["k"], s["v"], attn_mask=mask,
+                                                      scale=scale, enable_gqa=True)
             return F.scaled_dot_product_attention(s["q"], s["k_expanded"], s["v_expanded"],
-                                                  scale=scale)
+                                                  attn_mask=mask, scale=scale)
 
     def prepare(self, sets, scale):
         """Finds a mode that runs; returns (output of set 0 or None, error text or "")."""
@@ -186,36 +201,39 @@ class Peer:
         return None, "; ".join(errors)
 
 
-def bench_row(kiln, batch, keys, dtype, page_size, layouts, copy_tbps, l2_bytes, sms, gen,
-              busy_cycles, peers):
+def bench_row(kiln, batch, keys, tokens, dtype, page_size, page_order, layouts, copy_tbps,
+              l2_bytes, sms, gen, busy_cycles, peers):
     scale = 1.0 / math.sqrt(HEAD_DIM)
     kv_bytes = 2 * batch * keys * KV_HEADS * HEAD_DIM * dtype.itemsize
     nsets = kb.rotation_sets(kv_bytes, l2_bytes, 8)
-    sets = [make_set(batch, keys, dtype, page_size, layouts, gen) for _ in range(nsets)]
+    sets = [make_set(batch, keys, tokens, dtype, page_size, page_order, layouts, gen)
+            for _ in range(nsets)]
     s0 = sets[0]
     shapes = {layout: kiln.shape(dtype, batch, page_size, s0["num_pages"], s0["pages_per_seq"],
-                                 keys, 0, layout) for layout in layouts}
+                                 keys, 0, layout, tokens) for layout in layouts}
     ws_bytes = kiln.workspace_bytes(shapes[layouts[0]], scale)
     workspace = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device="cuda")
     splits = kiln.splits(shapes[layouts[0]], scale, sms)
-    row = {"dtype": DTYPE_NAME[dtype], "batch": batch, "keys": keys, "q_heads": Q_HEADS,
-           "kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "page_size": page_size,
+    row = {"dtype": DTYPE_NAME[dtype], "batch": batch, "keys": keys, "query_tokens": tokens,
+           "q_heads": Q_HEADS, "kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "page_size": page_size,
+           "page_order": page_order,
            "layouts": list(layouts), "kv_bytes": kv_bytes, "input_sets": nsets,
            "kiln_splits": splits, "kiln_workspace_bytes": ws_bytes,
            "floor_us": kv_bytes / (copy_tbps * 1e12) * 1e6, "correct": True}
 
     ref = reference(s0, scale)
+    ref_kiln = ref.transpose(1, 2)  # [B, T, Hq, d]
     runs = 50
     for layout in layouts:
         def call(s, layout=layout):
-            kiln(shapes[layout], scale, s["out"], s["q"], s[f"k_cache_{layout}"],
+            kiln(shapes[layout], scale, s["out"], s["q_kiln"], s[f"k_cache_{layout}"],
                  s[f"v_cache_{layout}"], s["table"], s["lens"], workspace)
 
         key = f"kiln_{layout}"
         s0["out"].fill_(float("nan"))
         call(s0)
         torch.cuda.synchronize()
-        rel = rel_l2(s0["out"], ref)
+        rel = rel_l2(s0["out"], ref_kiln)
         row[f"{key}_rel_l2"] = rel
         if not (bool(torch.isfinite(s0["out"]).all().item()) and rel <= REL_L2_BOUND[dtype]):
             row["correct"] = False
@@ -235,7 +253,7 @@ def bench_row(kiln, batch, keys, dtype, page_size, layouts, copy_tbps, l2_bytes,
         row[f"{key}_gqa"] = peer.mode
         if err:
             row[f"{key}_note"] = err
-        row[f"{key}_rel_l2"] = rel_l2(out.reshape(batch, Q_HEADS, HEAD_DIM), ref)
+        row[f"{key}_rel_l2"] = rel_l2(out.reshape(batch, Q_HEADS, tokens, HEAD_DIM), ref)
         try:
             med, mn = kb.timed(lambda s: peer(s, scale), sets, runs, 10, busy_cycles)
         except Exception as e:  # noqa: BLE001
@@ -259,8 +277,14 @@ def main():
     ap.add_argument("--page-size", type=int, default=16)
     ap.add_argument("--layouts", default="nhd,hnd",
                     help="kiln's page layouts, comma separated (nhd, hnd), each timed per row")
+    ap.add_argument("--query-tokens", type=int, default=1,
+                    help="query tokens per sequence, 1..8 (multi-token decoding, causal)")
+    ap.add_argument("--page-order", default="random", choices=["random", "sequential"],
+                    help="how kiln's pages are placed in the cache (the peers' K/V are contiguous)")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
+    if not 1 <= args.query_tokens <= 8:
+        ap.error(f"--query-tokens {args.query_tokens} is not in 1..8")
 
     kiln = Kiln(args.lib)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
@@ -293,8 +317,9 @@ def main():
         kb.write_json(args.json, result)
         return 1
     for batch, keys in ROWS:
-        rows.append(bench_row(kiln, batch, keys, dtype, args.page_size, layouts, copy_tbps,
-                              l2_bytes, sms, gen, busy_cycles, peers))
+        rows.append(bench_row(kiln, batch, keys, args.query_tokens, dtype, args.page_size,
+                              args.page_order, layouts, copy_tbps, l2_bytes, sms, gen,
+                              busy_cycles, peers))
     result["rows"] = rows
     result["clocks_after"] = kb.clocks()
 

@@ -4,10 +4,12 @@
 // Why this shape. Decode attention reads every K and V byte of the sequence once and does ~2-8
 // FLOPs per byte: it is bound by HBM bandwidth, and the kernel's job is to keep enough bytes in
 // flight and to stay out of their way. So:
-//   - all query heads of one KV head (a GQA group, up to 16) are the 16 rows of one mma tile, so K
-//     and V are read once per (sequence, KV head, split) and the dot products cost a few mma.sync
-//     instructions instead of CUDA-core FMAs plus shuffle reductions (rows past the group are
-//     zero padding: tensor cores have >10x the throughput this needs);
+//   - all query heads of one KV head (a GQA group), times the query tokens of a multi-token step,
+//     are the rows of one mma tile (16 rows: more take more head chunks), so K and V are read once
+//     per (sequence, KV head, split) and the dot products cost a few mma.sync instructions instead
+//     of CUDA-core FMAs plus shuffle reductions (rows past the group are zero padding: tensor
+//     cores have >10x the throughput this needs); a row of query token t masks the keys past its
+//     causal limit, seq_len - (T - 1 - t);
 //   - each warp owns every 4th 16-key subtile of the block's key range and runs its own
 //     kStages-deep cp.async pipeline in its own shared memory, with its own online softmax
 //     (running max m, sum l, output o): no block barrier until the final combine of the 4 warps;
@@ -67,7 +69,7 @@ __device__ __forceinline__ unsigned swizzled(int row, int chunk) {
   return static_cast<unsigned>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
 }
 
-// One block: (split blockIdx.x, KV head x head chunk blockIdx.y, sequence blockIdx.z).
+// One block: (split blockIdx.x, KV head x row chunk blockIdx.y, sequence blockIdx.z).
 // smem: sharedBytes(kD) bytes of dynamic shared memory, 16-byte aligned.
 template <typename T, int kD>
 __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
@@ -104,21 +106,33 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
   const int num_subtiles = ceilDiv(range.end - range.start, kSubtileKeys);
   const int my_subtiles = num_subtiles > warp ? ceilDiv(num_subtiles - warp, kWarps) : 0;
 
-  const int head0 = kvh * p.group_size + head_chunk * kHeadsPerBlock;
-  const int rows = min(kHeadsPerBlock, p.group_size - head_chunk * kHeadsPerBlock);
-  const long long row0 = static_cast<long long>(b) * p.q_heads + head0;  // first (b, head) row
+  // Tile row r is row chunk_row0 + r of the KV head: (query token t, head g of the group),
+  // token-major; q, out and the partials index rows globally as (b, t, q head).
+  const int chunk_row0 = head_chunk * kHeadsPerBlock;
+  const int rows = min(kHeadsPerBlock, p.group_size * p.query_tokens - chunk_row0);
+  auto tokenOf = [&](int r) { return (chunk_row0 + r) / p.group_size; };
+  auto globalRow = [&](int r) {
+    const int t = tokenOf(r);
+    const int g = chunk_row0 + r - t * p.group_size;
+    return (static_cast<long long>(b) * p.query_tokens + t) * p.q_heads + kvh * p.group_size + g;
+  };
+  // The end of the keys row r attends to within this split: its causal limit, clipped to the
+  // range (<= range.start when the row has no key here). Rows group and group + 8 of this lane.
+  auto rowEnd = [&](int r) { return min(range.end, len - (p.query_tokens - 1 - tokenOf(r))); };
+  const int end_lo = rowEnd(group), end_hi = rowEnd(group + 8);
 
-  // Q as mma A fragments, kept in registers for the whole key range: rows = query heads of this
-  // chunk (zero past `rows`), columns = head dims. Loaded as is: the scale is applied to scores.
+  // Q as mma A fragments, kept in registers for the whole key range: rows = this chunk's (token,
+  // head) rows (zero past `rows`), columns = head dims. Loaded as is: the scale goes on scores.
   unsigned qa[kKSteps][4];
   {
-    const auto* q = static_cast<const unsigned short*>(p.q) + row0 * kD;
+    const auto* q = static_cast<const unsigned short*>(p.q);
     const bool lo = group < rows, hi = group + 8 < rows;
+    const long long q_lo_row = lo ? globalRow(group) : 0, q_hi_row = hi ? globalRow(group + 8) : 0;
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
       const int col = ks * 16 + 2 * tid4;
-      const auto* q_lo = reinterpret_cast<const unsigned*>(q + group * kD + col);
-      const auto* q_hi = reinterpret_cast<const unsigned*>(q + (group + 8) * kD + col);
+      const auto* q_lo = reinterpret_cast<const unsigned*>(q + q_lo_row * kD + col);
+      const auto* q_hi = reinterpret_cast<const unsigned*>(q + q_hi_row * kD + col);
       qa[ks][0] = lo ? __ldg(q_lo) : 0u;
       qa[ks][1] = hi ? __ldg(q_hi) : 0u;
       qa[ks][2] = lo ? __ldg(q_lo + 4) : 0u;  // + 8 elements
@@ -207,14 +221,15 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
       }
     }
 
-    // Online softmax in the log2 domain; keys past the range are -inf.
-    const int valid_keys = range.end - subtileKey(i);  // >= 1
+    // Online softmax in the log2 domain; keys past a row's end are -inf (elements 0, 1 of a
+    // fragment are row group, 2, 3 row group + 8).
+    const int valid_lo = end_lo - subtileKey(i), valid_hi = end_hi - subtileKey(i);
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = nt * 8 + 2 * tid4 + (e & 1);
-        s[nt][e] = key < valid_keys ? s[nt][e] * p.scale_log2 : -INFINITY;
+        s[nt][e] = key < (e < 2 ? valid_lo : valid_hi) ? s[nt][e] * p.scale_log2 : -INFINITY;
       }
     }
     float max_lo = fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]));
@@ -223,12 +238,15 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
     max_hi = fmaxf(max_hi, __shfl_xor_sync(kFullMask, max_hi, 1));
     max_lo = fmaxf(max_lo, __shfl_xor_sync(kFullMask, max_lo, 2));
     max_hi = fmaxf(max_hi, __shfl_xor_sync(kFullMask, max_hi, 2));
-    const float new_lo = fmaxf(m_lo, max_lo);  // finite: the subtile has a valid key
-    const float new_hi = fmaxf(m_hi, max_hi);
-    const float alpha_lo = common::fastExp2(m_lo - new_lo);  // 0 on the first subtile (-inf)
-    const float alpha_hi = common::fastExp2(m_hi - new_hi);
-    m_lo = new_lo;
-    m_hi = new_hi;
+    // -inf while a row has seen no key (a causal row before its first key, a padding row): the
+    // exponent base is then 0, so its alpha and weights are exp2(-inf) = 0, never NaN.
+    const float old_lo = m_lo, old_hi = m_hi;
+    m_lo = fmaxf(m_lo, max_lo);
+    m_hi = fmaxf(m_hi, max_hi);
+    const float new_lo = m_lo == -INFINITY ? 0.0f : m_lo;
+    const float new_hi = m_hi == -INFINITY ? 0.0f : m_hi;
+    const float alpha_lo = common::fastExp2(old_lo - new_lo);  // 0 on a row's first keys (-inf)
+    const float alpha_hi = common::fastExp2(old_hi - new_hi);
 
     // P rounded once to T, as the A fragment of P.V (C layout of two n-tiles = A layout of k16).
     unsigned pa[4];
@@ -321,7 +339,7 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[j] *= inv;
-    const long long row = row0 + r;
+    const long long row = globalRow(r);
     if (final_output) {
       auto* out = static_cast<common::Vec16*>(p.out) + (row * kD) / 8 + c;
       common::store(out, common::pack8<T>(acc));

@@ -4,7 +4,8 @@
 // heuristic's blocks per SM), so the two never disagree and no number is typed twice.
 //
 // Work decomposition (kernels/decodeattn/README.md has the picture):
-//   block  = (split, kv head x 16-query-head chunk, sequence); 4 warps.
+//   block  = (split, kv head x 16-row chunk, sequence); 4 warps. A row is one (query token,
+//            query head) of the KV head's group: group_size x query_tokens rows per KV head.
 //   warp   = every 4th 16-key subtile of the block's key range, with its own cp.async pipeline
 //            of kStages subtiles of K and V in shared memory, its own running (max, sum, out);
 //            the 4 warps' partial results are combined once, at the end.

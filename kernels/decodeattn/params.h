@@ -2,18 +2,20 @@
 // kernels on the device. Plain C++ (no CUDA types) so that the host compiler that builds the runner
 // and nvcc that builds the kernels agree on the layout; the asserts pin it.
 //
-// Layouts (all row-major, contiguous; "dtype" is the variant's fp16 / bf16):
-//   q           [batch, q_heads, head_dim]                        dtype
-//   out         [batch, q_heads, head_dim]                        dtype
+// Layouts (all row-major, contiguous; "dtype" is the variant's fp16 / bf16; T = query_tokens):
+//   q           [batch, T, q_heads, head_dim]                     dtype
+//   out         [batch, T, q_heads, head_dim]                     dtype
 //   k_cache     pages of page_size keys x kv_heads heads x head_dim, addressed by strides:
 //   v_cache       element (page, key row r, head h, dim i) = page * page_stride + r * token_stride
 //                 + h * head_stride + i        dtype  (NHD [num_pages, page_size, kv_heads,
 //                 head_dim] or HND [num_pages, kv_heads, page_size, head_dim]; the runner's KvLayout)
 //   page_table  [batch, max_pages_per_seq]                        int32  (page ids into the caches)
 //   seq_lens    [batch]                                           int32  (keys of each sequence)
-//   partial_out [batch, q_heads, num_splits, head_dim]            fp32   (workspace; num_splits > 1)
-//   partial_lse [batch, q_heads, num_splits]                      fp32   (workspace; num_splits > 1)
+//   partial_out [batch, T, q_heads, num_splits, head_dim]         fp32   (workspace; num_splits > 1)
+//   partial_lse [batch, T, q_heads, num_splits]                   fp32   (workspace; num_splits > 1)
 // Query head h attends with KV head h / (q_heads / kv_heads) (GQA; torch's enable_gqa order).
+// Query token t of T (multi-token decoding: the last T keys of the sequence are those tokens'
+// own) attends to keys [0, seq_lens[b] - (T - 1 - t)): causal, aligned to the sequence's end.
 #pragma once
 
 #include <cstddef>
@@ -44,15 +46,17 @@ struct DecodeAttentionParams {
   std::int32_t token_stride;       // cache elements between key rows of a page (a multiple of 8)
   std::int32_t head_stride;        // cache elements between KV heads of a key row (a multiple of 8)
   float scale_log2;                // softmax scale * log2(e): scores go through exp2
+  std::int32_t query_tokens;       // T, 1..kMaxQueryTokens: query tokens per sequence
 };
 
 static_assert(std::is_standard_layout_v<DecodeAttentionParams> &&
                   std::is_trivially_copyable_v<DecodeAttentionParams>,
               "DecodeAttentionParams is passed by value to cuLaunchKernel");
-static_assert(sizeof(void*) == 8 && sizeof(DecodeAttentionParams) == 120 &&
+static_assert(sizeof(void*) == 8 && sizeof(DecodeAttentionParams) == 128 &&
                   offsetof(DecodeAttentionParams, page_stride) == 64 &&
                   offsetof(DecodeAttentionParams, batch) == 72 &&
-                  offsetof(DecodeAttentionParams, scale_log2) == 116,
+                  offsetof(DecodeAttentionParams, scale_log2) == 116 &&
+                  offsetof(DecodeAttentionParams, query_tokens) == 120,
               "host and device must agree on the DecodeAttentionParams layout");
 
 }  // namespace kiln::decodeattn

@@ -1,9 +1,9 @@
 // Host reference for the decodeattn group, in float64, for the GPU numerics test and the CPU
-// tests: decode attention of one query token per sequence over the paged KV cache, read through
-// the page table exactly as the kernel's contract describes it (kernels/decodeattn/params.h).
-// Header-only, no CUDA headers: 16-bit values travel as their bit patterns (uint16_t) and are
-// decoded exactly. It is deliberately the plainest loop nest; any head dim and page size work, so
-// the CPU tests can check it on hand-computed cases of two dimensions.
+// tests: decode attention of one or more query tokens per sequence over the paged KV cache, read
+// through the page table exactly as the kernel's contract describes it
+// (kernels/decodeattn/params.h). Header-only, no CUDA headers: 16-bit values travel as their bit
+// patterns (uint16_t) and are decoded exactly. It is deliberately the plainest loop nest; any head
+// dim and page size work, so the CPU tests can check it on hand-computed cases of two dimensions.
 #pragma once
 
 #include <algorithm>
@@ -34,7 +34,8 @@ inline double toDouble(std::uint16_t bits, Format f) {
     return mantissa != 0 ? std::numeric_limits<double>::quiet_NaN()
                          : sign * std::numeric_limits<double>::infinity();
   }
-  if (exponent == 0) return sign * std::ldexp(static_cast<double>(mantissa), 1 - bias - mantissa_bits);
+  if (exponent == 0)
+    return sign * std::ldexp(static_cast<double>(mantissa), 1 - bias - mantissa_bits);
   return sign * std::ldexp(static_cast<double>(mantissa + (1u << mantissa_bits)),
                            static_cast<int>(exponent) - bias - mantissa_bits);
 }
@@ -73,7 +74,7 @@ inline std::size_t pageElement(Layout layout, int page_size, int kv_heads, int h
 }
 
 // One problem in the kernel's layouts (params.h):
-//   q [batch, q_heads, head_dim], k_cache / v_cache in `layout`,
+//   q [batch, query_tokens, q_heads, head_dim], k_cache / v_cache in `layout`,
 //   page_table [batch, max_pages_per_seq], seq_lens [batch], 0 <= seq_lens[b] <= capacity.
 struct PagedProblem {
   Format format = Format::kBFloat16;
@@ -82,6 +83,7 @@ struct PagedProblem {
   int q_heads = 0;
   int kv_heads = 0;
   int head_dim = 0;
+  int query_tokens = 1;
   int page_size = 0;
   int max_pages_per_seq = 0;
   double scale = 1.0;
@@ -100,39 +102,44 @@ inline std::size_t cacheIndex(const PagedProblem& p, int b, int j, int kv_head) 
                      j % p.page_size, kv_head);
 }
 
-// out[b, h, :] = sum_j softmax_j(scale * q[b, h] . k_j) v_j over the seq_lens[b] keys of sequence
-// b, with kv head h / (q_heads / kv_heads). A sequence of length 0 gives zeros (the kernel's
-// documented convention for an empty softmax). `out` is [batch, q_heads, head_dim], unrounded.
+// out[b, t, h, :] = sum_j softmax_j(scale * q[b, t, h] . k_j) v_j over the first
+// seq_lens[b] - (T - 1 - t) keys of sequence b (T = query_tokens: causal over the last T keys),
+// with kv head h / (q_heads / kv_heads). A row with no key (a sequence of length 0, or shorter
+// than its token's offset) gives zeros (the kernel's documented convention for an empty softmax).
+// `out` is [batch, query_tokens, q_heads, head_dim], unrounded.
 inline void decodeAttention(const PagedProblem& p, double* out) {
   const int group = p.q_heads / p.kv_heads;
   const auto d = static_cast<std::size_t>(p.head_dim);
   const Decoder dec(p.format);
   std::vector<double> scores;
   for (int b = 0; b < p.batch; ++b) {
-    const int len = p.seq_lens[b];
-    for (int h = 0; h < p.q_heads; ++h) {
-      const int kvh = h / group;
-      const std::uint16_t* q = p.q + (static_cast<std::size_t>(b) * p.q_heads + h) * d;
-      double* o = out + (static_cast<std::size_t>(b) * p.q_heads + h) * d;
-      std::fill(o, o + d, 0.0);
-      if (len <= 0) continue;
-      scores.assign(static_cast<std::size_t>(len), 0.0);
-      double max_score = -std::numeric_limits<double>::infinity();
-      for (int j = 0; j < len; ++j) {
-        const std::uint16_t* k = p.k_cache + cacheIndex(p, b, j, kvh);
-        double dot = 0.0;
-        for (std::size_t i = 0; i < d; ++i) dot += dec(q[i]) * dec(k[i]);
-        scores[j] = p.scale * dot;
-        max_score = std::max(max_score, scores[j]);
+    for (int t = 0; t < p.query_tokens; ++t) {
+      const int len = p.seq_lens[b] - (p.query_tokens - 1 - t);
+      for (int h = 0; h < p.q_heads; ++h) {
+        const int kvh = h / group;
+        const std::size_t row = (static_cast<std::size_t>(b) * p.query_tokens + t) * p.q_heads + h;
+        const std::uint16_t* q = p.q + row * d;
+        double* o = out + row * d;
+        std::fill(o, o + d, 0.0);
+        if (len <= 0) continue;
+        scores.assign(static_cast<std::size_t>(len), 0.0);
+        double max_score = -std::numeric_limits<double>::infinity();
+        for (int j = 0; j < len; ++j) {
+          const std::uint16_t* k = p.k_cache + cacheIndex(p, b, j, kvh);
+          double dot = 0.0;
+          for (std::size_t i = 0; i < d; ++i) dot += dec(q[i]) * dec(k[i]);
+          scores[j] = p.scale * dot;
+          max_score = std::max(max_score, scores[j]);
+        }
+        double sum = 0.0;
+        for (int j = 0; j < len; ++j) {
+          const double w = std::exp(scores[j] - max_score);
+          sum += w;
+          const std::uint16_t* v = p.v_cache + cacheIndex(p, b, j, kvh);
+          for (std::size_t i = 0; i < d; ++i) o[i] += w * dec(v[i]);
+        }
+        for (std::size_t i = 0; i < d; ++i) o[i] /= sum;
       }
-      double sum = 0.0;
-      for (int j = 0; j < len; ++j) {
-        const double w = std::exp(scores[j] - max_score);
-        sum += w;
-        const std::uint16_t* v = p.v_cache + cacheIndex(p, b, j, kvh);
-        for (std::size_t i = 0; i < d; ++i) o[i] += w * dec(v[i]);
-      }
-      for (std::size_t i = 0; i < d; ++i) o[i] /= sum;
     }
   }
 }

@@ -1,6 +1,7 @@
 // GPU numerics of the decodeattn group: every variant of the linked artifact over boundary
-// lengths, long sequences, large batches, GQA ratios 1 / 4 / 8 / 40 and every admitted page size,
-// against the float64 reference in kernels/decodeattn/reference.h.
+// lengths, long sequences, large batches, GQA ratios 1 / 4 / 8 / 40, every admitted page size and
+// 1 to 8 query tokens per sequence (multi-token decoding, causal over them), against the float64
+// reference in kernels/decodeattn/reference.h.
 //
 // Each case, on both page layouts (NHD and HND): fresh random q, K, V (the seed is printed;
 // KILN_SEED=<n> replays a run), a paged cache whose pages are handed out in a random permutation, with every unused page and every row past a
@@ -84,6 +85,7 @@ struct CaseSpec {
   double scale_factor;   // softmax scale = scale_factor / sqrt(head_dim)
   int multiprocessors;   // Problem::multiprocessors (0: the device's); forces the split count
   int max_seq_len_hint;  // Problem::max_seq_len
+  int query_tokens = 1;  // Problem::query_tokens: > 1 is multi-token decoding (causal over them)
 };
 
 const std::vector<CaseSpec>& cases() {
@@ -117,6 +119,17 @@ const std::vector<CaseSpec>& cases() {
       // longer sequence must still be exact): split and single-pass paths.
       {"hint_below_length_p16", 16, 2, {3000, 500}, 0, 0, 16, 1.0, 0, 1000},
       {"hint_below_length_p16_one_split", 16, 2, {3000, 500}, 0, 0, 16, 1.0, 1, 1000},
+      // Multi-token decoding: T query tokens per sequence, causal over the last T keys. Length 1
+      // with T = 2 leaves token 0 without a key (zeros); lengths at and around a subtile.
+      {"mtp2_gqa4_p16", 8, 2, {1, 2, 17, 1000, 16}, 0, 0, 16, 1.0, 0, 0, 2},
+      // The bench's head shape, 4 tokens: 4 x 4 = 16 rows, one tile per KV head; split path.
+      {"mtp4_gqa32x8_p16", 32, 8, {4097, 300}, 0, 0, 16, 4.0, 0, 0, 4},
+      // 8 tokens x GQA 8 = 64 rows: four row chunks per KV head; lengths below and at T.
+      {"mtp8_gqa8_p32_one_split", 16, 2, {8, 7, 3000, 5}, 0, 0, 32, 1.0, 1, 0, 8},
+      // Batch 64, GQA 1, 3 tokens, forced splits (many empty ones for short sequences).
+      {"mtp3_batch64_gqa1_p64_split", 4, 4, {}, 64, 500, 64, 1.0, 256, 0, 3},
+      // MQA 40 x 5 tokens = 200 rows: 13 chunks, the last one partial.
+      {"mtp5_mqa40_p16", 40, 1, {257, 33}, 0, 0, 16, 1.0, 0, 0, 5},
   };
   return c;
 }
@@ -162,7 +175,8 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, ref:
       }
     }
   }
-  const std::size_t out_elems = static_cast<std::size_t>(batch) * spec.q_heads * d;
+  const int tokens = spec.query_tokens;
+  const std::size_t out_elems = static_cast<std::size_t>(batch) * tokens * spec.q_heads * d;
   std::vector<std::uint16_t> q(out_elems);
   for (auto& x : q) x = randomBits(rng, f, -3, 0);
   const double scale = spec.scale_factor / std::sqrt(static_cast<double>(d));
@@ -185,6 +199,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, ref:
   p.q_heads = spec.q_heads;
   p.kv_heads = spec.kv_heads;
   p.head_dim = d;
+  p.query_tokens = tokens;
   p.page_size = ps;
   p.kv_layout = layout == ref::Layout::kNHD ? da::KvLayout::kNHD : da::KvLayout::kHND;
   p.num_pages = num_pages;
@@ -213,6 +228,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, ref:
   rp.q_heads = spec.q_heads;
   rp.kv_heads = spec.kv_heads;
   rp.head_dim = d;
+  rp.query_tokens = tokens;
   rp.page_size = ps;
   rp.max_pages_per_seq = max_pages_per_seq;
   rp.scale = static_cast<double>(static_cast<float>(scale));  // the float the kernel was given
@@ -229,14 +245,18 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, ref:
   std::ostringstream err;
   const ref::Decoder dec(f);
   const OutputScan scan = scanOutput(out, out_elems, guard, dec);
+  // Rows without a key (length 0, or a token whose causal limit is <= 0) must be exactly zero.
   std::size_t empty_nonzero = 0;
-  const std::size_t per_seq = static_cast<std::size_t>(spec.q_heads) * d;
+  const std::size_t per_row = static_cast<std::size_t>(spec.q_heads) * d;  // one (b, t)
   for (int b = 0; b < batch; ++b) {
-    if (lens[b] != 0) continue;
-    for (std::size_t i = 0; i < per_seq; ++i) empty_nonzero += dec(out[b * per_seq + i]) != 0.0;
+    for (int t = 0; t < tokens; ++t) {
+      if (lens[b] - (tokens - 1 - t) > 0) continue;
+      const std::size_t first = (static_cast<std::size_t>(b) * tokens + t) * per_row;
+      for (std::size_t i = 0; i < per_row; ++i) empty_nonzero += dec(out[first + i]) != 0.0;
+    }
   }
   describe(err, scan, out_elems);
-  if (empty_nonzero) err << empty_nonzero << " outputs of length-0 sequences are not 0; ";
+  if (empty_nonzero) err << empty_nonzero << " outputs of rows without a key are not 0; ";
   const double bound = f == ref::Format::kFloat16 ? kRelL2BoundFp16 : kRelL2BoundBf16;
   const double rel = ref::relativeL2(f, out_elems, out.data(), expected.data());
   *error = rel;

@@ -1,6 +1,7 @@
 // The decodeattn float64 reference on small hand-computed cases (head dim 2, pages of 2 keys):
 // the exact 16-bit decoding, softmax weights, the page-table walk (permuted pages, poisoned unused
-// rows never read), the GQA head mapping, and the empty-sequence convention.
+// rows never read), the GQA head mapping, the empty-sequence convention, and the causal limits of
+// several query tokens per sequence.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,16 +34,19 @@ TEST(DecodeAttentionReference, DecodesBitPatternsExactly) {
   EXPECT_TRUE(std::isnan(toDouble(0xffff, Format::kBFloat16)));
 }
 
-// One sequence, one head, head dim 2, one page of `page_size` keys per table entry.
+// Head dim 2, one page of `page_size` keys per table entry; one query and one KV head and one
+// query token unless set.
 struct Case {
   std::vector<std::uint16_t> q, k, v;
   std::vector<std::int32_t> table, lens;
+  int q_heads = 1, kv_heads = 1, query_tokens = 1;
   PagedProblem problem(int page_size, double scale) const {
     PagedProblem p;
     p.format = Format::kBFloat16;
     p.batch = static_cast<int>(lens.size());
-    p.q_heads = 1;
-    p.kv_heads = 1;
+    p.q_heads = q_heads;
+    p.kv_heads = kv_heads;
+    p.query_tokens = query_tokens;
     p.head_dim = 2;
     p.page_size = page_size;
     p.max_pages_per_seq = static_cast<int>(table.size() / lens.size());
@@ -98,26 +102,13 @@ TEST(DecodeAttentionReference, WalksPermutedPagesAndNeverReadsUnusedRows) {
 
 TEST(DecodeAttentionReference, GqaMapsQueryHeadToKvHeadByIntegerDivision) {
   // 4 query heads on 2 KV heads, one key: heads 0, 1 return KV head 0's value, heads 2, 3 head 1's.
-  const std::vector<std::uint16_t> q(4 * 2, kBf16One);
-  const std::vector<std::uint16_t> k(2 * 2, kBf16One);
-  const std::vector<std::uint16_t> v = {kBf16One, kBf16Two, kBf16Three, kBf16Four};  // [1][2][2]
-  const std::vector<std::int32_t> table = {0}, lens = {1};
-  PagedProblem p;
-  p.format = Format::kBFloat16;
-  p.batch = 1;
-  p.q_heads = 4;
-  p.kv_heads = 2;
-  p.head_dim = 2;
-  p.page_size = 16;
-  p.max_pages_per_seq = 1;
-  p.scale = 1.0;
-  p.q = q.data();
-  p.k_cache = k.data();
-  p.v_cache = v.data();
-  p.page_table = table.data();
-  p.seq_lens = lens.data();
+  Case c{std::vector<std::uint16_t>(4 * 2, kBf16One), std::vector<std::uint16_t>(2 * 2, kBf16One),
+         {kBf16One, kBf16Two, kBf16Three, kBf16Four},  // v: [1 key][2 heads][2 dims]
+         {0}, {1}};
+  c.q_heads = 4;
+  c.kv_heads = 2;
   double out[8];
-  decodeAttention(p, out);
+  decodeAttention(c.problem(16, 1.0), out);
   const double want[8] = {1, 2, 1, 2, 3, 4, 3, 4};
   for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], want[i]) << i;
 }
@@ -203,6 +194,24 @@ TEST(DecodeAttentionReference, RelativeL2) {
   EXPECT_NEAR(relativeL2(Format::kBFloat16, 2, got, off), 0.5 / std::sqrt(7.25), 1e-15);
   const std::uint16_t nan[2] = {kBf16NaN, kBf16One};
   EXPECT_TRUE(std::isnan(relativeL2(Format::kBFloat16, 2, nan, exact)));
+}
+
+TEST(DecodeAttentionReference, QueryTokensAreCausalOverTheLastKeysAndRowsWithoutKeysAreZero) {
+  // Three query tokens of one sequence of 2 keys (values (1, 0) and (3, 0), equal scores): token 2
+  // sees both keys (mean 2), token 1 only key 0 (1), token 0 none (zeros). q is [b][t][h][d].
+  Case c{std::vector<std::uint16_t>(3 * 2, kBf16One),
+         {kBf16One, kBf16One, kBf16One, kBf16One},
+         {kBf16One, kBf16Zero, kBf16Three, kBf16Zero},
+         {0}, {2}};
+  c.query_tokens = 3;
+  double out[6] = {7, 7, 7, 7, 7, 7};
+  decodeAttention(c.problem(16, 1.0), out);
+  EXPECT_EQ(out[0], 0.0);  // token 0: no key
+  EXPECT_EQ(out[1], 0.0);
+  EXPECT_EQ(out[2], 1.0);  // token 1: key 0 only
+  EXPECT_EQ(out[3], 0.0);
+  EXPECT_NEAR(out[4], 2.0, 1e-15);  // token 2: both keys
+  EXPECT_EQ(out[5], 0.0);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ namespace {
 
 const char* const kEntries[] = {"kiln_decodeattn", "kiln_decodeattn_merge"};
 const char* const kEntriesReversed[] = {"kiln_decodeattn_merge", "kiln_decodeattn"};
-const kiln_image kImages[] = {{80, 0, nullptr, 0, ""}, {90, 0, nullptr, 0, ""}};
+const kiln_image kImages[] = {{80, 0, nullptr, 0, "", 0}, {90, 0, nullptr, 0, "", 0}};
 
 const kiln_variant kD128Bf16{"decodeattn_d128_bf16", "decodeattn", kEntriesReversed, 2, kImages, 2};
 const kiln_variant kD64Bf16{"decodeattn_d64_bf16", "decodeattn", kEntries, 2, kImages, 2};
@@ -240,6 +240,30 @@ TEST(DecodeAttentionSelector, LargeGqaGroupsTakeSeveralHeadChunks) {
   EXPECT_EQ(plan.attention.grid.y, 3u);
 }
 
+// Multi-token decoding: the rows of a KV head are its group's heads x the query tokens, 16 per
+// row chunk; the merge and the partials have one row per (sequence, token, query head).
+TEST(DecodeAttentionSelector, QueryTokensMultiplyTheRowsOfEachKvHead) {
+  Problem p = validProblem();  // GQA 4
+  p.batch = 1;
+  p.max_pages_per_seq = 2048;  // 32768 keys: split
+  Plan one, four, eight;
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &one).ok());
+  p.query_tokens = 4;  // 4 x 4 = 16 rows: still one chunk, the same grid and splits
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &four).ok());
+  EXPECT_EQ(four.params.query_tokens, 4);
+  EXPECT_EQ(four.params.head_chunks, 1);
+  EXPECT_EQ(four.attention.grid.y, one.attention.grid.y);
+  EXPECT_EQ(four.num_splits, one.num_splits);
+  EXPECT_EQ(four.merge.grid.x, 4u * 32u);  // (token, query head) rows
+  EXPECT_EQ(four.lse_offset, 4u * one.lse_offset);
+  p.query_tokens = 8;  // 32 rows: two chunks per KV head, fewer splits fill the GPU
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &eight).ok());
+  EXPECT_EQ(eight.params.head_chunks, 2);
+  EXPECT_EQ(eight.attention.grid.y, 16u);
+  EXPECT_EQ(eight.num_splits, 16);  // 264 slots / 16 pairs
+  EXPECT_EQ(eight.merge.grid.x, 8u * 32u);
+}
+
 TEST(DecodeAttentionSelector, UnbuiltHeadDimNamesValueAndBuiltDims) {
   Problem p = validProblem();
   p.head_dim = 96;
@@ -319,6 +343,8 @@ TEST(DecodeAttentionSelector, InvalidProblemsNameTheValueAndTheLimit) {
       {"capacity", [](Problem& p) { p.max_pages_per_seq = (1 << 26) + 1; },
        "max_pages_per_seq * page_size = 1073741840 keys exceeds the limit 1073741824"},
       {"max_seq_len", [](Problem& p) { p.max_seq_len = -2; }, "max_seq_len -2 is negative"},
+      {"no query token", [](Problem& p) { p.query_tokens = 0; }, "query_tokens 0 is not in 1..8"},
+      {"9 query tokens", [](Problem& p) { p.query_tokens = 9; }, "query_tokens 9 is not in 1..8"},
       {"multiprocessors", [](Problem& p) { p.multiprocessors = -1; },
        "multiprocessors -1 is negative"},
       {"scale nan", [](Problem& p) { p.scale = std::numeric_limits<float>::quiet_NaN(); },
@@ -350,13 +376,13 @@ TEST(DecodeAttentionSelector, InvalidProblemsNameTheValueAndTheLimit) {
          p.kv_heads = 40000;
          p.q_heads = 40000 * 17;  // 2 chunks per kv head
        },
-       "kv_heads * ceil(q_heads / kv_heads / 16) = 80000 exceeds the limit 65535"},
+       "kv_heads * ceil(q_heads / kv_heads * query_tokens / 16) = 80000 exceeds the limit 65535"},
       {"merge grid",
        [](Problem& p) {
          p.batch = 65535;
          p.q_heads = 8 * 4097;  // 257 head chunks per KV head: 2056 head blocks
        },
-       "batch * q_heads = 2147975160 exceeds the limit 2147483647"},
+       "batch * query_tokens * q_heads = 2147975160 exceeds the limit 2147483647"},
       {"cache size",
        [](Problem& p) {
          p.num_pages = 2147483647;  // 2^31 - 1 pages of 256 keys x 65535 heads x 128 dims

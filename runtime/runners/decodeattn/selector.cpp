@@ -167,6 +167,10 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   if (problem.multiprocessors < 0) {
     return invalid("multiprocessors " + std::to_string(problem.multiprocessors) + " is negative");
   }
+  if (problem.query_tokens < 1 || problem.query_tokens > kMaxQueryTokens) {
+    return invalid("query_tokens " + std::to_string(problem.query_tokens) + " is not in 1.." +
+                   std::to_string(kMaxQueryTokens));
+  }
   if (!std::isfinite(problem.scale)) {
     return invalid("scale " + std::to_string(problem.scale) + " is not finite");
   }
@@ -180,19 +184,20 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   }
 
   const int group_size = problem.q_heads / problem.kv_heads;
-  const int head_chunks = (group_size + kHeadsPerBlock - 1) / kHeadsPerBlock;
+  // The rows of one KV head are its group's heads x the query tokens, 16 per block (launch.h).
+  const int head_chunks = (group_size * problem.query_tokens + kHeadsPerBlock - 1) / kHeadsPerBlock;
   if (problem.batch > kMaxGridYZ) {
     return invalid("batch " + std::to_string(problem.batch) + " exceeds the limit " +
                    std::to_string(kMaxGridYZ));
   }
   const long long head_blocks = static_cast<long long>(problem.kv_heads) * head_chunks;
   if (head_blocks > kMaxGridYZ) {
-    return invalid("kv_heads * ceil(q_heads / kv_heads / 16) = " + std::to_string(head_blocks) +
+    return invalid("kv_heads * ceil(q_heads / kv_heads * query_tokens / 16) = " + std::to_string(head_blocks) +
                    " exceeds the limit " + std::to_string(kMaxGridYZ));
   }
-  const long long rows_total = static_cast<long long>(problem.batch) * problem.q_heads;
-  if (rows_total > kMaxGridX) {
-    return invalid("batch * q_heads = " + std::to_string(rows_total) + " exceeds the limit " +
+  const long long rows = static_cast<long long>(problem.batch) * problem.query_tokens * problem.q_heads;
+  if (rows > kMaxGridX) {
+    return invalid("batch * query_tokens * q_heads = " + std::to_string(rows) + " exceeds the limit " +
                    std::to_string(kMaxGridX));
   }
   // num_pages * page_size * kv_heads * head_dim < 2^62, tested without overflowing.
@@ -213,7 +218,6 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
                               static_cast<unsigned>(problem.batch)};
   plan->attention.block = Dim3{static_cast<unsigned>(kThreads), 1, 1};
   plan->attention.shared_bytes = static_cast<unsigned>(sharedBytes(info->head_dim));
-  const long long rows = static_cast<long long>(problem.batch) * problem.q_heads;
   plan->merge.grid = Dim3{static_cast<unsigned>(rows), 1, 1};  // one block per row
   plan->merge.block = Dim3{static_cast<unsigned>(kMergeThreads), 1, 1};
   plan->merge.shared_bytes = 0;
@@ -250,6 +254,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   params.head_stride = hnd ? problem.page_size * head_elems : head_elems;
   params.page_stride = static_cast<std::int64_t>(problem.page_size) * problem.kv_heads * head_elems;
   params.scale_log2 = static_cast<float>(static_cast<double>(problem.scale) * 1.4426950408889634);
+  params.query_tokens = problem.query_tokens;
   // Last, so that select(device) == select(host) followed by checkDevice, which is what run() does.
   return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
 }

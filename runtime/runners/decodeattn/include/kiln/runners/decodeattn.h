@@ -1,11 +1,14 @@
-// The decodeattn runner: decode attention (one query token per sequence) over a paged KV cache,
-// on the caller's stream, into the caller's workspace.
+// The decodeattn runner: decode attention (one query token per sequence, or T = query_tokens of
+// them for multi-token / speculative decoding) over a paged KV cache, on the caller's stream,
+// into the caller's workspace.
 //
-//   out[b, h, :] = softmax_j(scale * q[b, h, :] . K[b, j, h / G, :]) . V[b, j, h / G, :]
-//                  over the keys j < seq_lens[b] of sequence b, G = q_heads / kv_heads
+//   out[b, t, h, :] = softmax_j(scale * q[b, t, h, :] . K[b, j, h / G, :]) . V[b, j, h / G, :]
+//                     over the keys j < seq_lens[b] - (T - 1 - t) of sequence b, G = q_heads / kv_heads
 //
-// Layouts (row-major, contiguous, the problem's dtype unless noted):
-//   q, out       [batch, q_heads, head_dim]
+// (causal over the T tokens, whose own keys are the last T of the sequence; a row with no key,
+// seq_lens[b] <= T - 1 - t, is zeros). Layouts (row-major, contiguous, the problem's dtype unless
+// noted):
+//   q, out       [batch, query_tokens, q_heads, head_dim]
 //   k_cache,     kKvNHD: [num_pages, page_size, kv_heads, head_dim]   key j of sequence b is in
 //   v_cache      kKvHND: [num_pages, kv_heads, page_size, head_dim]   page page_table[b, j /
 //                                                                     page_size], row j % page_size
@@ -42,6 +45,7 @@ struct Problem {
   int q_heads = 0;            // a multiple of kv_heads
   int kv_heads = 0;
   int head_dim = 0;           // one of the artifact's baked head dims (64, 128)
+  int query_tokens = 1;       // T, 1..kMaxQueryTokens (8): query tokens per sequence
   int page_size = 16;         // a power of two, 16..256
   KvLayout kv_layout = KvLayout::kNHD;  // both caches
   int num_pages = 0;          // pages in each cache
@@ -64,6 +68,10 @@ struct Problem {
 
 // workspaceSize() with multiprocessors == 0 covers every device up to this many SMs.
 inline constexpr int kMaxMultiprocessors = 256;
+// Query tokens per sequence (multi-token / speculative decoding), at most. A block's 16 mma rows
+// are (token, query head) pairs of one KV head, so GQA 4 x 4 tokens is one tile per KV head; more
+// rows take more blocks, each reading that KV head's keys again (README.md, "Multi-token").
+inline constexpr int kMaxQueryTokens = 8;
 
 // Host-side admission: a variant for (head_dim, dtype) is built (else kNotSupported, naming the
 // built head dims), the shape and page size are valid, pointers are non-null and aligned (q, out,
