@@ -77,7 +77,9 @@ void checkCubins(const ArtifactMetadata& m, const ArtifactTree& tree, const std:
       const std::string expected_path = imagePath(name, sm, ptx);
       listed.insert(image.cubin);
       const auto& archs = m.provenance.gpu_archs;
-      const auto arch = std::find_if(archs.begin(), archs.end(), [&](const GpuArch& a) { return a.sm == sm; });
+      const int image_sm = sm;  // clang before 16 cannot capture a structured binding (the fuzz build)
+      const auto arch =
+          std::find_if(archs.begin(), archs.end(), [&](const GpuArch& a) { return a.sm == image_sm; });
       if (arch == archs.end()) {
         problems.push_back(
             fmt::format("{}metadata.json: variant {} has an image for sm_{}, which is not in "
