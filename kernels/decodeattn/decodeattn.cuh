@@ -29,6 +29,7 @@
 
 #include <cstdint>
 
+#include "common/dependent_launch.cuh"
 #include "common/dtype.cuh"
 #include "common/sm80_mma.cuh"
 #include "common/vec16.cuh"
@@ -87,6 +88,9 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
                 "the combine scratch must fit in a warp's own pipeline buffers");
   static_assert(kSubtileKeys * kChunks % 32 == 0, "a subtile must split evenly over the lanes");
 
+  // A split problem's merge (its dependent launch) may start now: its blocks take no shared
+  // memory to speak of and wait for this whole grid, so their launch hides behind this kernel.
+  if (p.num_splits > 1) common::releaseDependentGrid();
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int warp = static_cast<int>(threadIdx.x) >> 5;
   const int group = lane >> 2;  // mma fragment row (query head) group
@@ -374,6 +378,9 @@ __device__ __forceinline__ void mergeSplits(const DecodeAttentionParams& p) {
   const int warp = tid >> 5;
   const long long row = blockIdx.x;
   const int splits = p.num_splits;
+  // Launched as a programmatic dependent of the attention kernel (sm_90+): it may be resident
+  // before that kernel ends, and waits here until the partials are all written and visible.
+  common::waitForPrimaryGrid();
 
   const float lse = tid < splits ? p.partial_lse[row * splits + tid] : -INFINITY;
   float m = lse;

@@ -135,6 +135,8 @@ Status loadDriver(const std::string& library, DriverApi* api) {
     KILN_RETURN_IF_ERROR(
         resolve(r, library, "cuFuncSetAttribute", "cuFuncSetAttribute", &t.funcSetAttribute));
     KILN_RETURN_IF_ERROR(resolve(r, library, "cuLaunchKernel", "cuLaunchKernel", &t.launchKernel));
+    KILN_RETURN_IF_ERROR(
+        resolve(r, library, "cuLaunchKernelEx", "cuLaunchKernelEx", &t.launchKernelEx));
     KILN_RETURN_IF_ERROR(resolve(r, library, "cuTensorMapEncodeTiled", "cuTensorMapEncodeTiled",
                                  &t.tensorMapEncodeTiled));
     KILN_RETURN_IF_ERROR(resolve(r, library, "cuGetErrorName", "cuGetErrorName", &t.getErrorName));

@@ -45,8 +45,32 @@ std::string launchLabel(const kiln_variant& variant, int entry, const LaunchConf
          std::to_string(config.shared_bytes) + " bytes dynamic shared memory): ";
 }
 
-Status launchKernel(const DriverApi& api, CUfunction function, const LaunchConfig& c, Stream stream,
-                    void** args) {
+// Programmatic dependent launch exists from sm_90 (Hopper). What decides is the SM the image was
+// compiled for, not the device's: a compute_80 PTX image JIT-compiled on an H200 has its
+// griddepcontrol.wait compiled out (kernels/common/dependent_launch.cuh), so only stream order
+// may keep its reads after the previous kernel's writes.
+constexpr int kMinProgrammaticSm = 90;
+
+Status launchKernel(const DriverApi& api, CUfunction function, const LaunchConfig& c, int image_sm,
+                    Stream stream, void** args) {
+  if (c.programmatic_dependency && image_sm >= kMinProgrammaticSm && api.launchKernelEx != nullptr) {
+    CUlaunchAttribute attribute{};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig ex{};
+    ex.gridDimX = c.grid.x;
+    ex.gridDimY = c.grid.y;
+    ex.gridDimZ = c.grid.z;
+    ex.blockDimX = c.block.x;
+    ex.blockDimY = c.block.y;
+    ex.blockDimZ = c.block.z;
+    ex.sharedMemBytes = c.shared_bytes;
+    ex.hStream = stream;
+    ex.attrs = &attribute;
+    ex.numAttrs = 1;
+    KILN_CU_CHECK(api.launchKernelEx(&ex, function, args, nullptr));
+    return Status::Ok();
+  }
   KILN_CU_CHECK(api.launchKernel(function, c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y,
                                  c.block.z, c.shared_bytes, stream, args, nullptr));
   return Status::Ok();
@@ -79,7 +103,7 @@ Status launch(const kiln_variant& variant, int entry, const LaunchConfig& config
   CUfunction function = nullptr;
   KILN_RETURN_IF_ERROR(detail::acquireFunction(*t.api, variant, *t.image, t.context, stream, entry,
                                                config.shared_bytes, &function));
-  Status launched = launchKernel(*t.api, function, config, stream, args);
+  Status launched = launchKernel(*t.api, function, config, t.image->sm, stream, args);
   if (!launched.ok()) return detail::withPrefix(launched, launchLabel(variant, entry, config));
   return Status::Ok();
 }

@@ -172,6 +172,8 @@ TEST(DecodeAttentionSelector, SplitPlanSizesWorkspaceAndMerge) {
   EXPECT_EQ(plan.attention.grid.x, 33u);
   EXPECT_EQ(plan.merge.grid.x, 32u);  // one block per (sequence, query head) row
   EXPECT_EQ(plan.merge.block.x, static_cast<unsigned>(kMergeThreads));
+  EXPECT_TRUE(plan.merge.programmatic_dependency);  // waits for the attention grid on the device
+  EXPECT_FALSE(plan.attention.programmatic_dependency);
   const std::size_t out_bytes = 32u * 33u * 128u * 4u;  // 540672, a multiple of 256
   EXPECT_EQ(plan.lse_offset, out_bytes);
   EXPECT_EQ(plan.workspace_bytes, out_bytes + 4352u);  // 32 x 33 x 4 = 4224 -> 4352

@@ -67,6 +67,7 @@ TEST_F(DriverLibraryTest, GetProcAddressResolvesTheTwelveZeroAbi) {
   EXPECT_EQ(address(api->streamGetCtx), dlsym(lib, "cuStreamGetCtx"));
   EXPECT_EQ(address(api->ctxGetDevice), dlsym(lib, "cuCtxGetDevice"));
   EXPECT_EQ(address(api->launchKernel), dlsym(lib, "cuLaunchKernel"));
+  EXPECT_EQ(address(api->launchKernelEx), dlsym(lib, "cuLaunchKernelEx"));
   EXPECT_EQ(address(api->moduleGetFunction), dlsym(lib, "cuModuleGetFunction"));
   EXPECT_EQ(address(api->tensorMapEncodeTiled), dlsym(lib, "cuTensorMapEncodeTiled"));
   ASSERT_NE(api->moduleLoadDataEx, nullptr);
@@ -106,6 +107,7 @@ TEST_F(DriverLibraryTest, WithoutGetProcAddressFallsBackToVersionedSymbols) {
   EXPECT_EQ(address(api->getErrorString), dlsym(lib, "cuGetErrorString"));
   EXPECT_EQ(address(api->tensorMapEncodeTiled), dlsym(lib, "cuTensorMapEncodeTiled"));
   EXPECT_EQ(address(api->moduleLoadDataEx), dlsym(lib, "cuModuleLoadDataEx"));
+  EXPECT_EQ(address(api->launchKernelEx), dlsym(lib, "cuLaunchKernelEx"));
   dlclose(lib);
 }
 

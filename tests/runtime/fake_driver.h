@@ -64,6 +64,7 @@ struct LaunchRecord {
   unsigned shared_bytes = 0;
   CUstream stream = nullptr;
   void** args = nullptr;
+  bool programmatic = false;  // through cuLaunchKernelEx with programmatic stream serialization
 };
 
 // The arguments of the last cuTensorMapEncodeTiled call, copied (entries past the rank stay 0).
@@ -217,6 +218,7 @@ class Driver {
     a.moduleGetFunction = &Driver::moduleGetFunction;
     a.funcSetAttribute = &Driver::funcSetAttribute;
     a.launchKernel = &Driver::launchKernel;
+    a.launchKernelEx = &Driver::launchKernelEx;
     a.tensorMapEncodeTiled = &Driver::tensorMapEncodeTiled;
     a.getErrorName = &Driver::getErrorName;
     a.getErrorString = &Driver::getErrorString;
@@ -454,6 +456,23 @@ class Driver {
       self.last_first_arg_.assign(first, first + self.record_first_arg_bytes);
     }
     return CUDA_SUCCESS;
+  }
+  // The same checks and record as launchKernel; accepts only the one attribute kiln sets.
+  static CUresult launchKernelEx(const CUlaunchConfig* config, CUfunction function, void** params,
+                                 void** extra) {
+    if (config == nullptr || config->numAttrs != 1 || config->attrs == nullptr ||
+        config->attrs[0].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION ||
+        config->attrs[0].value.programmaticStreamSerializationAllowed != 1)
+      return CUDA_ERROR_INVALID_VALUE;
+    const CUresult result =
+        launchKernel(function, config->gridDimX, config->gridDimY, config->gridDimZ,
+                     config->blockDimX, config->blockDimY, config->blockDimZ,
+                     config->sharedMemBytes, config->hStream, params, extra);
+    if (result == CUDA_SUCCESS) {
+      std::lock_guard<std::mutex> lock(d().mu_);
+      d().last_launch_.programmatic = true;
+    }
+    return result;
   }
   // Checks what the driver documents for the map itself (64-byte aligned, rank 1..5) and records
   // the call; kiln::encodeTensorMap checks every other limit before calling.

@@ -105,6 +105,9 @@ int cuLaunchKernel(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsi
                    void*, void**, void**) {
   return kSuccess;
 }
+int cuLaunchKernelEx(const void*, void*, void**, void**) {
+  return kSuccess;
+}
 int cuTensorMapEncodeTiled(void*, int, unsigned, void*, const std::uint64_t*, const std::uint64_t*,
                            const unsigned*, const unsigned*, int, int, int, int) {
   return kSuccess;
@@ -162,6 +165,7 @@ void* lookup(const char* name, int version) {
       {"cuModuleGetFunction", 2000, reinterpret_cast<void*>(&cuModuleGetFunction)},
       {"cuFuncSetAttribute", 9000, reinterpret_cast<void*>(&cuFuncSetAttribute)},
       {"cuLaunchKernel", 4000, reinterpret_cast<void*>(&cuLaunchKernel)},
+      {"cuLaunchKernelEx", 11060, reinterpret_cast<void*>(&cuLaunchKernelEx)},
       {"cuTensorMapEncodeTiled", 12000, reinterpret_cast<void*>(&cuTensorMapEncodeTiled)},
       {"cuGetErrorName", 6000, reinterpret_cast<void*>(&cuGetErrorName)},
       {"cuGetErrorString", 6000, reinterpret_cast<void*>(&cuGetErrorString)},

@@ -272,6 +272,18 @@ TEST(LoaderPtxTest, PtxImageLoadsThroughLoadDataExAndLaunches) {
   EXPECT_EQ(blackwell.pushes.load(), blackwell.pops.load());
 }
 
+// PDL follows the image, not the device: compute_80 PTX JIT-compiled on an H200 has no
+// griddepcontrol.wait in it, so it must be launched in plain stream order.
+TEST(LoaderPtxTest, PtxImageBelowSm90IsNeverAProgrammaticDependent) {
+  kiln::fake::Driver hopper({kiln::fake::Device{"NVIDIA H200", 9, 0, 132, 232448}});
+  TestVariant ptx("rmsnorm_h4096_bf16", {"kernel_main"}, {ptxImage(80, "FAKEPTX kernel_main")});
+  kiln::LaunchConfig pdl = config();
+  pdl.programmatic_dependency = true;
+  ASSERT_TRUE(kiln::launch(ptx.get(), 0, pdl, hopper.makeStream(0), nullptr).ok());
+  EXPECT_EQ(hopper.ex_loads.load(), 1);
+  EXPECT_FALSE(hopper.lastLaunch().programmatic);
+}
+
 TEST_F(LoaderTest, CubinsStillLoadThroughLoadData) {
   ASSERT_TRUE(kiln::launch(v.get(), 0, config(), driver.makeStream(0), nullptr).ok());
   EXPECT_EQ(driver.loads.load(), 1);
@@ -400,6 +412,24 @@ TEST_F(LoaderTest, LargeDynamicSharedMemoryIsOptedIntoOncePerFunctionAndSize) {
   // A new context has new functions: they opt in again.
   ASSERT_TRUE(kiln::launch(v.get(), 0, config(100000), driver.makeStream(1), nullptr).ok());
   EXPECT_EQ(driver.set_attributes.load(), 4);
+}
+
+// Programmatic dependent launch: cuLaunchKernelEx with the attribute on sm_90 (the H200),
+// an ordinary cuLaunchKernel on sm_80 (the A100) and when the table has no cuLaunchKernelEx.
+TEST_F(LoaderTest, ProgrammaticDependencyUsesLaunchKernelExFromSm90Only) {
+  kiln::LaunchConfig pdl = config();
+  pdl.programmatic_dependency = true;
+  ASSERT_TRUE(kiln::launch(v.get(), 0, pdl, driver.makeStream(0), nullptr).ok());
+  kiln::fake::LaunchRecord h200 = driver.lastLaunch();
+  EXPECT_TRUE(h200.programmatic);
+  EXPECT_EQ(h200.grid[0], 8u);
+  EXPECT_EQ(h200.block[0], 128u);
+  ASSERT_TRUE(kiln::launch(v.get(), 0, config(), driver.makeStream(0), nullptr).ok());
+  EXPECT_FALSE(driver.lastLaunch().programmatic);
+  ASSERT_TRUE(kiln::launch(v.get(), 0, pdl, driver.makeStream(1), nullptr).ok());
+  EXPECT_FALSE(driver.lastLaunch().programmatic);  // sm_80: no PDL
+  EXPECT_EQ(driver.lastLaunch().device, 1);
+  EXPECT_EQ(driver.launches.load(), 3);
 }
 
 TEST_F(LoaderTest, LaunchArgumentsAreCheckedWithTheLimitNamed) {

@@ -41,6 +41,10 @@ struct DriverApi {
                            unsigned block_x, unsigned block_y, unsigned block_z,
                            unsigned shared_bytes, CUstream stream, void** params,
                            void** extra) = nullptr;
+  // For LaunchConfig::programmatic_dependency (CUDA 11.8+ drivers). Optional in a test's table:
+  // when null, every launch goes through launchKernel.
+  CUresult (*launchKernelEx)(const CUlaunchConfig* config, CUfunction function, void** params,
+                             void** extra) = nullptr;
   // cuTensorMapEncodeTiled (since 12.0): needs no context; see kiln::encodeTensorMap.
   CUresult (*tensorMapEncodeTiled)(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,
                                    void* address, const cuuint64_t* dims, const cuuint64_t* strides,

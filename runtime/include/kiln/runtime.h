@@ -32,6 +32,13 @@ struct LaunchConfig {
   Dim3 grid;
   Dim3 block;
   unsigned shared_bytes = 0;  // dynamic shared memory
+  // Programmatic dependent launch: on sm_90 and newer the kernel may be scheduled while the
+  // previous kernel on the stream still runs (that kernel can release it early with
+  // griddepcontrol.launch_dependents), so its launch latency hides behind that kernel's tail; the
+  // kernel must execute griddepcontrol.wait before it reads anything the previous kernel writes.
+  // For an image compiled below sm_90 (a cubin for sm_80, a compute_80 PTX image even on an H200),
+  // or with a driver table without cuLaunchKernelEx, it is an ordinary launch.
+  bool programmatic_dependency = false;
 };
 
 struct DeviceInfo {

@@ -221,6 +221,9 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   plan->merge.grid = Dim3{static_cast<unsigned>(rows), 1, 1};  // one block per row
   plan->merge.block = Dim3{static_cast<unsigned>(kMergeThreads), 1, 1};
   plan->merge.shared_bytes = 0;
+  // The merge waits for the attention grid in its first instruction (griddepcontrol.wait), so it
+  // may be launched while that grid runs: its launch latency hides behind the attention's tail.
+  plan->merge.programmatic_dependency = true;
   if (splits > 1) {
     const std::size_t partial_rows = static_cast<std::size_t>(rows) * splits;
     plan->lse_offset =
