@@ -46,7 +46,7 @@ std::string smName(int sm, bool arch_specific) {
 }
 
 std::string imageName(const kiln_image& image) {
-  if (image.ptx != 0) return "compute_" + std::to_string(image.sm) + " (PTX)";
+  if (image.ptx != 0) return "compute_" + std::to_string(image.sm) + " PTX";
   return smName(image.sm, image.arch_specific != 0);
 }
 

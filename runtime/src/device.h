@@ -23,7 +23,7 @@ Status deviceInfo(const DriverApi& api, CUdevice device, const DeviceInfo** out)
 // "sm_90", or "sm_90a" for an arch-specific image.
 std::string smName(int sm, bool arch_specific = false);
 
-// How messages name an image: "sm_90", "sm_90a", or "compute_80 (PTX)".
+// How messages name an image: "sm_90", "sm_90a", or "compute_80 PTX".
 std::string imageName(const kiln_image& image);
 
 }  // namespace kiln::detail

@@ -47,9 +47,7 @@ LoaderState& loader() {
 }
 
 std::string imageLabel(const kiln_variant& variant, const kiln_image& image) {
-  const std::string which = image.ptx != 0 ? "compute_" + std::to_string(image.sm) + " PTX"
-                                           : smName(image.sm, image.arch_specific != 0);
-  return std::string(variantName(variant)) + " (" + which + " image): ";
+  return std::string(variantName(variant)) + " (" + imageName(image) + " image): ";
 }
 
 // The JIT's error log: the text up to its first NUL, without trailing whitespace.

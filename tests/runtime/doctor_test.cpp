@@ -119,7 +119,7 @@ TEST(DoctorTest, PtxOnlyVariantIsRunnableThroughTheJit) {
   EXPECT_FALSE(report.variants[1].image_ptx);  // set only for a runnable variant
   const std::string& reason = report.variants[1].reason;
   EXPECT_TRUE(
-      contains(reason, "its compute_90 (PTX) image does not load on this device: PTX JIT failed: "))
+      contains(reason, "its compute_90 PTX image does not load on this device: PTX JIT failed: "))
       << reason;
   EXPECT_TRUE(contains(reason, "CUDA_ERROR_INVALID_PTX")) << reason;
   EXPECT_TRUE(contains(reason, "; JIT log: ptxas fatal   : Unresolved extern function 'oops'"))

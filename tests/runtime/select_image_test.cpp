@@ -1,6 +1,6 @@
 // selectImage: the driver's binary-compatibility rule for cubins, PTX (compute_NN) only when no
 // cubin runs (the newest PTX at or below the device's SM, across majors), and the message of a
-// miss, which names PTX images "compute_NN (PTX)".
+// miss, which names PTX images "compute_NN PTX".
 #include <gtest/gtest.h>
 
 #include <string>
@@ -138,11 +138,11 @@ TEST(SelectImageTest, PtxNewerThanTheDeviceMissesAndIsNamedAsPtx) {
   Pick p = pick(v, 90);
   EXPECT_EQ(p.status.code(), StatusCode::kNoKernelImage);
   EXPECT_EQ(p.status.message(),
-            "rmsnorm_h4096_bf16: artifact has compute_100 (PTX) only; device is sm_90");
+            "rmsnorm_h4096_bf16: artifact has compute_100 PTX only; device is sm_90");
   TestVariant mixed("rmsnorm_h4096_bf16", {"k"}, {image(80), ptxImage(100), image(120, true)});
   EXPECT_EQ(
       pick(mixed, 90).status.message(),
-      "rmsnorm_h4096_bf16: artifact has sm_80, compute_100 (PTX), sm_120a only; device is sm_90");
+      "rmsnorm_h4096_bf16: artifact has sm_80, compute_100 PTX, sm_120a only; device is sm_90");
 }
 
 TEST(SelectImageTest, NoImagesAndBadInputs) {

@@ -106,7 +106,7 @@ TEST(Report, DoctorRunsAPtxImageFromTheArtifactFiles) {
   EXPECT_TRUE(report->variants[0].runnable);
   EXPECT_FALSE(report->variants[1].runnable);
   EXPECT_NE(report->variants[1].reason.find(
-                "its compute_80 (PTX) image does not load on this device: PTX JIT "
+                "its compute_80 PTX image does not load on this device: PTX JIT "
                 "failed: "),
             std::string::npos)
       << report->variants[1].reason;
