@@ -373,7 +373,7 @@ TEST_F(BuilderTest, PtxBuildPublishesPtxImages) {
       [&](const std::vector<std::string>& argv) -> Result<io::ProcessResult> {
         const std::string tool = fs::path(argv[0]).filename().string();
         const std::string source = FakeTools::valueAfter(argv, "-c");
-        if (tool == "g++" && source.find(".sm_80.cpp") != std::string::npos) {
+        if (tool == "g++" && source.find(".compute_80.cpp") != std::string::npos) {
           std::lock_guard<std::mutex> lock(mu);
           shims[fs::path(source).filename().string()] = *io::readFile(source);
         }
@@ -421,7 +421,7 @@ TEST_F(BuilderTest, PtxBuildPublishesPtxImages) {
 
   // The image shim: the text's bytes, then the NUL, size without it, ptx = 1.
   ASSERT_EQ(shims.size(), 2u);
-  const std::string& shim = shims.at("alpha_h1024_bf16.sm_80.cpp");
+  const std::string& shim = shims.at("alpha_h1024_bf16.compute_80.cpp");
   EXPECT_NE(shim.find("const unsigned char kPtx[] = {"), std::string::npos) << shim;
   EXPECT_NE(shim.find("    0x00,  // the NUL that ends the PTX text"), std::string::npos) << shim;
   EXPECT_NE(shim.find("{80, 0, kPtx, sizeof(kPtx) - 1, \"" + image["sha256"].get<std::string>() +

@@ -452,9 +452,10 @@ class Builder {
       for (const auto& [sm, image] : v.images) {
         auto bytes = io::readFile(staging_ / image.cubin);
         if (!bytes) return bytes.failure();
-        const std::string rel = fmt::format(".src/{}.sm_{}.cpp", name, sm);
+        const std::string stem = imageShimStem(name, sm, image.isPtx());
+        const std::string rel = ".src/" + stem + ".cpp";
         if (auto r = write(rel, imageShimSource(v, image, *bytes)); !r) return r;
-        host_compiles_.push_back({staging_ / rel, staging_ / fmt::format(".obj/{}.sm_{}.o", name, sm), {}});
+        host_compiles_.push_back({staging_ / rel, staging_ / (".obj/" + stem + ".o"), {}});
       }
       const std::string rel = fmt::format(".src/{}.cpp", name);
       if (auto r = write(rel, variantShimSource(v)); !r) return r;

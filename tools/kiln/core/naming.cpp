@@ -82,6 +82,9 @@ std::string ptxPath(const std::string& variant, int sm) {
 std::string imagePath(const std::string& variant, int sm, bool ptx) {
   return ptx ? ptxPath(variant, sm) : cubinPath(variant, sm);
 }
+std::string imageShimStem(const std::string& variant, int sm, bool ptx) {
+  return fmt::format("{}.{}", variant, ptx ? ptxTarget(sm) : smName(sm));
+}
 std::string variantHeaderPath(const std::string& variant) {
   return fmt::format("include/kiln/variants/{}.h", variant);
 }

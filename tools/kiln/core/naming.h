@@ -57,6 +57,9 @@ std::string cubinPath(const std::string& variant, int sm);  // cubins/<variant>.
 std::string ptxPath(const std::string& variant, int sm);    // cubins/<variant>.compute_<NN>.ptx
 // The image file of (variant, SM): ptxPath for a PTX image, else cubinPath.
 std::string imagePath(const std::string& variant, int sm, bool ptx);
+// The stem of an image's generated shim (.src/<stem>.cpp) and its object in libkiln.a
+// (<stem>.o): <variant>.sm_<NN> for a cubin, <variant>.compute_<NN> for PTX, as the image file.
+std::string imageShimStem(const std::string& variant, int sm, bool ptx);
 std::string variantHeaderPath(const std::string& variant);  // include/kiln/variants/<variant>.h
 std::string groupHeaderPath(const std::string& group);      // include/kiln/groups/<group>.h
 inline constexpr const char kAllHeaderPath[] = "include/kiln/kiln_all.h";
