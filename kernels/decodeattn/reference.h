@@ -13,6 +13,8 @@
 #include <limits>
 #include <vector>
 
+#include "common/attention_reference.h"
+
 namespace kiln::decodeattn::reference {
 
 enum class Format { kFloat16, kBFloat16 };
@@ -120,25 +122,22 @@ inline void decodeAttention(const PagedProblem& p, double* out) {
         const std::size_t row = (static_cast<std::size_t>(b) * p.query_tokens + t) * p.q_heads + h;
         const std::uint16_t* q = p.q + row * d;
         double* o = out + row * d;
-        std::fill(o, o + d, 0.0);
-        if (len <= 0) continue;
-        scores.assign(static_cast<std::size_t>(len), 0.0);
-        double max_score = -std::numeric_limits<double>::infinity();
-        for (int j = 0; j < len; ++j) {
-          const std::uint16_t* k = p.k_cache + cacheIndex(p, b, j, kvh);
-          double dot = 0.0;
-          for (std::size_t i = 0; i < d; ++i) dot += dec(q[i]) * dec(k[i]);
-          scores[j] = p.scale * dot;
-          max_score = std::max(max_score, scores[j]);
+        if (len <= 0) {
+          std::fill(o, o + d, 0.0);
+          continue;
         }
-        double sum = 0.0;
-        for (int j = 0; j < len; ++j) {
-          const double w = std::exp(scores[j] - max_score);
-          sum += w;
-          const std::uint16_t* v = p.v_cache + cacheIndex(p, b, j, kvh);
-          for (std::size_t i = 0; i < d; ++i) o[i] += w * dec(v[i]);
-        }
-        for (std::size_t i = 0; i < d; ++i) o[i] /= sum;
+        kiln::common::softmaxRow(
+            len, p.scale, d, o, scores,
+            [&](int j) {
+              const std::uint16_t* k = p.k_cache + cacheIndex(p, b, j, kvh);
+              double dot = 0.0;
+              for (std::size_t i = 0; i < d; ++i) dot += dec(q[i]) * dec(k[i]);
+              return dot;
+            },
+            [&](int j, double w, double* acc) {
+              const std::uint16_t* v = p.v_cache + cacheIndex(p, b, j, kvh);
+              for (std::size_t i = 0; i < d; ++i) acc[i] += w * dec(v[i]);
+            });
       }
     }
   }

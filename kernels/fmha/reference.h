@@ -16,6 +16,8 @@
 #include <limits>
 #include <vector>
 
+#include "common/attention_reference.h"
+
 namespace kiln::fmha::reference {
 
 enum class Format { kFloat16, kBFloat16 };
@@ -110,31 +112,26 @@ inline void attendQuery(const Problem& p, int b, int h, int i, std::vector<doubl
     return base + ((static_cast<std::size_t>(p.cu_seqlens_k[b]) + j) * p.kv_heads + kvh) * d;
   };
 
-  std::fill(o, o + d, 0.0);
   const int n = visibleKeys(p.causal, i, sq, sk);
   if (n <= 0) {
+    std::fill(o, o + d, 0.0);
     if (lse != nullptr)
       lse[static_cast<std::size_t>(h) * p.totalQ() + t] = -std::numeric_limits<double>::infinity();
     return;
   }
-  scores.assign(static_cast<std::size_t>(n), 0.0);
-  double max_score = -std::numeric_limits<double>::infinity();
-  for (int j = 0; j < n; ++j) {
-    const double* k = kvRow(p.k, j);
-    double dot = 0.0;
-    for (std::size_t c = 0; c < d; ++c) dot += q[c] * k[c];
-    scores[j] = p.scale * dot;
-    max_score = std::max(max_score, scores[j]);
-  }
-  double sum = 0.0;
-  for (int j = 0; j < n; ++j) {
-    const double w = std::exp(scores[j] - max_score);
-    sum += w;
-    const double* v = kvRow(p.v, j);
-    for (std::size_t c = 0; c < d; ++c) o[c] += w * v[c];
-  }
-  for (std::size_t c = 0; c < d; ++c) o[c] /= sum;
-  if (lse != nullptr) lse[static_cast<std::size_t>(h) * p.totalQ() + t] = max_score + std::log(sum);
+  const double row_lse = kiln::common::softmaxRow(
+      n, p.scale, d, o, scores,
+      [&](int j) {
+        const double* k = kvRow(p.k, j);
+        double dot = 0.0;
+        for (std::size_t c = 0; c < d; ++c) dot += q[c] * k[c];
+        return dot;
+      },
+      [&](int j, double w, double* acc) {
+        const double* v = kvRow(p.v, j);
+        for (std::size_t c = 0; c < d; ++c) acc[c] += w * v[c];
+      });
+  if (lse != nullptr) lse[static_cast<std::size_t>(h) * p.totalQ() + t] = row_lse;
 }
 
 // The whole problem, one row after another: out [total_q, q_heads, head_dim], lse [q_heads,

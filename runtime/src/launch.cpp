@@ -53,7 +53,8 @@ constexpr int kMinProgrammaticSm = 90;
 
 Status launchKernel(const DriverApi& api, CUfunction function, const LaunchConfig& c, int image_sm,
                     Stream stream, void** args) {
-  if (c.programmatic_dependency && image_sm >= kMinProgrammaticSm && api.launchKernelEx != nullptr) {
+  if (c.programmatic_dependency && image_sm >= kMinProgrammaticSm &&
+      api.launchKernelEx != nullptr) {
     CUlaunchAttribute attribute{};
     attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attribute.value.programmaticStreamSerializationAllowed = 1;

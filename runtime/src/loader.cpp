@@ -80,8 +80,8 @@ Status loadPtx(const DriverApi& api, const kiln_image& image, CUmodule* module) 
   }();
   if (loaded.ok()) return loaded;
   const std::string text = trimLog(log.data(), kLogBytes);
-  return Status(loaded.code(), "PTX JIT failed: " + loaded.message() +
-                                   (text.empty() ? "" : "; JIT log: " + text));
+  return Status(loaded.code(),
+                "PTX JIT failed: " + loaded.message() + (text.empty() ? "" : "; JIT log: " + text));
 }
 
 // Unloads `module` in `context`; a failure poisons the variant.
