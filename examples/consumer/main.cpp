@@ -175,7 +175,8 @@ int main() {
   for (const kiln::VariantReport& v : report.variants) {
     if (v.runnable) {
       ++runnable;
-      std::printf("  %s: runs the sm_%d image\n", v.name.c_str(), v.image_sm);
+      std::printf("  %s: runs the %s_%d image%s\n", v.name.c_str(), v.image_ptx ? "compute" : "sm",
+                  v.image_sm, v.image_ptx ? " (PTX, JIT-compiled by the driver at load)" : "");
     } else {
       std::printf("  %s: cannot run: %s\n", v.name.c_str(), v.reason.c_str());
     }
