@@ -225,12 +225,14 @@ class Driver {
     return a;
   }
 
-  // Reinstalls the table without moduleLoadDataEx (a table from before it existed): PTX then
-  // loads through moduleLoadData. Resets the runtime, so call it before any launch.
-  void dropModuleLoadDataEx() {
+  // Reinstalls the table with one optional entry null (a table from before it existed), e.g.
+  // &DriverApi::moduleLoadDataEx: PTX then loads through moduleLoadData. Resets the runtime, so
+  // call it before any launch.
+  template <typename Entry>
+  void dropEntry(Entry DriverApi::*entry) {
     scope_.reset();
     DriverApi a = api();
-    a.moduleLoadDataEx = nullptr;
+    a.*entry = nullptr;
     scope_ = std::make_unique<kiln::testing::ScopedDriver>(a);
   }
 

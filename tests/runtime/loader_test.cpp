@@ -361,7 +361,7 @@ TEST_F(LoaderTest, PtxThatIsNotNulTerminatedIsRefusedBeforeTheDriver) {
 }
 
 TEST_F(LoaderTest, WithoutLoadDataExPtxLoadsThroughLoadData) {
-  driver.dropModuleLoadDataEx();
+  driver.dropEntry(&kiln::DriverApi::moduleLoadDataEx);
   TestVariant ptx("rmsnorm_h4096_bf16", {"kernel_main"}, {ptxImage(80, "FAKEPTX kernel_main")});
   CUstream stream = driver.makeStream(0);
   ASSERT_TRUE(kiln::launch(ptx.get(), 0, config(), stream, nullptr).ok());
@@ -415,7 +415,7 @@ TEST_F(LoaderTest, LargeDynamicSharedMemoryIsOptedIntoOncePerFunctionAndSize) {
 }
 
 // Programmatic dependent launch: cuLaunchKernelEx with the attribute on sm_90 (the H200),
-// an ordinary cuLaunchKernel on sm_80 (the A100) and when the table has no cuLaunchKernelEx.
+// an ordinary cuLaunchKernel on sm_80 (the A100); without cuLaunchKernelEx in the table, below.
 TEST_F(LoaderTest, ProgrammaticDependencyUsesLaunchKernelExFromSm90Only) {
   kiln::LaunchConfig pdl = config();
   pdl.programmatic_dependency = true;
@@ -430,6 +430,15 @@ TEST_F(LoaderTest, ProgrammaticDependencyUsesLaunchKernelExFromSm90Only) {
   EXPECT_FALSE(driver.lastLaunch().programmatic);  // sm_80: no PDL
   EXPECT_EQ(driver.lastLaunch().device, 1);
   EXPECT_EQ(driver.launches.load(), 3);
+}
+
+TEST_F(LoaderTest, ProgrammaticDependencyWithoutLaunchKernelExIsAnOrdinaryLaunch) {
+  driver.dropEntry(&kiln::DriverApi::launchKernelEx);
+  kiln::LaunchConfig pdl = config();
+  pdl.programmatic_dependency = true;
+  ASSERT_TRUE(kiln::launch(v.get(), 0, pdl, driver.makeStream(0), nullptr).ok());
+  EXPECT_FALSE(driver.lastLaunch().programmatic);
+  EXPECT_EQ(driver.launches.load(), 1);
 }
 
 TEST_F(LoaderTest, LaunchArgumentsAreCheckedWithTheLimitNamed) {

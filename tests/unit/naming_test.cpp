@@ -22,8 +22,8 @@ TEST(Naming, Paths) {
   EXPECT_EQ(imagePath("rmsnorm_h4096_bf16", 80, true), "cubins/rmsnorm_h4096_bf16.compute_80.ptx");
   EXPECT_EQ(imagePath("rmsnorm_h4096_bf16", 87, false), "cubins/rmsnorm_h4096_bf16.sm_87.cubin");
   // The shim and its library member are named like the image file.
-  EXPECT_EQ(imageShimStem("rmsnorm_h4096_bf16", 87, false), "rmsnorm_h4096_bf16.sm_87");
-  EXPECT_EQ(imageShimStem("rmsnorm_h4096_bf16", 80, true), "rmsnorm_h4096_bf16.compute_80");
+  EXPECT_EQ(imageStem("rmsnorm_h4096_bf16", 87, false), "rmsnorm_h4096_bf16.sm_87");
+  EXPECT_EQ(imageStem("rmsnorm_h4096_bf16", 80, true), "rmsnorm_h4096_bf16.compute_80");
 }
 
 TEST(Naming, Constants) {

@@ -452,7 +452,7 @@ class Builder {
       for (const auto& [sm, image] : v.images) {
         auto bytes = io::readFile(staging_ / image.cubin);
         if (!bytes) return bytes.failure();
-        const std::string stem = imageShimStem(name, sm, image.isPtx());
+        const std::string stem = imageStem(name, sm, image.isPtx());
         const std::string rel = ".src/" + stem + ".cpp";
         if (auto r = write(rel, imageShimSource(v, image, *bytes)); !r) return r;
         host_compiles_.push_back({staging_ / rel, staging_ / (".obj/" + stem + ".o"), {}});

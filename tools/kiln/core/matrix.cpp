@@ -360,7 +360,7 @@ SizeReport sizeReport(const ArtifactMetadata& metadata, std::uint64_t library_by
       vs.library += it->second;
     for (const auto& [sm, image] : v.images) {
       ImageSize is{name, sm, image.size, 0};
-      if (auto it = member_bytes.find(imageShimStem(name, sm, image.isPtx()) + ".o");
+      if (auto it = member_bytes.find(imageStem(name, sm, image.isPtx()) + ".o");
           it != member_bytes.end())
         is.object = it->second;
       vs.sms += 1;

@@ -73,17 +73,17 @@ std::string artifactTag(const std::vector<GpuArch>& archs) {
   return tag;
 }
 
+std::string imageStem(const std::string& variant, int sm, bool ptx) {
+  return variant + "." + gpuArchName(GpuArch(sm, ptx));
+}
 std::string cubinPath(const std::string& variant, int sm) {
-  return fmt::format("cubins/{}.sm_{}.cubin", variant, sm);
+  return "cubins/" + imageStem(variant, sm, false) + ".cubin";
 }
 std::string ptxPath(const std::string& variant, int sm) {
-  return fmt::format("cubins/{}.compute_{}.ptx", variant, sm);
+  return "cubins/" + imageStem(variant, sm, true) + ".ptx";
 }
 std::string imagePath(const std::string& variant, int sm, bool ptx) {
   return ptx ? ptxPath(variant, sm) : cubinPath(variant, sm);
-}
-std::string imageShimStem(const std::string& variant, int sm, bool ptx) {
-  return fmt::format("{}.{}", variant, ptx ? ptxTarget(sm) : smName(sm));
 }
 std::string variantHeaderPath(const std::string& variant) {
   return fmt::format("include/kiln/variants/{}.h", variant);

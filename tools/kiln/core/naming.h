@@ -53,13 +53,13 @@ GpuArch parseGpuArch(const std::string& text);
 std::string artifactTag(const std::vector<GpuArch>& archs);
 
 // Paths relative to the artifact directory.
+// <variant>.sm_<NN> for a cubin, <variant>.compute_<NN> for PTX: the name of the image file
+// (below), of its generated shim (.src/<stem>.cpp) and of that shim's object in libkiln.a.
+std::string imageStem(const std::string& variant, int sm, bool ptx);
 std::string cubinPath(const std::string& variant, int sm);  // cubins/<variant>.sm_<NN>.cubin
 std::string ptxPath(const std::string& variant, int sm);    // cubins/<variant>.compute_<NN>.ptx
 // The image file of (variant, SM): ptxPath for a PTX image, else cubinPath.
 std::string imagePath(const std::string& variant, int sm, bool ptx);
-// The stem of an image's generated shim (.src/<stem>.cpp) and its object in libkiln.a
-// (<stem>.o): <variant>.sm_<NN> for a cubin, <variant>.compute_<NN> for PTX, as the image file.
-std::string imageShimStem(const std::string& variant, int sm, bool ptx);
 std::string variantHeaderPath(const std::string& variant);  // include/kiln/variants/<variant>.h
 std::string groupHeaderPath(const std::string& group);      // include/kiln/groups/<group>.h
 inline constexpr const char kAllHeaderPath[] = "include/kiln/kiln_all.h";
