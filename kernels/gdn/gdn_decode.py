@@ -21,7 +21,12 @@
 # so the cubin's entry takes the same parameters as a CUDA C++ kernel would:
 #   q, k  [batch, H, d_k] dtype        v, o  [batch, Hv, d_v] dtype
 #   g, beta [batch, Hv] float32        state [num_slots, Hv, d_k, d_v] float32
+#   a, b [batch, Hv] dtype             a_log, dt_bias [Hv] float32
 #   slots [batch] int32                scale float32; heads_qk (H), heads_v (Hv) int32
+# The gates: with fused_gating false (kiln.toml) the kernel reads g and beta and ignores a, b,
+# a_log and dt_bias; with it true it computes g = -exp(a_log) softplus(a + dt_bias) and
+# beta = sigmoid(b) itself (gdn_rule.gate_values) and ignores g and beta. Both forms take the same
+# parameters, so that one launch serves every variant.
 import cutlass
 import cutlass.cute as cute
 
@@ -36,13 +41,15 @@ def kiln_export(kiln):
     tile_v = kiln.constants["tile_v"]
     row_split = kiln.constants["row_split"]
     dtype = _DTYPES[kiln.constants["dtype"]]
+    fused = kiln.constants["fused_gating"]
     f32 = cutlass.Float32
     i64 = cutlass.Int64
     rule.check_tile(tile_v, row_split, dk)
 
     @cute.kernel
     def decode(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
-               beta: cute.Pointer, o: cute.Pointer, state: cute.Pointer, slots: cute.Pointer,
+               beta: cute.Pointer, a: cute.Pointer, b_gate: cute.Pointer, a_log: cute.Pointer,
+               dt_bias: cute.Pointer, o: cute.Pointer, state: cute.Pointer, slots: cute.Pointer,
                scale: cutlass.Float32, heads_qk: cutlass.Int32, heads_v: cutlass.Int32):
         j, w, _ = cute.arch.thread_idx()
         vx, hv, b, = cute.arch.block_idx()
@@ -55,8 +62,10 @@ def kiln_export(kiln):
         qv, kv = rule.load_qk(rule.vector(q + (i64(b) * heads_qk + h) * dk, dk),
                               rule.vector(k + (i64(b) * heads_qk + h) * dk, dk), j, w, rows, dk)
         v_j = rule.scalar(v + head * dv + col)
-        gate = rule.scalar(g + head)
-        bt = rule.scalar(beta + head)
+        gates = rule.gate_inputs(fused, g, beta, a, b_gate, head)
+        head_params = None
+        if cutlass.const_expr(fused):
+            head_params = (rule.scalar(a_log + hv), rule.scalar(dt_bias + hv))
         if slot >= 0:
             S = rule.vector(state + (i64(slot) * heads_v + hv) * (dk * dv) + (w * rows) * dv + col,
                             rows, dv)
@@ -65,16 +74,19 @@ def kiln_export(kiln):
             cute.arch.sync_warp()  # the state loads stay ahead of the norm code
             rule.stage_qk(smem, qv, kv, j)
             cute.arch.sync_warp()
-            out = rule.step(column, S, smem, j, w, v_j.to(f32), cute.math.exp(gate), bt, scale)
+            decay, bt = rule.gate_values(fused, gates, head_params)
+            out = rule.step(column, S, smem, j, w, v_j.to(f32), decay, bt, scale)
             if w == 0:
                 rule.scalar_store(o + head * dv + col, out.to(dtype))
 
     @cute.jit
     def launch(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
-               beta: cute.Pointer, o: cute.Pointer, state: cute.Pointer, slots: cute.Pointer,
+               beta: cute.Pointer, a: cute.Pointer, b_gate: cute.Pointer, a_log: cute.Pointer,
+               dt_bias: cute.Pointer, o: cute.Pointer, state: cute.Pointer, slots: cute.Pointer,
                scale: cutlass.Float32, heads_qk: cutlass.Int32, heads_v: cutlass.Int32,
                batch: cutlass.Int32):
-        decode(q, k, v, g, beta, o, state, slots, scale, heads_qk, heads_v).launch(
+        decode(q, k, v, g, beta, a, b_gate, a_log, dt_bias, o, state, slots, scale, heads_qk,
+               heads_v).launch(
             grid=[dv // tile_v, heads_v, batch], block=[tile_v, row_split, 1])
 
     kiln.entry("kiln_gdn_decode", decode)
@@ -84,6 +96,7 @@ def kiln_export(kiln):
         return cute.runtime.make_ptr(t, 0, gmem, assumed_align=align)
 
     return cute.compile(launch, ptr(dtype, 16), ptr(dtype, 16), ptr(dtype, 16), ptr(f32, 4),
-                        ptr(f32, 4), ptr(dtype, 16), ptr(f32, 16), ptr(cutlass.Int32, 4),
+                        ptr(f32, 4), ptr(dtype, 2), ptr(dtype, 2), ptr(f32, 4), ptr(f32, 4),
+                        ptr(dtype, 16), ptr(f32, 16), ptr(cutlass.Int32, 4),
                         f32(1.0), cutlass.Int32(1), cutlass.Int32(1), cutlass.Int32(1),
                         options=kiln.options)

@@ -21,8 +21,11 @@
 # Arguments (plain pointers and 32-bit integers, as gdn_decode.py):
 #   q, k  [batch, T, H, d_k] dtype      v, o  [batch, T, Hv, d_v] dtype
 #   g, beta [batch, T, Hv] float32      state [num_slots, Hv, d_k, d_v] float32 (read only)
+#   a, b [batch, T, Hv] dtype           a_log, dt_bias [Hv] float32
 #   slots [batch] int32                 cache [batch, T, Hv, d_k, d_v] float32
 #   scale float32; heads_qk (H), heads_v (Hv), tokens (T) int32
+# The gates as in gdn_decode.py: g and beta read as given, or (fused_gating) computed from a, b,
+# a_log and dt_bias per token; the parameters are the same in both forms.
 import cutlass
 import cutlass.cute as cute
 
@@ -33,9 +36,9 @@ _DTYPES = {"fp16": cutlass.Float16, "bf16": cutlass.BFloat16}
 
 def _fetch(nxt, ins, t, dk, dv):
     """Issues the loads of token t's inputs into the registers `nxt` = (q, k: the lane's raw
-    elements in gdn_rule.qk_index order; v_j; g and beta)."""
+    elements in gdn_rule.qk_index order; v_j; the raw gate pair of gdn_rule.gate_inputs)."""
     nq, nk, nv, ngb = nxt
-    q, k, v, g, beta, b, tokens, h, heads_qk, heads_v, hv, col, lane, warp, rows = ins
+    q, k, v, gates, b, tokens, h, heads_qk, heads_v, hv, col, lane, warp, rows = ins
     token = cutlass.Int64(b) * tokens + t  # row of the [batch, T, ...] inputs and outputs
     head = token * heads_v + hv  # (token, value head): g, beta, v, o, cache
     qv, kv = rule.load_qk(rule.vector(q + (token * heads_qk + h) * dk, dk),
@@ -44,8 +47,7 @@ def _fetch(nxt, ins, t, dk, dv):
         nq[r] = qv[r]
         nk[r] = kv[r]
     nv[0] = rule.scalar(v + head * dv + col)
-    ngb[0] = rule.scalar(g + head)
-    ngb[1] = rule.scalar(beta + head)
+    ngb[0], ngb[1] = rule.gate_inputs(*gates, head)
 
 
 def kiln_export(kiln):
@@ -54,6 +56,8 @@ def kiln_export(kiln):
     tile_v = kiln.constants["tile_v"]
     row_split = kiln.constants["row_split"]
     dtype = _DTYPES[kiln.constants["dtype"]]
+    fused = kiln.constants["fused_gating"]
+    gate_dtype = dtype if fused else cutlass.Float32  # gdn_rule.gate_inputs' pair
     f32 = cutlass.Float32
     i64 = cutlass.Int64
     rule.check_tile(tile_v, row_split, dk)
@@ -62,9 +66,10 @@ def kiln_export(kiln):
 
     @cute.kernel
     def decode_mtp(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
-                   beta: cute.Pointer, o: cute.Pointer, state: cute.Pointer, slots: cute.Pointer,
-                   cache: cute.Pointer, scale: cutlass.Float32, heads_qk: cutlass.Int32,
-                   heads_v: cutlass.Int32, tokens: cutlass.Int32):
+                   beta: cute.Pointer, a: cute.Pointer, b_gate: cute.Pointer, a_log: cute.Pointer,
+                   dt_bias: cute.Pointer, o: cute.Pointer, state: cute.Pointer,
+                   slots: cute.Pointer, cache: cute.Pointer, scale: cutlass.Float32,
+                   heads_qk: cutlass.Int32, heads_v: cutlass.Int32, tokens: cutlass.Int32):
         j, w, _ = cute.arch.thread_idx()
         vx, hv, b, = cute.arch.block_idx()
         smem = rule.Smem(dk, tile_v, row_split, w)
@@ -76,10 +81,14 @@ def kiln_export(kiln):
         nq = cute.make_rmem_tensor(cute.make_layout(per_lane), dtype)
         nk = cute.make_rmem_tensor(cute.make_layout(per_lane), dtype)
         nv = cute.make_rmem_tensor(cute.make_layout(1), dtype)
-        ngb = cute.make_rmem_tensor(cute.make_layout(2), f32)
+        ngb = cute.make_rmem_tensor(cute.make_layout(2), gate_dtype)
+        head_params = None
+        if cutlass.const_expr(fused):  # per value head: loaded once for all T tokens
+            head_params = (rule.scalar(a_log + hv), rule.scalar(dt_bias + hv))
 
         nxt = (nq, nk, nv, ngb)
-        ins = (q, k, v, g, beta, b, tokens, h, heads_qk, heads_v, hv, col, j, w, rows)
+        ins = (q, k, v, (fused, g, beta, a, b_gate), b, tokens, h, heads_qk, heads_v, hv, col, j,
+               w, rows)
         _fetch(nxt, ins, 0, dk, dv)
         if slot >= 0:
             S = rule.vector(state + (i64(slot) * heads_v + hv) * (dk * dv) + (w * rows) * dv + col,
@@ -90,8 +99,7 @@ def kiln_export(kiln):
                 qv = [nq[r] for r in range(per_lane)]  # token t's, fetched one token ago
                 kv = [nk[r] for r in range(per_lane)]
                 v_j = nv[0].to(f32)
-                gate = ngb[0]
-                bt = ngb[1]
+                gates = (ngb[0], ngb[1])
                 _fetch(nxt, ins, cutlass.min(t + 1, tokens - 1), dk, dv)
                 head = (i64(b) * tokens + t) * heads_v + hv
                 C = rule.vector(cache + head * (dk * dv) + (w * rows) * dv + col, rows, dv)
@@ -100,17 +108,19 @@ def kiln_export(kiln):
                 cute.arch.sync_warp()
                 rule.stage_qk(smem, qv, kv, j)
                 cute.arch.sync_warp()
-                out = rule.step(column, C, smem, j, w, v_j, cute.math.exp(gate), bt, scale)
+                decay, bt = rule.gate_values(fused, gates, head_params)
+                out = rule.step(column, C, smem, j, w, v_j, decay, bt, scale)
                 if w == 0:
                     rule.scalar_store(o + head * dv + col, out.to(dtype))
 
     @cute.jit
     def launch(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
-               beta: cute.Pointer, o: cute.Pointer, state: cute.Pointer, slots: cute.Pointer,
+               beta: cute.Pointer, a: cute.Pointer, b_gate: cute.Pointer, a_log: cute.Pointer,
+               dt_bias: cute.Pointer, o: cute.Pointer, state: cute.Pointer, slots: cute.Pointer,
                cache: cute.Pointer, scale: cutlass.Float32, heads_qk: cutlass.Int32,
                heads_v: cutlass.Int32, tokens: cutlass.Int32, batch: cutlass.Int32):
-        decode_mtp(q, k, v, g, beta, o, state, slots, cache, scale, heads_qk, heads_v,
-                   tokens).launch(grid=[dv // tile_v, heads_v, batch], block=[tile_v, row_split, 1])
+        decode_mtp(q, k, v, g, beta, a, b_gate, a_log, dt_bias, o, state, slots, cache, scale,
+                   heads_qk, heads_v, tokens).launch(grid=[dv // tile_v, heads_v, batch], block=[tile_v, row_split, 1])
 
     kiln.entry("kiln_gdn_decode_mtp", decode_mtp)
     gmem = cute.AddressSpace.gmem
@@ -119,6 +129,7 @@ def kiln_export(kiln):
         return cute.runtime.make_ptr(t, 0, gmem, assumed_align=align)
 
     return cute.compile(launch, ptr(dtype, 16), ptr(dtype, 16), ptr(dtype, 16), ptr(f32, 4),
-                        ptr(f32, 4), ptr(dtype, 16), ptr(f32, 16), ptr(cutlass.Int32, 4),
+                        ptr(f32, 4), ptr(dtype, 2), ptr(dtype, 2), ptr(f32, 4), ptr(f32, 4),
+                        ptr(dtype, 16), ptr(f32, 16), ptr(cutlass.Int32, 4),
                         ptr(f32, 16), f32(1.0), cutlass.Int32(1), cutlass.Int32(1),
                         cutlass.Int32(2), cutlass.Int32(1), options=kiln.options)

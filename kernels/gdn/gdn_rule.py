@@ -165,6 +165,37 @@ def _sum(parts):
     return parts[0]
 
 
+# torch.nn.functional.softplus's default threshold, as the models (and vLLM's fused_gdn_gating)
+# call it: softplus(x) = x above it, log(1 + exp(x)) at or below it.
+SOFTPLUS_THRESHOLD = 20.0
+
+
+def gate_inputs(fused, g, beta, a, b, row):
+    """The raw loads of one (token, value head)'s gates at `row` of their [.., Hv] arrays: (g, beta)
+    float32 when the gates are given, (a, b) in the activation dtype when they are fused. Only
+    loads: no value is used here, so the loads can be in flight while other work runs."""
+    if fused:
+        return scalar(a + row), scalar(b + row)
+    return scalar(g + row), scalar(beta + row)
+
+
+def gate_values(fused, raw, head_params):
+    """(exp(g), beta) in float32 from gate_inputs' pair. Given gates: exp of g, and beta. Fused,
+    with head_params = (A_log[hv], dt_bias[hv]) float32, as the models compute them:
+      g = -exp(A_log) softplus(a + dt_bias),  beta = sigmoid(b) = 1 / (1 + exp(-b))."""
+    if not fused:
+        return cute.math.exp(raw[0]), raw[1]
+    a_log, dt_bias = head_params
+    x = raw[0].to(F32) + dt_bias
+    limit = F32(SOFTPLUS_THRESHOLD)
+    # log1p(exp(x)) evaluated on min(x, limit), so that exp cannot overflow on the branch not taken.
+    soft = cute.math.log1p(cute.math.exp(cutlass.min(x, limit)))
+    soft = F32(cutlass.select_(x > limit, x, soft))
+    g = -cute.math.exp(a_log) * soft
+    beta = F32(1.0) / (F32(1.0) + cute.math.exp(-raw[1].to(F32)))
+    return cute.math.exp(g), beta
+
+
 def scalar_store(ptr, value):
     """*ptr = value (a one-element tensor view)."""
     cute.make_tensor(ptr, cute.make_layout(1))[0] = value

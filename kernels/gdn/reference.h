@@ -11,6 +11,20 @@
 namespace kiln::gdn::reference {
 
 inline constexpr double kL2Eps = 1e-6;  // x / sqrt(sum x^2 + 1e-6), as the kernel
+// softplus(x) = x above it, log(1 + exp(x)) at or below it: torch's default, as the models use it.
+inline constexpr double kSoftplusThreshold = 20.0;
+
+// The gates of one (token, value head) from the model's gating inputs, as the fused-gating
+// variants compute them: g = -exp(a_log) softplus(a + dt_bias), beta = sigmoid(b).
+struct Gates {
+  double g;
+  double beta;
+};
+inline Gates gates(double a, double b, double a_log, double dt_bias) {
+  const double x = a + dt_bias;
+  const double soft = x > kSoftplusThreshold ? x : std::log1p(std::exp(x));
+  return Gates{-std::exp(a_log) * soft, 1.0 / (1.0 + std::exp(-b))};
+}
 
 // One sequence and one value head. `state` is d_k x d_v row-major (S[i][j] at i * dv + j),
 // updated in place; `out` gets d_v values.

@@ -33,6 +33,23 @@ TEST(GdnReference, DecayDeltaAndReadout) {
   EXPECT_NEAR(out, 1.0, 1e-6);
 }
 
+// The fused gates by hand: a + dt_bias = 0 gives softplus log 2, so g = -exp(a_log) log 2; b = 0
+// gives beta 1/2; above the threshold softplus is the identity; sigmoid saturates to 1 and 0.
+TEST(GdnReference, GatesFromTheGatingInputs) {
+  reference::Gates gt = reference::gates(0.5, 0.0, std::log(3.0), -0.5);
+  EXPECT_NEAR(gt.g, -3.0 * std::log(2.0), 1e-12);
+  EXPECT_NEAR(gt.beta, 0.5, 1e-15);
+  gt = reference::gates(25.0, 40.0, 0.0, 0.0);  // softplus(25) = 25 (threshold 20)
+  EXPECT_DOUBLE_EQ(gt.g, -25.0);
+  EXPECT_NEAR(gt.beta, 1.0, 1e-15);
+  gt = reference::gates(1.0, -2.0, 0.0, 1.0);  // softplus(2) = log(1 + e^2), sigmoid(-2)
+  EXPECT_NEAR(gt.g, -std::log(1.0 + std::exp(2.0)), 1e-12);
+  EXPECT_NEAR(gt.beta, 1.0 / (1.0 + std::exp(2.0)), 1e-15);
+  gt = reference::gates(-40.0, -800.0, 0.0, 0.0);  // softplus(-40) ~ e^-40; sigmoid(-800) = 0
+  EXPECT_NEAR(gt.g, -std::exp(-40.0), 1e-25);
+  EXPECT_EQ(gt.beta, 0.0);
+}
+
 // Batch of 2 with Hv = 2, H = 1: both value heads read query/key head 0; slot -1 skips
 // sequence 1 (its output keeps its poison, no state is touched); sequence 0 uses slot 1.
 TEST(GdnReference, GroupedHeadsSlotsAndSkips) {

@@ -20,6 +20,9 @@ const kiln_image kImages[] = {{90, 0, nullptr, 0, "", 0}};
 const kiln_variant kBf16{"gdn_decode_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1};
 const kiln_variant kMtpBf16{"gdn_decode_mtp_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1};
 const kiln_variant kMtpFp16{"gdn_decode_mtp_dk128_dv128_fp16", "gdn", kMtpEntries, 1, kImages, 1};
+const kiln_variant kGatingBf16{"gdn_decode_gating_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1};
+const kiln_variant kMtpGatingBf16{"gdn_decode_mtp_gating_dk128_dv128_bf16", "gdn", kMtpEntries, 1,
+                                  kImages, 1};
 const kiln_variant* bf16() {
   return &kBf16;
 }
@@ -29,14 +32,28 @@ const kiln_variant* mtpBf16() {
 const kiln_variant* mtpFp16() {
   return &kMtpFp16;
 }
+const kiln_variant* gatingBf16() {
+  return &kGatingBf16;
+}
+const kiln_variant* mtpGatingBf16() {
+  return &kMtpGatingBf16;
+}
 // The decode variant alone, and the artifact's shape: decode bf16 plus multi-token bf16 and fp16
 // (so fp16 decode is not built, fp16 multi-token is).
-// (name, d_k, d_v, tile_v, row_split, max_tokens, dtype, variant): kiln.toml's constants.
-const VariantInfo kTable[] = {{"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, "bf16", &bf16}};
+// (name, d_k, d_v, tile_v, row_split, max_tokens, fused_gating, dtype, variant): kiln.toml's
+// constants.
+const VariantInfo kTable[] = {
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, false, "bf16", &bf16}};
 const VariantInfo kMixed[] = {
-    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 8, "bf16", &mtpBf16},
-    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, "bf16", &bf16},
-    {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 4, 8, "fp16", &mtpFp16}};
+    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 8, false, "bf16", &mtpBf16},
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, false, "bf16", &bf16},
+    {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 4, 8, false, "fp16", &mtpFp16}};
+// Both gate forms of both kernels in bf16, the fused ones listed first.
+const VariantInfo kGating[] = {
+    {"gdn_decode_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, true, "bf16", &gatingBf16},
+    {"gdn_decode_mtp_gating_dk128_dv128_bf16", 128, 128, 32, 4, 8, true, "bf16", &mtpGatingBf16},
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, false, "bf16", &bf16},
+    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 8, false, "bf16", &mtpBf16}};
 
 alignas(16) unsigned char kBuffer[256];
 
@@ -327,6 +344,81 @@ TEST(GdnSelector, MtpEmptyBatchIsANoOpWithoutPointers) {
   MtpPlan plan;
   ASSERT_TRUE(select(kMixed, p, nullptr, &plan).ok());
   EXPECT_TRUE(plan.no_op);
+}
+
+// The gating inputs instead of g and beta: the problem takes the fused-gating variant of its
+// kernel, passes the four pointers in the entry's order and leaves g and beta null.
+Problem withGating(Problem p) {
+  p.g = p.beta = nullptr;
+  p.gating.a = kBuffer + 2;  // 16-bit elements: 2-byte alignment is enough
+  p.gating.b = kBuffer + 34;
+  p.gating.a_log = reinterpret_cast<const float*>(kBuffer + 64);
+  p.gating.dt_bias = reinterpret_cast<const float*>(kBuffer + 128);
+  return p;
+}
+
+TEST(GdnSelector, GatingInputsTakeTheFusedGatingVariant) {
+  Plan plan;
+  const Problem fused = withGating(valid());
+  ASSERT_TRUE(select(kGating, fused, nullptr, &plan).ok());
+  EXPECT_EQ(plan.info, &kGating[0]);
+  EXPECT_EQ(plan.args.g, nullptr);
+  EXPECT_EQ(plan.args.beta, nullptr);
+  EXPECT_EQ(plan.args.a, fused.gating.a);
+  EXPECT_EQ(plan.args.b, fused.gating.b);
+  EXPECT_EQ(plan.args.a_log, fused.gating.a_log);
+  EXPECT_EQ(plan.args.dt_bias, fused.gating.dt_bias);
+  // g and beta: the variant that reads them, with the gating arguments null.
+  ASSERT_TRUE(select(kGating, valid(), nullptr, &plan).ok());
+  EXPECT_EQ(plan.info, &kGating[2]);
+  EXPECT_EQ(plan.args.a, nullptr);
+  EXPECT_EQ(plan.args.dt_bias, nullptr);
+  MtpPlan mtp;
+  MtpProblem m = validMtp();
+  m.g = m.beta = nullptr;
+  m.gating = fused.gating;
+  ASSERT_TRUE(select(kGating, m, nullptr, &mtp).ok());
+  EXPECT_EQ(mtp.info, &kGating[1]);
+  EXPECT_EQ(mtp.args.a_log, fused.gating.a_log);
+  ASSERT_TRUE(select(kGating, validMtp(), nullptr, &mtp).ok());
+  EXPECT_EQ(mtp.info, &kGating[3]);
+}
+
+TEST(GdnSelector, GatingErrorsNameTheFormAndThePointer) {
+  Plan plan;
+  // Fused gating where only g / beta variants are built: refused, listing what is built.
+  Status s = select(kTable, withGating(valid()), nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_NE(s.message().find("head dims 128x128 are not built for bf16 (fused gating); built "
+                             "(d_k x d_v dtype): 128x128 bf16"),
+            std::string::npos)
+      << s.message();
+  // Both forms at once.
+  Problem both = withGating(valid());
+  both.g = reinterpret_cast<const float*>(kBuffer);
+  s = select(kGating, both, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("both gate forms are given"), std::string::npos) << s.message();
+  // A missing or misaligned gating input is named.
+  Problem p = withGating(valid());
+  p.gating.dt_bias = nullptr;
+  EXPECT_NE(select(kGating, p, nullptr, &plan).message().find("gating.dt_bias is null"),
+            std::string::npos)
+      << select(kGating, p, nullptr, &plan).message();
+  p = withGating(valid());
+  p.gating.b = kBuffer + 3;
+  EXPECT_NE(select(kGating, p, nullptr, &plan).message().find("pointer gating.b (0x"),
+            std::string::npos);
+  p = withGating(valid());
+  p.gating.a_log = reinterpret_cast<const float*>(kBuffer + 2);
+  EXPECT_NE(select(kGating, p, nullptr, &plan).message().find("pointer gating.a_log (0x"),
+            std::string::npos);
+  // The multi-token problem checks the same.
+  MtpProblem m = validMtp();
+  m.gating = withGating(valid()).gating;
+  MtpPlan mtp;
+  s = select(kGating, m, nullptr, &mtp);
+  EXPECT_NE(s.message().find("both gate forms are given"), std::string::npos) << s.message();
 }
 
 TEST(GdnSelector, DeviceCheckIsTheLastStep) {

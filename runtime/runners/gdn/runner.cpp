@@ -23,8 +23,8 @@ constexpr std::array<VariantInfo, kNumVariants> makeTable() {
   std::array<VariantInfo, kNumVariants> table{};
   for (std::size_t i = 0; i < kNumVariants; ++i) {
     const auto& v = generated::kVariants[i];
-    table[i] = VariantInfo{v.name,     v.head_dim_k, v.head_dim_v, v.tile_v,
-                           v.row_split, v.max_tokens, v.dtype,      v.variant};
+    table[i] = VariantInfo{v.name,       v.head_dim_k,   v.head_dim_v, v.tile_v, v.row_split,
+                           v.max_tokens, v.fused_gating, v.dtype,      v.variant};
   }
   return table;
 }
@@ -54,7 +54,8 @@ Status run(const Problem& problem, void* /*workspace*/, std::size_t /*workspace_
   if (plan.no_op) return Status::Ok();
   DecodeArgs& a = plan.args;
   // One pointer per kernel parameter, in the entry's order (DecodeArgs mirrors it).
-  void* args[] = {&a.q,     &a.k,     &a.v,     &a.g,        &a.beta,   &a.out,
+  void* args[] = {&a.q,     &a.k,     &a.v,     &a.g,        &a.beta,
+                  &a.a,     &a.b,     &a.a_log, &a.dt_bias,  &a.out,
                   &a.state, &a.slots, &a.scale, &a.heads_qk, &a.heads_v};
   return launch(*plan.variant, plan.entry, plan.config, stream, args);
 }
@@ -81,8 +82,9 @@ Status run(const MtpProblem& problem, void* /*workspace*/, std::size_t /*workspa
   if (plan.no_op) return Status::Ok();
   DecodeMtpArgs& a = plan.args;
   // One pointer per kernel parameter, in the entry's order (DecodeMtpArgs mirrors it).
-  void* args[] = {&a.q,     &a.k,     &a.v,     &a.g,        &a.beta,    &a.out,   &a.state,
-                  &a.slots, &a.cache, &a.scale, &a.heads_qk, &a.heads_v, &a.tokens};
+  void* args[] = {&a.q,     &a.k,     &a.v,        &a.g,       &a.beta,  &a.a,
+                  &a.b,     &a.a_log, &a.dt_bias,  &a.out,     &a.state, &a.slots,
+                  &a.cache, &a.scale, &a.heads_qk, &a.heads_v, &a.tokens};
   return launch(*plan.variant, plan.entry, plan.config, stream, args);
 }
 

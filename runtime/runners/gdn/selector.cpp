@@ -30,12 +30,16 @@ bool hasEntry(const VariantInfo& v, const char* entry) {
   return variant != nullptr && runner::findEntry(*variant, entry) >= 0;
 }
 
+const char* gateForm(bool fused) {
+  return fused ? " (fused gating)" : "";
+}
+
 std::string builtList(std::span<const VariantInfo> table, const char* entry) {
   std::string list;
   for (const VariantInfo& v : table) {
     if (!hasEntry(v, entry)) continue;
     list += (list.empty() ? "" : ", ") + std::to_string(v.head_dim_k) + "x" +
-            std::to_string(v.head_dim_v) + " " + v.dtype;
+            std::to_string(v.head_dim_v) + " " + v.dtype + gateForm(v.fused_gating);
   }
   return list.empty() ? "none" : list;
 }
@@ -47,12 +51,24 @@ struct Shape {
   DType dtype;
   std::int64_t batch, heads_qk, heads_v, head_dim_k, head_dim_v;
   float scale;
+  bool fused_gating;  // the gating inputs are given (Gating), not g and beta
 };
 
 template <typename P>
 Shape shapeOf(const P& p, const char* entry, const char* what) {
   return Shape{entry,     what,         p.dtype,      p.batch, p.heads_qk,
-               p.heads_v, p.head_dim_k, p.head_dim_v, p.scale};
+               p.heads_v, p.head_dim_k, p.head_dim_v, p.scale, p.gating.given()};
+}
+
+// One gate form: g and beta, or the gating inputs; never parts of both.
+template <typename P>
+Status checkGateForm(const P& p) {
+  if (p.gating.given() && (p.g != nullptr || p.beta != nullptr)) {
+    return invalid(
+        "both gate forms are given: pass g and beta, or the gating inputs (gating.a, gating.b, "
+        "gating.a_log, gating.dt_bias), not both");
+  }
+  return Status::Ok();
 }
 
 // dtype, head dims, heads, batch, scale and grid; on success *info is the variant.
@@ -64,7 +80,7 @@ Status admitShape(std::span<const VariantInfo> table, const Shape& p, const Vari
   *info = nullptr;
   for (const VariantInfo& v : table) {
     if (std::strcmp(v.dtype, dtype) == 0 && v.head_dim_k == p.head_dim_k &&
-        v.head_dim_v == p.head_dim_v && hasEntry(v, p.entry)) {
+        v.head_dim_v == p.head_dim_v && v.fused_gating == p.fused_gating && hasEntry(v, p.entry)) {
       *info = &v;
       break;
     }
@@ -73,6 +89,7 @@ Status admitShape(std::span<const VariantInfo> table, const Shape& p, const Vari
     return Status(StatusCode::kNotSupported,
                   std::string("gdn: ") + p.what + "head dims " + std::to_string(p.head_dim_k) +
                       "x" + std::to_string(p.head_dim_v) + " are not built for " + dtype +
+                      gateForm(p.fused_gating) +
                       "; built (d_k x d_v dtype): " + builtList(table, p.entry));
   }
   if (p.heads_qk < 1) return invalid("heads_qk " + std::to_string(p.heads_qk) + " must be >= 1");
@@ -120,8 +137,15 @@ Status checkInputs(const P& p) {
   KILN_RETURN_IF_ERROR(checkPointer("v", p.v, kActivationAlignment));
   KILN_RETURN_IF_ERROR(checkPointer("out", p.out, kActivationAlignment));
   KILN_RETURN_IF_ERROR(checkPointer("state", p.state, kActivationAlignment));
-  KILN_RETURN_IF_ERROR(checkPointer("g", p.g, alignof(float)));
-  KILN_RETURN_IF_ERROR(checkPointer("beta", p.beta, alignof(float)));
+  if (p.gating.given()) {
+    KILN_RETURN_IF_ERROR(checkPointer("gating.a", p.gating.a, kGateAlignment));
+    KILN_RETURN_IF_ERROR(checkPointer("gating.b", p.gating.b, kGateAlignment));
+    KILN_RETURN_IF_ERROR(checkPointer("gating.a_log", p.gating.a_log, alignof(float)));
+    KILN_RETURN_IF_ERROR(checkPointer("gating.dt_bias", p.gating.dt_bias, alignof(float)));
+  } else {
+    KILN_RETURN_IF_ERROR(checkPointer("g", p.g, alignof(float)));
+    KILN_RETURN_IF_ERROR(checkPointer("beta", p.beta, alignof(float)));
+  }
   return checkPointer("slots", p.slots, alignof(std::int32_t));
 }
 
@@ -168,6 +192,7 @@ Status select(std::span<const VariantInfo> table, const Problem& p, const Device
               Plan* out) {
   if (out == nullptr) return Status(StatusCode::kInternal, "gdn: select without a plan");
   *out = Plan{};
+  KILN_RETURN_IF_ERROR(checkGateForm(p));
   const Shape shape = shapeOf(p, kDecodeEntry, "");
   const VariantInfo* info = nullptr;
   KILN_RETURN_IF_ERROR(admitShape(table, shape, &info));
@@ -179,6 +204,10 @@ Status select(std::span<const VariantInfo> table, const Problem& p, const Device
                            p.v,
                            p.g,
                            p.beta,
+                           p.gating.a,
+                           p.gating.b,
+                           p.gating.a_log,
+                           p.gating.dt_bias,
                            p.out,
                            p.state,
                            p.slots,
@@ -193,6 +222,7 @@ Status select(std::span<const VariantInfo> table, const MtpProblem& p, const Dev
               MtpPlan* out) {
   if (out == nullptr) return Status(StatusCode::kInternal, "gdn: select without a plan");
   *out = MtpPlan{};
+  KILN_RETURN_IF_ERROR(checkGateForm(p));
   const Shape shape = shapeOf(p, kDecodeMtpEntry, "multi-token decode: ");
   const VariantInfo* info = nullptr;
   KILN_RETURN_IF_ERROR(admitShape(table, shape, &info));
@@ -220,6 +250,10 @@ Status select(std::span<const VariantInfo> table, const MtpProblem& p, const Dev
                               p.v,
                               p.g,
                               p.beta,
+                              p.gating.a,
+                              p.gating.b,
+                              p.gating.a_log,
+                              p.gating.dt_bias,
                               p.out,
                               p.state,
                               p.slots,

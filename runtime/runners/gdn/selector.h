@@ -17,6 +17,7 @@ namespace kiln::gdn {
 inline constexpr const char kDecodeEntry[] = "kiln_gdn_decode";         // gdn_decode_*
 inline constexpr const char kDecodeMtpEntry[] = "kiln_gdn_decode_mtp";  // gdn_decode_mtp_*
 inline constexpr unsigned kActivationAlignment = 16;  // q, k, v, out, state: 16-byte aligned rows
+inline constexpr unsigned kGateAlignment = 2;  // gating.a, gating.b: one 16-bit element per read
 
 // One variant of the artifact: the generated kiln::generated::gdn::kVariants entry's fields.
 struct VariantInfo {
@@ -26,6 +27,7 @@ struct VariantInfo {
   int tile_v;         // state columns per block (block.x)
   int row_split;      // warps per block splitting the d_k rows (block.y)
   int max_tokens;     // tokens per sequence per launch: 1 (gdn_decode), 8 (gdn_decode_mtp)
+  bool fused_gating;  // computes g, beta from Gating's inputs (the `_gating` families)
   const char* dtype;  // "fp16" | "bf16"
   const kiln_variant* (*variant)();
 };
@@ -37,13 +39,18 @@ struct DeviceQuery {
   ImageCheck check_image;
 };
 
-// The kernel's parameters, in the order of its entry (gdn_decode.py's `decode`).
+// The kernel's parameters, in the order of its entry (gdn_decode.py's `decode`). Both gate forms
+// take every gate parameter; the one a variant does not read is null.
 struct DecodeArgs {
   const void* q;
   const void* k;
   const void* v;
   const float* g;
   const float* beta;
+  const void* a;
+  const void* b;
+  const float* a_log;
+  const float* dt_bias;
   void* out;
   float* state;
   const std::int32_t* slots;
@@ -60,6 +67,10 @@ struct DecodeMtpArgs {
   const void* v;
   const float* g;
   const float* beta;
+  const void* a;
+  const void* b;
+  const float* a_log;
+  const float* dt_bias;
   void* out;
   const float* state;
   const std::int32_t* slots;
@@ -86,10 +97,11 @@ using MtpPlan = LaunchPlan<DecodeMtpArgs>;
 
 const char* dtypeName(DType dtype);
 
-// Admits `problem` against the variants of `table` that have its entry (kDecodeEntry) and plans
-// its launch; checks in order: dtype known, head dims built for it, heads (H >= 1, Hv a multiple
-// of H), batch >= 0, scale finite, grid limits, then (batch > 0) num_slots >= 1 and pointers
-// non-null and aligned; then `device` when given.
+// Admits `problem` against the variants of `table` that have its entry (kDecodeEntry) and its
+// gate form (fused_gating when problem.gating is given) and plans its launch; checks in order:
+// one gate form, dtype known, head dims built for it and the gate form, heads (H >= 1, Hv a
+// multiple of H), batch >= 0, scale finite, grid limits, then (batch > 0) num_slots >= 1 and
+// pointers non-null and aligned; then `device` when given.
 Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
               Plan* plan);
 // The same for the multi-token problem, against the variants with kDecodeMtpEntry; after the head

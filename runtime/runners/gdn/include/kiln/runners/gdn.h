@@ -8,9 +8,11 @@
 //   the sequence: neither its state nor its output is touched.
 //
 // Layouts (contiguous, row-major): q, k [batch, H, d_k] and v, out [batch, Hv, d_v] in the dtype;
-// g, beta [batch, Hv] float32 (the gates as the model computes them); state [num_slots, Hv, d_k,
-// d_v] float32; slots [batch] int32. d_k and d_v are baked per variant (kernels/gdn/kiln.toml);
-// the kernel is written in CuTe DSL, which makes no difference to this interface.
+// g, beta [batch, Hv] float32 (the gates as the model computes them), or instead the gating inputs
+// they are computed from (Gating, below: the kernel then computes them itself); state [num_slots,
+// Hv, d_k, d_v] float32; slots [batch] int32. d_k and d_v are baked per variant
+// (kernels/gdn/kiln.toml); the kernel is written in CuTe DSL, which makes no difference to this
+// interface.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +24,22 @@
 namespace kiln::gdn {
 
 enum class DType { kFloat16, kBFloat16 };
+
+// The gates in the form the model has them, for the variants that compute them in the kernel
+// (the `_gating` families; fused gating): per (sequence[, token], value head hv)
+//   g = -exp(a_log[hv]) * softplus(a + dt_bias[hv])   (softplus(x) = x for x > 20, as torch's)
+//   beta = sigmoid(b)
+// A problem gives either g and beta or all four of these, never both forms.
+struct Gating {
+  const void* a = nullptr;         // [batch(, T), Hv] in the dtype: the layer's projection output
+  const void* b = nullptr;         // [batch(, T), Hv] in the dtype
+  const float* a_log = nullptr;    // [Hv] float32: the layer's A_log parameter
+  const float* dt_bias = nullptr;  // [Hv] float32: the layer's dt_bias parameter
+
+  bool given() const {
+    return a != nullptr || b != nullptr || a_log != nullptr || dt_bias != nullptr;
+  }
+};
 
 struct Problem {
   DType dtype = DType::kBFloat16;
@@ -35,16 +53,18 @@ struct Problem {
   const void* q = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
-  const float* g = nullptr;
-  const float* beta = nullptr;
+  const float* g = nullptr;     // null when the gating inputs are given instead
+  const float* beta = nullptr;  // null when the gating inputs are given instead
+  Gating gating;                // or: the inputs g and beta are computed from, in the kernel
   void* out = nullptr;
   float* state = nullptr;
   const std::int32_t* slots = nullptr;
 };
 
 // Host-side admission, naming the value and the limit: (d_k, d_v, dtype) built in the artifact
-// ("gdn: head dims 64x64 are not built for bf16; built: 128x128 (bf16, fp16)"), H >= 1,
-// Hv a multiple of H, batch and Hv within the grid limits, pointers non-null and aligned.
+// ("gdn: head dims 64x64 are not built for bf16; built: 128x128 (bf16, fp16)"), for the gate form
+// given (fused gating needs a `_gating` variant), H >= 1, Hv a multiple of H, batch and Hv within
+// the grid limits, one gate form, pointers non-null and aligned.
 Status canImplement(const Problem& problem);
 // The same, and the artifact has an image for a device of SM `device_sm` (names the SMs).
 Status canImplement(const Problem& problem, int device_sm);
@@ -63,10 +83,10 @@ Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes,
 // its cache entries are touched. tokens = 1 is a decode step whose new state goes to the cache.
 //
 // Layouts (contiguous, row-major): q, k [batch, T, H, d_k] and v, out [batch, T, Hv, d_v] in the
-// dtype; g, beta [batch, T, Hv] float32; state [num_slots, Hv, d_k, d_v] float32 (read only);
-// slots [batch] int32; cache [batch, T, Hv, d_k, d_v] float32 (indexed by b, not by slot, so it is
-// sized by the batch; it must not overlap the pool). T is a run-time value in
-// 1 .. max_tokens, which kiln.toml bakes per variant (8).
+// dtype; g, beta [batch, T, Hv] float32 (or Gating, with a and b [batch, T, Hv] in the dtype);
+// state [num_slots, Hv, d_k, d_v] float32 (read only); slots [batch] int32; cache [batch, T, Hv,
+// d_k, d_v] float32 (indexed by b, not by slot, so it is sized by the batch; it must not overlap
+// the pool). T is a run-time value in 1 .. max_tokens, which kiln.toml bakes per variant (8).
 struct MtpProblem {
   DType dtype = DType::kBFloat16;
   std::int64_t batch = 0;     // 0 is a no-op: pointers are not checked and nothing is touched
@@ -80,8 +100,9 @@ struct MtpProblem {
   const void* q = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
-  const float* g = nullptr;
-  const float* beta = nullptr;
+  const float* g = nullptr;     // null when the gating inputs are given instead
+  const float* beta = nullptr;  // null when the gating inputs are given instead
+  Gating gating;                // or: the inputs g and beta are computed from, per token
   void* out = nullptr;
   const float* state = nullptr;
   const std::int32_t* slots = nullptr;
