@@ -36,6 +36,17 @@ bool badDtype(int code, char* message, std::size_t message_bytes) {
   return true;
 }
 
+// The gate form of a call: g and beta (gating all null), or the gating inputs (g, beta null).
+kiln::gdn::Gating gatingOf(const void* const* gating) {
+  kiln::gdn::Gating g;
+  if (gating == nullptr) return g;
+  g.a = gating[0];
+  g.b = gating[1];
+  g.a_log = static_cast<const float*>(gating[2]);
+  g.dt_bias = static_cast<const float*>(gating[3]);
+  return g;
+}
+
 }  // namespace
 
 KILN_BENCH_EXPORT int kiln_bench_gdn_shape_fields(void) {
@@ -46,11 +57,13 @@ KILN_BENCH_EXPORT int kiln_bench_gdn_mtp_shape_fields(void) {
 }
 
 // One decode step. Returns 0 on success, else the kiln::StatusCode value, with the status text in
-// `message`. stream: a cudaStream_t (torch.cuda.current_stream().cuda_stream).
+// `message`. stream: a cudaStream_t (torch.cuda.current_stream().cuda_stream). gating: null, or
+// {a, b, a_log, dt_bias} for the fused-gating variants (then g and beta are null).
 KILN_BENCH_EXPORT int kiln_bench_gdn(const int* shape, float scale, const void* q, const void* k,
-                                     const void* v, const float* g, const float* beta, void* out,
-                                     float* state, const std::int32_t* slots, void* stream,
-                                     char* message, std::size_t message_bytes) {
+                                     const void* v, const float* g, const float* beta,
+                                     const void* const* gating, void* out, float* state,
+                                     const std::int32_t* slots, void* stream, char* message,
+                                     std::size_t message_bytes) {
   if (badDtype(shape[0], message, message_bytes))
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
   kiln::gdn::Problem p;
@@ -67,6 +80,7 @@ KILN_BENCH_EXPORT int kiln_bench_gdn(const int* shape, float scale, const void* 
   p.v = v;
   p.g = g;
   p.beta = beta;
+  p.gating = gatingOf(gating);
   p.out = out;
   p.state = state;
   p.slots = slots;
@@ -79,9 +93,10 @@ KILN_BENCH_EXPORT int kiln_bench_gdn(const int* shape, float scale, const void* 
 // state into `cache`, the pool `state` only read. Returns as kiln_bench_gdn.
 KILN_BENCH_EXPORT int kiln_bench_gdn_mtp(const int* shape, float scale, const void* q,
                                          const void* k, const void* v, const float* g,
-                                         const float* beta, void* out, const float* state,
-                                         const std::int32_t* slots, float* cache, void* stream,
-                                         char* message, std::size_t message_bytes) {
+                                         const float* beta, const void* const* gating, void* out,
+                                         const float* state, const std::int32_t* slots,
+                                         float* cache, void* stream, char* message,
+                                         std::size_t message_bytes) {
   if (badDtype(shape[0], message, message_bytes))
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
   kiln::gdn::MtpProblem p;
@@ -99,6 +114,7 @@ KILN_BENCH_EXPORT int kiln_bench_gdn_mtp(const int* shape, float scale, const vo
   p.v = v;
   p.g = g;
   p.beta = beta;
+  p.gating = gatingOf(gating);
   p.out = out;
   p.state = state;
   p.slots = slots;
@@ -108,10 +124,12 @@ KILN_BENCH_EXPORT int kiln_bench_gdn_mtp(const int* shape, float scale, const vo
   return static_cast<int>(s.code());
 }
 
-// The i-th gdn variant: its name, head dims, dtype code (0 fp16, 1 bf16) and max_tokens (1:
-// gdn_decode, in place; more: gdn_decode_mtp). Returns 0, or -1 when i is out of range.
+// The i-th gdn variant: its name, head dims, dtype code (0 fp16, 1 bf16), max_tokens (1:
+// gdn_decode, in place; more: gdn_decode_mtp) and fused_gating (0 / 1). Returns 0, or -1 when i
+// is out of range.
 KILN_BENCH_EXPORT int kiln_bench_variant(int i, char* name, std::size_t name_bytes, int* head_dim_k,
-                                         int* head_dim_v, int* dtype, int* max_tokens) {
+                                         int* head_dim_v, int* dtype, int* max_tokens,
+                                         int* fused_gating) {
   if (i < 0 || i >= static_cast<int>(std::size(kiln::generated::gdn::kVariants))) return -1;
   const auto& v = kiln::generated::gdn::kVariants[i];
   kiln_bench::copyMessage(v.name, name, name_bytes);
@@ -119,5 +137,6 @@ KILN_BENCH_EXPORT int kiln_bench_variant(int i, char* name, std::size_t name_byt
   if (head_dim_v != nullptr) *head_dim_v = v.head_dim_v;
   if (dtype != nullptr) *dtype = kiln_bench::dtypeCode(v.dtype);
   if (max_tokens != nullptr) *max_tokens = v.max_tokens;
+  if (fused_gating != nullptr) *fused_gating = v.fused_gating ? 1 : 0;
   return 0;
 }

@@ -8,7 +8,10 @@ H = 16 query/key heads, Hv = 32 value heads, d_k = d_v = 128, a float32 state po
 
   decode (gdn_decode, one token per sequence, the state updated in place), batch 1, 8, 32, 256;
   mtp (gdn_decode_mtp, T = 4 draft tokens per sequence, every intermediate state written to a
-  cache [B, T, Hv, 128, 128], the pool only read), batch 1, 8, 32, 256.
+  cache [B, T, Hv, 128, 128], the pool only read), batch 1, 8, 32, 256;
+  gating (gdn_decode_gating: decode from the gating inputs a, b [B, Hv] and A_log, dt_bias [Hv],
+  g = -exp(A_log) softplus(a + dt_bias) and beta = sigmoid(b) computed in the kernel), batch 1, 8,
+  32, 256, against the same step with the gates computed by a separate kernel first.
 
 Per row:
   1. kiln and every peer are checked against a float64 torch reference of the same recurrence
@@ -32,7 +35,12 @@ Per row:
                     state: all T intermediate states, as kiln, at 2 T states moved;
        torch        the recurrence in PyTorch, vectorised over batch and heads, eager;
        torch_graph  the same ops captured in a CUDA graph (one graph per input set).
-     fla is optional: without it (ImportError) the rows say so and the other peers run;
+     fla is optional: without it (ImportError) the rows say so and the other peers run.
+     The gating rows' peers compute the gates first, each timed as one call with the step:
+       gates_kiln        a Triton gating kernel (one launch, in this file) + kiln's gdn_decode,
+       torch_gates_kiln  the gates in eager PyTorch + kiln's gdn_decode,
+       fla               the Triton gating kernel + fla's fused recurrent kernel;
+     their reference takes the gates in float64 from the same inputs;
   3. reports TB/s of state bytes (decode: read + written, 2 B Hv 128^2 4; mtp: the pool read once
      and T states written, (1 + T) B Hv 128^2 4), % of the device-to-device copy bandwidth
      measured in this run, the floor (state bytes / copy bandwidth), and peer / kiln ratios
@@ -48,8 +56,17 @@ import math
 import sys
 
 import torch
+import torch.nn.functional as F
 
 import kiln_bench as kb
+
+try:  # the separate gating kernel of the "gating" rows' peers; torch's GPU install carries it
+    import triton
+    import triton.language as tl
+except Exception as e:  # noqa: BLE001 - no Triton: those peers are recorded as absent
+    triton, TRITON_NOTE = None, f"triton is not importable ({type(e).__name__}: {e})"
+else:
+    TRITON_NOTE = f"triton {triton.__version__}"
 
 REL_L2_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}  # PERF.md, Method 2
 STATE_BOUND = 1e-4  # the state is fp32 in and out (tests/gpu/gdn_numerics_test.cpp says why)
@@ -60,6 +77,8 @@ MTP_TOKENS = 4
 HEADS_QK, HEADS_V, DK, DV = 16, 32, 128, 128
 L2_EPS = 1e-6
 RUNS = 50
+GATING_INPUTS = ("a", "b", "A_log", "dt_bias")  # the fused-gating variants' inputs, in ABI order
+SOFTPLUS_THRESHOLD = 20.0  # torch.nn.functional.softplus's default, as the models call it
 FLA_INSTALL = ("pip install --no-index --no-deps --target /tmp/site .whl/*.whl; "
                "PYTHONPATH=/tmp/site (bench/README.md)")
 
@@ -72,31 +91,32 @@ class Kiln(kb.Bridge):
         self.fields = self.lib.kiln_bench_gdn_shape_fields()
         self.mtp_fields = self.lib.kiln_bench_gdn_mtp_shape_fields()
         f = self.lib.kiln_bench_gdn
-        f.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_float] + [ctypes.c_void_p] * 9 + [
-            ctypes.c_char_p, ctypes.c_size_t]
-        f.restype = ctypes.c_int
-        f = self.lib.kiln_bench_gdn_mtp
         f.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_float] + [ctypes.c_void_p] * 10 + [
             ctypes.c_char_p, ctypes.c_size_t]
         f.restype = ctypes.c_int
-        self.variants = []  # (name, dk, dv, dtype code, max_tokens)
+        f = self.lib.kiln_bench_gdn_mtp
+        f.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_float] + [ctypes.c_void_p] * 11 + [
+            ctypes.c_char_p, ctypes.c_size_t]
+        f.restype = ctypes.c_int
+        self.variants = []  # (name, dk, dv, dtype code, max_tokens, fused_gating)
         i = 0
         while True:
             name = ctypes.create_string_buffer(128)
-            dk, dv, dtype, tokens = ctypes.c_int(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+            dk, dv, dtype, tokens, fused = (ctypes.c_int() for _ in range(5))
             if self.lib.kiln_bench_variant(i, name, 128, ctypes.byref(dk), ctypes.byref(dv),
-                                           ctypes.byref(dtype), ctypes.byref(tokens)) != 0:
+                                           ctypes.byref(dtype), ctypes.byref(tokens),
+                                           ctypes.byref(fused)) != 0:
                 break
             self.variants.append((name.value.decode(), dk.value, dv.value, dtype.value,
-                                  tokens.value))
+                                  tokens.value, bool(fused.value)))
             i += 1
 
-    def has(self, dk, dv, dtype, tokens):
+    def has(self, dk, dv, dtype, tokens, fused=False):
         """A variant of these dims and dtype for `tokens` tokens: 1 is gdn_decode (max_tokens 1),
-        more is gdn_decode_mtp (max_tokens >= tokens)."""
-        return any(a == dk and b == dv and d == DTYPE_CODE[dtype] and
+        more is gdn_decode_mtp (max_tokens >= tokens); fused: the gating inputs form."""
+        return any(a == dk and b == dv and d == DTYPE_CODE[dtype] and f == fused and
                    ((t == 1) if tokens == 1 else (t > 1 and t >= tokens))
-                   for _, a, b, d, t in self.variants)
+                   for _, a, b, d, t, f in self.variants)
 
     def shape(self, dtype, batch, num_slots):
         values = [DTYPE_CODE[dtype], batch, HEADS_QK, HEADS_V, DK, DV, num_slots]
@@ -108,11 +128,21 @@ class Kiln(kb.Bridge):
         assert len(values) == self.mtp_fields
         return (ctypes.c_int * self.mtp_fields)(*values)
 
-    def __call__(self, shape, scale, s):
+    @staticmethod
+    def gates(s, fused):
+        """(g, beta, gating) pointers: the given gates, or the gating inputs {a, b, A_log,
+        dt_bias} of a fused-gating variant (kept in the set: ctypes must not free them)."""
+        if not fused:
+            return s["g"].data_ptr(), s["beta"].data_ptr(), None
+        if "gating_ptrs" not in s:
+            s["gating_ptrs"] = (ctypes.c_void_p * 4)(*(s[n].data_ptr() for n in GATING_INPUTS))
+        return None, None, s["gating_ptrs"]
+
+    def __call__(self, shape, scale, s, fused=False):
         stream = torch.cuda.current_stream().cuda_stream
         rc = self.lib.kiln_bench_gdn(
             shape, scale, s["q"].data_ptr(), s["k"].data_ptr(), s["v"].data_ptr(),
-            s["g"].data_ptr(), s["beta"].data_ptr(), s["out"].data_ptr(), s["state"].data_ptr(),
+            *self.gates(s, fused), s["out"].data_ptr(), s["state"].data_ptr(),
             s["slots"].data_ptr(), stream, self.message, len(self.message))
         if rc != 0:
             raise RuntimeError(f"kiln gdn: {self.message.value.decode()}")
@@ -121,7 +151,7 @@ class Kiln(kb.Bridge):
         stream = torch.cuda.current_stream().cuda_stream
         rc = self.lib.kiln_bench_gdn_mtp(
             shape, scale, s["q"].data_ptr(), s["k"].data_ptr(), s["v"].data_ptr(),
-            s["g"].data_ptr(), s["beta"].data_ptr(), s["out"].data_ptr(), s["state"].data_ptr(),
+            *self.gates(s, False), s["out"].data_ptr(), s["state"].data_ptr(),
             s["slots"].data_ptr(), s["cache"].data_ptr(), stream, self.message, len(self.message))
         if rc != 0:
             raise RuntimeError(f"kiln gdn mtp: {self.message.value.decode()}")
@@ -188,10 +218,52 @@ def torch_mtp(q, k, v, g, beta, state, slots, scale, cache, compute=torch.float3
     return torch.stack(outs, dim=1)
 
 
+# ---- the gates from the gating inputs ---------------------------------------------------------
+
+def torch_gates(a, b, A_log, dt_bias, compute=torch.float32):
+    """g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), as Qwen3-Next's gated DeltaNet
+    layer computes them: a, b [.., Hv]; A_log, dt_bias [Hv] float32."""
+    x = a.to(compute) + dt_bias.to(compute)
+    g = -torch.exp(A_log.to(compute)) * F.softplus(x, threshold=SOFTPLUS_THRESHOLD)
+    return g, torch.sigmoid(b.to(compute))
+
+
+def torch_gates_into(s):
+    """The gates in eager PyTorch (4 to 6 kernels), into the set's g and beta."""
+    g, beta = torch_gates(s["a"], s["b"], s["A_log"], s["dt_bias"])
+    s["g"].copy_(g)
+    s["beta"].copy_(beta)
+
+
+if triton is not None:
+    @triton.jit
+    def _gates_kernel(a_ptr, b_ptr, a_log_ptr, dt_bias_ptr, g_ptr, beta_ptr, n, heads,
+                      threshold, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        live = offs < n
+        head = offs % heads
+        x = tl.load(a_ptr + offs, mask=live).to(tl.float32) + tl.load(dt_bias_ptr + head, mask=live)
+        softplus = tl.where(x > threshold, x, tl.log(1.0 + tl.exp(x)))
+        tl.store(g_ptr + offs, -tl.exp(tl.load(a_log_ptr + head, mask=live)) * softplus, mask=live)
+        b = tl.load(b_ptr + offs, mask=live).to(tl.float32)
+        tl.store(beta_ptr + offs, tl.sigmoid(b), mask=live)
+
+
+def triton_gates_into(s):
+    """The gates in one Triton kernel (what a runtime without fused gating launches ahead of the
+    recurrence, as vLLM's fused_gdn_gating does), into the set's g and beta."""
+    n, block = s["a"].numel(), 1024
+    _gates_kernel[(triton.cdiv(n, block),)](s["a"], s["b"], s["A_log"], s["dt_bias"], s["g"],
+                                            s["beta"], n, HEADS_V, SOFTPLUS_THRESHOLD,
+                                            BLOCK=block)
+
+
 # ---- inputs and checks ------------------------------------------------------------------------
 
-def make_set(batch, dtype, gen, tokens=None):
-    """One input set; tokens None: the decode layouts, else [B, T, ...] and a cache."""
+def make_set(batch, dtype, gen, tokens=None, gating=False):
+    """One input set; tokens None: the decode layouts, else [B, T, ...] and a cache; gating: also
+    the gating inputs (a, b in the activation dtype, every 97th a past the softplus threshold;
+    A_log and dt_bias float32 in [-2, 1]), whose gates the split peers write into g and beta."""
     num_slots = batch + batch // 4 + 2
     perm = torch.randperm(num_slots, device="cuda", generator=gen)[:batch]
     lead = (batch,) if tokens is None else (batch, tokens)
@@ -207,6 +279,12 @@ def make_set(batch, dtype, gen, tokens=None):
          "num_slots": num_slots}
     if tokens is not None:
         s["cache"] = torch.empty(batch, tokens, HEADS_V, DK, DV, device="cuda")
+    if gating:
+        for name in ("a", "b"):
+            s[name] = torch.randn(*lead, HEADS_V, device="cuda", generator=gen).to(dtype)
+        s["a"].view(-1)[::97] = 24.0
+        for name in ("A_log", "dt_bias"):
+            s[name] = torch.rand(HEADS_V, device="cuda", generator=gen) * 3 - 2
     return s
 
 
@@ -278,79 +356,104 @@ def fla_decode(fla_fn, s, scale):
     return o[:, 0], ht
 
 
-def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
+def decode_peers(kiln, fla_fn, shape, scale, fused):
+    """{name: fn(set)} of a decode row's peers. Given gates (fused False): fla and the recurrence in
+    PyTorch. Gating inputs (fused True): the gates computed by a separate kernel, then the given-
+    gates recurrence: gates_kiln (Triton gates + kiln's gdn_decode), torch_gates_kiln (eager
+    PyTorch gates + kiln) and fla (Triton gates + fla), each checked and timed as one call."""
+    if not fused:
+        peers = {"torch": lambda s: torch_eager(s, scale)}
+        if fla_fn is not None:
+            peers["fla"] = lambda s: fla_decode(fla_fn, s, scale)
+        return peers
+
+    def then(gates, step):
+        def run(s):
+            gates(s)
+            return step(s)
+        return run
+
+    given = lambda s: kiln(shape, scale, s)  # noqa: E731 - the given-gates variant, returns None
+    peers = {"torch_gates_kiln": then(torch_gates_into, given)}
+    if triton is not None:
+        peers["gates_kiln"] = then(triton_gates_into, given)
+        if fla_fn is not None:
+            peers["fla"] = then(triton_gates_into, lambda s: fla_decode(fla_fn, s, scale))
+    return peers
+
+
+def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles, fused=False):
+    """One decode row: given gates (gdn_decode), or with fused True the gating inputs (the
+    fused-gating gdn_decode against the gates computed separately)."""
     scale = 1.0 / math.sqrt(DK)
     state_bytes = 2 * batch * HEADS_V * DK * DV * 4  # read + written
     nsets = kb.rotation_sets(state_bytes // 2, l2_bytes, 8)
-    sets = [make_set(batch, dtype, gen) for _ in range(nsets)]
+    sets = [make_set(batch, dtype, gen, gating=fused) for _ in range(nsets)]
     s0 = sets[0]
     shape = kiln.shape(dtype, batch, s0["num_slots"])
-    row = {"op": "decode", "dtype": DTYPE_NAME[dtype], "batch": batch, "tokens": 1,
-           "heads_qk": HEADS_QK, "heads_v": HEADS_V, "head_dim_k": DK, "head_dim_v": DV,
-           "num_slots": s0["num_slots"], "state_bytes": state_bytes, "input_sets": nsets,
-           "floor_us": state_bytes / (copy_tbps * 1e12) * 1e6}
+    row = {"op": "gating" if fused else "decode", "dtype": DTYPE_NAME[dtype], "batch": batch,
+           "tokens": 1, "heads_qk": HEADS_QK, "heads_v": HEADS_V, "head_dim_k": DK,
+           "head_dim_v": DV, "num_slots": s0["num_slots"], "state_bytes": state_bytes,
+           "input_sets": nsets, "floor_us": state_bytes / (copy_tbps * 1e12) * 1e6}
 
     # Correctness on set 0, before any timing: each implementation on its own copy of the state.
     state0 = s0["state"].clone()
     ref_state = state0.double()
-    ref_out = torch_gdn(s0["q"], s0["k"], s0["v"], s0["g"], s0["beta"], ref_state, s0["slots64"],
+    if fused:
+        ref_g, ref_beta = torch_gates(*(s0[n] for n in GATING_INPUTS), compute=torch.float64)
+    else:
+        ref_g, ref_beta = s0["g"], s0["beta"]
+    ref_out = torch_gdn(s0["q"], s0["k"], s0["v"], ref_g, ref_beta, ref_state, s0["slots64"],
                         scale, compute=torch.float64)
     live = s0["slots64"]
     bound = REL_L2_BOUND[dtype]
+    # Slots no sequence owns must stay bit-identical.
+    unowned = torch.ones(s0["num_slots"], dtype=torch.bool, device="cuda")
+    unowned[live] = False
 
     def check(name, fn):
+        """fn(set) writes out and the state in place, or returns (o, final states) as fla does."""
         s0["state"].copy_(state0)
         s0["out"].fill_(float("nan"))
-        fn(s0)
-        torch.cuda.synchronize()
-        out_rel = rel_l2(s0["out"], ref_out)
-        st_rel = rel_l2(s0["state"][live], ref_state[live])
-        # Slots no sequence owns must be bit-identical.
-        mask = torch.ones(s0["num_slots"], dtype=torch.bool, device="cuda")
-        mask[live] = False
-        untouched = bool(torch.equal(s0["state"][mask], state0[mask]))
+        try:
+            got = fn(s0)
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - a peer's failure is recorded, the run goes on
+            row[f"{name}_error"] = f"check: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            return False
+        out, state = (s0["out"], s0["state"][live]) if got is None else got
+        out_rel, st_rel = rel_l2(out, ref_out), rel_l2(state, ref_state[live])
+        untouched = bool(torch.equal(s0["state"][unowned], state0[unowned]))
         row.update({f"{name}_rel_l2": out_rel, f"{name}_state_rel_l2": st_rel})
         return record_check(
-            row, name, finite(s0["out"]) and out_rel <= bound and st_rel <= STATE_BOUND and untouched,
+            row, name, finite(out) and out_rel <= bound and st_rel <= STATE_BOUND and untouched,
             f"out rel L2 {out_rel:.3g} (bound {bound}), state rel L2 {st_rel:.3g} (bound "
             f"{STATE_BOUND}), unowned slots {'untouched' if untouched else 'CHANGED'}")
 
-    ok = check("kiln", lambda s: kiln(shape, scale, s))
+    kiln_fn = lambda s: kiln(shape, scale, s, fused)  # noqa: E731
+    ok = check("kiln", kiln_fn)
     row["correct"] = ok
     if not ok:
         row["why"] = row["kiln_why"]
-    torch_ok = check("torch", lambda s: torch_eager(s, scale))
-    s0["state"].copy_(state0)
-
-    fla_ok = False
     if fla_fn is not None:
         for s in sets:
             s["h0"] = s["state"].index_select(0, s["slots64"])  # gathered once, outside timing
-        try:
-            o, ht = fla_decode(fla_fn, s0, scale)
-            torch.cuda.synchronize()
-            out_rel, st_rel = rel_l2(o, ref_out), rel_l2(ht, ref_state[live])
-            row.update({"fla_rel_l2": out_rel, "fla_state_rel_l2": st_rel})
-            fla_ok = record_check(row, "fla", finite(o) and out_rel <= bound and st_rel <= STATE_BOUND,
-                                  f"out rel L2 {out_rel:.3g} (bound {bound}), state rel L2 "
-                                  f"{st_rel:.3g} (bound {STATE_BOUND})")
-        except Exception as e:  # noqa: BLE001
-            row["fla_error"] = f"check: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+    peers = decode_peers(kiln, fla_fn, shape, scale, fused)
+    passed = [name for name, fn in peers.items() if check(name, fn)]
+    s0["state"].copy_(state0)
     del ref_state, ref_out, state0
 
     if ok:
-        timed_into(row, "kiln", lambda s: kiln(shape, scale, s), sets, busy_cycles, state_bytes)
+        timed_into(row, "kiln", kiln_fn, sets, busy_cycles, state_bytes)
         row["kiln_pct_of_copy"] = 100 * row["kiln_tbps"] / copy_tbps if "kiln_tbps" in row else None
-    if fla_ok:
-        timed_into(row, "fla", lambda s: fla_decode(fla_fn, s, scale), sets, busy_cycles,
-                   state_bytes)
-    timed_into(row, "torch", lambda s: torch_eager(s, scale), sets, busy_cycles, state_bytes)
-    replay, graphs = graph_peer(row, sets, lambda s: torch_eager(s, scale))
-    row["torch_graph_rel_l2_note"] = "same ops as torch (eager), checked there"
-    if replay is not None:
-        timed_into(row, "torch_graph", replay, sets, busy_cycles, state_bytes)
-    if not torch_ok:
-        row["torch_note"] = "the torch peer failed its own correctness check: " + row["torch_why"]
+    for name in passed:
+        timed_into(row, name, peers[name], sets, busy_cycles, state_bytes)
+    graphs = {}
+    if not fused:  # the PyTorch recurrence in a CUDA graph: the same ops as torch, checked there
+        replay, graphs = graph_peer(row, sets, peers["torch"])
+        row["torch_graph_rel_l2_note"] = "same ops as torch (eager), checked there"
+        if replay is not None and "torch" in passed:
+            timed_into(row, "torch_graph", replay, sets, busy_cycles, state_bytes)
     del sets, graphs
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
@@ -489,10 +592,9 @@ def print_table(title, rows, peers):
               f"{fmt(r, 'kiln_tbps', '6.2f'):>6} {fmt(r, 'kiln_pct_of_copy', '5.1f'):>5}% " +
               " ".join(f"{fmt(r, p + '_us', '12.1f'):>12}" for p in peers) + " " +
               " ".join(f"{fmt(r, 'kiln_vs_' + p, '11.2f'):>11}x" for p in peers) +
-              f" {r['kiln_rel_l2']:8.2e} {r['kiln_state_rel_l2']:8.2e}  "
+              f" {fmt(r, 'kiln_rel_l2', '8.2e'):>8} {fmt(r, 'kiln_state_rel_l2', '8.2e'):>8}  "
               f"{'yes' if r['correct'] else 'NO ' + r.get('why', '')}")
-        for key in [p + s for p in ["fla", "fla_steps", "torch", "torch_graph"]
-                    for s in ("_error", "_why", "_note")]:
+        for key in [p + s for p in ["kiln"] + peers for s in ("_error", "_why", "_note")]:
             if key in r:
                 print(f"    {key}: {r[key]}")
 
@@ -502,7 +604,7 @@ def main():
     ap.add_argument("--lib", required=True, help="path of libkiln_bench_gdn.so")
     ap.add_argument("--json", required=True, help="where to write the results")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
-    ap.add_argument("--ops", default="decode,mtp", help="comma list of decode, mtp")
+    ap.add_argument("--ops", default="decode,mtp,gating", help="comma list of decode, mtp, gating")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
     ops = [o for o in args.ops.split(",") if o]
@@ -515,7 +617,8 @@ def main():
     busy_cycles = 400000  # ~200 us of GPU work ahead of each timed call
 
     fla_fn, fla_note = load_fla()
-    result = kb.result_header("gdn_vs_torch", props, l2_bytes, kiln, seed, {"fla": fla_note})
+    result = kb.result_header("gdn_vs_torch", props, l2_bytes, kiln, seed,
+                              {"fla": fla_note, "triton": TRITON_NOTE})
     copy_tbps = kb.measure_copy(result)
     print(f"{props.name} sm_{result['sm']} ({props.multi_processor_count} SMs), driver "
           f"{result['driver']}, torch {torch.__version__}; artifact {kiln.tag} "
@@ -524,26 +627,33 @@ def main():
     kb.print_copy(result)
 
     rows, failed = [], 0
-    for op, tokens in (("decode", 1), ("mtp", MTP_TOKENS)):
+    # op: (tokens, the variants it needs as (tokens, fused_gating, family))
+    needs = {"decode": (1, [(1, False, "gdn_decode")]),
+             "mtp": (MTP_TOKENS, [(MTP_TOKENS, False, "gdn_decode_mtp")]),
+             "gating": (1, [(1, True, "gdn_decode_gating"), (1, False, "gdn_decode")])}
+    for op in ("decode", "mtp", "gating"):
         if op not in ops:
             continue
-        if not kiln.has(DK, DV, dtype, tokens):
-            family = "gdn_decode" if tokens == 1 else "gdn_decode_mtp"
-            print(f"{family}_dk{DK}_dv{DV}_{args.dtype} is not in the artifact")
+        tokens, variants = needs[op]
+        missing = [f"{family}_dk{DK}_dv{DV}_{args.dtype}" for t, fused, family in variants
+                   if not kiln.has(DK, DV, dtype, t, fused)]
+        if missing:
+            print(f"{op}: {', '.join(missing)} not in the artifact")
             failed += 1
             continue
         for batch in BATCHES:
-            if op == "decode":
-                rows.append(bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen,
-                                      busy_cycles))
-            else:
+            if op == "mtp":
                 rows.append(mtp_row(kiln, fla_fn, batch, tokens, dtype, copy_tbps, l2_bytes, gen,
                                     busy_cycles))
+            else:
+                rows.append(bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen,
+                                      busy_cycles, fused=op == "gating"))
     result["rows"] = rows
     result["clocks_after"] = kb.clocks()
 
     decode_rows = [r for r in rows if r["op"] == "decode"]
     mtp_rows = [r for r in rows if r["op"] == "mtp"]
+    gating_rows = [r for r in rows if r["op"] == "gating"]
     if decode_rows:
         print_table("decode (gdn_decode: one token, state in place; bytes: the state read + "
                     "written)", decode_rows, ["fla", "torch", "torch_graph"])
@@ -551,6 +661,10 @@ def main():
         print_table(f"mtp (gdn_decode_mtp: T = {MTP_TOKENS} tokens, every state to the cache; "
                     "bytes: the pool read + T states written; fla writes the final state only)",
                     mtp_rows, ["fla", "fla_steps", "torch", "torch_graph"])
+    if gating_rows:
+        print_table("gating (gdn_decode_gating: the gates from a, b, A_log, dt_bias in the kernel; "
+                    "peers compute them in a separate kernel first; bytes as decode)",
+                    gating_rows, ["gates_kiln", "torch_gates_kiln", "fla"])
     failed += sum(not r["correct"] for r in rows)
     return kb.finish(args.json, result, failed)
 

@@ -5,16 +5,17 @@
 // batches 1 .. 256 and the same ratios (the second half of this file).
 //
 // Each case: fresh random q, k, v (random 16-bit bit patterns, exact on the host), gates g in
-// [-1, 0] and beta in [0, 1] (float32, as the model computes them), a float32 state pool with more
-// slots than sequences whose slots are handed out in a random permutation, and some sequences
-// given a negative slot (skipped). The output and a guard past it are poisoned (0xffff, NaN in
-// fp16 and bf16); the state pool has a poisoned guard past it. One run() on a non-default stream,
-// then: status ok; every output of a live sequence written and finite; every output of a skipped
-// sequence still poison and the out guard untouched (the runner's contract: "a negative slot skips
-// the sequence: neither its state nor its output is touched"); every state slot no live sequence
-// owns, and the state guard, bit-identical to what was uploaded; relative L2 error of the outputs
-// and of the updated state slots within the bounds. Runner errors (unbuilt head dims, Hv not a
-// multiple of H, null and misaligned pointers, batch 0) are checked on the device too, each
+// [-1, 0] and beta in [0, 1] (float32, as the model computes them; for the fused-gating variants
+// the model's gating inputs a, b, A_log and dt_bias instead: makeGates), a float32 state pool
+// with more slots than sequences whose slots are handed out in a random permutation, and some
+// sequences given a negative slot (skipped). The output and a guard past it are poisoned (0xffff,
+// NaN in fp16 and bf16); the state pool has a poisoned guard past it. One run() on a non-default
+// stream, then: status ok; every output of a live sequence written and finite; every output of a
+// skipped sequence still poison and the out guard untouched (the runner's contract: "a negative
+// slot skips the sequence: neither its state nor its output is touched"); every state slot no live
+// sequence owns, and the state guard, bit-identical to what was uploaded; relative L2 error of the
+// outputs and of the updated state slots within the bounds. Runner errors (unbuilt head dims, Hv
+// not a multiple of H, null and misaligned pointers, batch 0) are checked on the device too, each
 // leaving out and state untouched.
 //
 // Multi-token cases: the same inputs per token ([batch, T, ...] layouts), the output, the cache
@@ -149,6 +150,87 @@ std::vector<std::size_t> firstPerDtypeWith(const char* entry) {
   return picks;
 }
 
+// ---- gates ----------------------------------------------------------------------------------
+
+// The gates of `entries` (token, value head) pairs laid out [.., Hv], in the form the variant
+// takes. Given gates (fused_gating false): g in [-1, 0] and beta in [0, 1], float32, as the model
+// computes them. Fused gating: the model's inputs, a and b random 16-bit values (|a| < 4,
+// |b| < 8; every 97th a is 24, past softplus's threshold of 20), a_log in [-2, 1] and dt_bias in
+// [-2, 1] float32 per value head; the reference's g and beta are computed from them in float64
+// (reference::gates), so the kernel's gating is checked through the outputs and states.
+struct GateInputs {
+  bool fused = false;
+  std::vector<float> g, beta;
+  std::vector<std::uint16_t> a, b;
+  std::vector<float> a_log, dt_bias;
+  std::vector<double> ref_g, ref_beta;  // per entry: what the reference uses
+  DeviceBuffer d_g, d_beta, d_a, d_b, d_a_log, d_dt_bias;
+
+  // Uploads the form's arrays; "" or what failed.
+  std::string upload() {
+    if (!fused) {
+      for (const std::string& e :
+           {allocate(&d_g, g.size() * 4, g.data(), g.size() * 4),
+            allocate(&d_beta, beta.size() * 4, beta.data(), beta.size() * 4)})
+        if (!e.empty()) return e;
+      return "";
+    }
+    for (const std::string& e :
+         {allocate(&d_a, a.size() * 2, a.data(), a.size() * 2),
+          allocate(&d_b, b.size() * 2, b.data(), b.size() * 2),
+          allocate(&d_a_log, a_log.size() * 4, a_log.data(), a_log.size() * 4),
+          allocate(&d_dt_bias, dt_bias.size() * 4, dt_bias.data(), dt_bias.size() * 4)})
+      if (!e.empty()) return e;
+    return "";
+  }
+  // The problem's gate fields (Problem or MtpProblem), after upload().
+  template <typename P>
+  void into(P* p) const {
+    if (!fused) {
+      p->g = static_cast<const float*>(d_g.ptr);
+      p->beta = static_cast<const float*>(d_beta.ptr);
+      return;
+    }
+    p->gating.a = d_a.ptr;
+    p->gating.b = d_b.ptr;
+    p->gating.a_log = static_cast<const float*>(d_a_log.ptr);
+    p->gating.dt_bias = static_cast<const float*>(d_dt_bias.ptr);
+  }
+};
+
+void makeGates(Rng& rng, bool fused, bool fp16, std::size_t entries, int hv, GateInputs* gates) {
+  gates->fused = fused;
+  gates->ref_g.resize(entries);
+  gates->ref_beta.resize(entries);
+  if (!fused) {
+    gates->g.resize(entries);
+    gates->beta.resize(entries);
+    for (std::size_t i = 0; i < entries; ++i) {
+      gates->g[i] = uniform(rng, -1.0f, 0.0f);
+      gates->beta[i] = uniform(rng, 0.0f, 1.0f);
+      gates->ref_g[i] = gates->g[i];
+      gates->ref_beta[i] = gates->beta[i];
+    }
+    return;
+  }
+  const std::uint16_t twenty_four = fp16 ? 0x4e00 : 0x41c0;
+  gates->a.resize(entries);
+  gates->b.resize(entries);
+  gates->a_log.resize(static_cast<std::size_t>(hv));
+  gates->dt_bias.resize(static_cast<std::size_t>(hv));
+  for (auto& x : gates->a_log) x = uniform(rng, -2.0f, 1.0f);
+  for (auto& x : gates->dt_bias) x = uniform(rng, -2.0f, 1.0f);
+  for (std::size_t i = 0; i < entries; ++i) {
+    gates->a[i] = i % 97 == 0 ? twenty_four : randomBits(rng, fp16, -4, 1);
+    gates->b[i] = randomBits(rng, fp16, -4, 2);
+    const std::size_t h = i % static_cast<std::size_t>(hv);
+    const ref::Gates gt = ref::gates(decode16(fp16, gates->a[i]), decode16(fp16, gates->b[i]),
+                                     gates->a_log[h], gates->dt_bias[h]);
+    gates->ref_g[i] = gt.g;
+    gates->ref_beta[i] = gt.beta;
+  }
+}
+
 // ---- cases ----------------------------------------------------------------------------------
 
 struct CaseSpec {
@@ -199,21 +281,18 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
   for (auto& x : q) x = randomBits(rng, fp16, -4, 0);
   for (auto& x : k) x = randomBits(rng, fp16, -4, 0);
   for (auto& x : vv) x = randomBits(rng, fp16, -4, 0);
-  std::vector<float> g(static_cast<std::size_t>(batch) * hv), beta(g.size());
-  for (auto& x : g) x = uniform(rng, -1.0f, 0.0f);
-  for (auto& x : beta) x = uniform(rng, 0.0f, 1.0f);
+  GateInputs gates;
+  makeGates(rng, v.fused_gating, fp16, static_cast<std::size_t>(batch) * hv, hv, &gates);
   std::vector<float> state(state_elems);
   for (auto& x : state) x = uniform(rng, -1.0f, 1.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
 
-  DeviceBuffer d_q, d_k, d_v, d_g, d_beta, d_out, d_state, d_slots;
+  DeviceBuffer d_q, d_k, d_v, d_out, d_state, d_slots;
   const std::size_t guard = 64;  // elements past out / state that must stay poisoned
   for (const std::string& e :
        {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
         allocate(&d_k, k.size() * 2, k.data(), k.size() * 2),
-        allocate(&d_v, vv.size() * 2, vv.data(), vv.size() * 2),
-        allocate(&d_g, g.size() * 4, g.data(), g.size() * 4),
-        allocate(&d_beta, beta.size() * 4, beta.data(), beta.size() * 4),
+        allocate(&d_v, vv.size() * 2, vv.data(), vv.size() * 2), gates.upload(),
         allocate(&d_slots, slots.size() * 4, slots.data(), slots.size() * 4),
         allocate(&d_state, (state_elems + guard) * 4, state.data(), state_elems * 4),
         allocate(&d_out, (out_elems + guard) * 2, nullptr, 0)}) {
@@ -232,8 +311,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
   p.q = d_q.ptr;
   p.k = d_k.ptr;
   p.v = d_v.ptr;
-  p.g = static_cast<const float*>(d_g.ptr);
-  p.beta = static_cast<const float*>(d_beta.ptr);
+  gates.into(&p);
   p.out = d_out.ptr;
   p.state = static_cast<float*>(d_state.ptr);
   p.slots = static_cast<const std::int32_t*>(d_slots.ptr);
@@ -276,8 +354,8 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
       }
       for (int j = 0; j < dv; ++j) dvv[j] = decode16(fp16, vv[vo + j]);
       for (std::size_t i = 0; i < head_state; ++i) dstate[i] = state[so + i];
-      ref::decodeHead(dk, dv, dq.data(), dkv.data(), dvv.data(), g[gb], beta[gb], scale,
-                      dstate.data(), dout.data());
+      ref::decodeHead(dk, dv, dq.data(), dkv.data(), dvv.data(), gates.ref_g[gb],
+                      gates.ref_beta[gb], scale, dstate.data(), dout.data());
       for (int j = 0; j < dv; ++j) {
         const std::uint16_t bits = out[vo + j];
         const double o = decode16(fp16, bits);
@@ -351,8 +429,13 @@ std::vector<VariantCase> allCases() {
   return all;
 }
 
+// A stand-in gating input for the probes: batch 0 skips the pointer checks, but a problem's gate
+// form is which of its gate pointers are set.
+const float kProbeGate = 0.0f;
+
 gdn::Problem probeOf(const generated::VariantEntry& v) {
   gdn::Problem probe;  // batch 0: the pointer checks are skipped
+  if (v.fused_gating) probe.gating.a_log = &kProbeGate;
   probe.dtype = dtypeOf(v.dtype);
   probe.heads_qk = 1;
   probe.heads_v = 1;
@@ -378,10 +461,10 @@ TEST_P(GdnNumerics, MatchesFloat64Reference) {
           (static_cast<std::uint64_t>(GetParam().spec) << 48)};
   CaseResult r;
   const std::string failure = runCase(v, spec, rng, stream, &r);
-  counts.recordCase(failure,
-                    "out rel L2 " + std::to_string(r.out_rel) + ", state rel L2 " +
-                        std::to_string(r.state_rel),
-                    std::string(v.name) + " " + spec.name);
+  counts.recordCase(
+      failure,
+      "out rel L2 " + std::to_string(r.out_rel) + ", state rel L2 " + std::to_string(r.state_rel),
+      std::string(v.name) + " " + spec.name);
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
@@ -398,7 +481,7 @@ TEST_P(GdnRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
   const auto& v = generated::kVariants[GetParam()];
   Counts& counts = run().at(v.dtype, v.name, "runner_errors");
   if (const kiln::Status s = gdn::canImplement(probeOf(v), run().sm); !s.ok()) {
-    counts.skipped += 8;
+    counts.skipped += 9;
     counts.notes.push_back(s.toString());
     GTEST_SKIP() << s.toString();
   }
@@ -493,6 +576,11 @@ TEST_P(GdnRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
     gdn::Problem p = good;
     p.g = reinterpret_cast<const float*>(static_cast<const char*>(d_g.ptr) + 1);
     refused(p, kiln::StatusCode::kInvalidArgument, "pointer g", "misaligned g");
+  }
+  {  // Both gate forms: g and beta, and a gating input.
+    gdn::Problem p = good;
+    p.gating.a = d_g.ptr;
+    refused(p, kiln::StatusCode::kInvalidArgument, "both gate forms", "both gate forms");
   }
   {  // batch = 0: ok, nothing touched, even with null pointers.
     gdn::Problem p;
@@ -600,21 +688,18 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
   for (auto& x : q) x = randomBits(rng, fp16, -4, 0);
   for (auto& x : k) x = randomBits(rng, fp16, -4, 0);
   for (auto& x : vv) x = randomBits(rng, fp16, -4, 0);
-  std::vector<float> g(rows * hv), beta(g.size());
-  for (auto& x : g) x = uniform(rng, -1.0f, 0.0f);
-  for (auto& x : beta) x = uniform(rng, 0.0f, 1.0f);
+  GateInputs gates;
+  makeGates(rng, v.fused_gating, fp16, rows * hv, hv, &gates);
   std::vector<float> state(state_elems);
   for (auto& x : state) x = uniform(rng, -1.0f, 1.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
 
-  DeviceBuffer d_q, d_k, d_v, d_g, d_beta, d_out, d_state, d_slots, d_cache;
+  DeviceBuffer d_q, d_k, d_v, d_out, d_state, d_slots, d_cache;
   const std::size_t guard = 64;  // elements past out / state / cache that must stay poisoned
   for (const std::string& e :
        {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
         allocate(&d_k, k.size() * 2, k.data(), k.size() * 2),
-        allocate(&d_v, vv.size() * 2, vv.data(), vv.size() * 2),
-        allocate(&d_g, g.size() * 4, g.data(), g.size() * 4),
-        allocate(&d_beta, beta.size() * 4, beta.data(), beta.size() * 4),
+        allocate(&d_v, vv.size() * 2, vv.data(), vv.size() * 2), gates.upload(),
         allocate(&d_slots, slots.size() * 4, slots.data(), slots.size() * 4),
         allocate(&d_state, (state_elems + guard) * 4, state.data(), state_elems * 4),
         allocate(&d_cache, (cache_elems + guard) * 4, nullptr, 0),
@@ -635,8 +720,7 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
   p.q = d_q.ptr;
   p.k = d_k.ptr;
   p.v = d_v.ptr;
-  p.g = static_cast<const float*>(d_g.ptr);
-  p.beta = static_cast<const float*>(d_beta.ptr);
+  gates.into(&p);
   p.out = d_out.ptr;
   p.state = static_cast<const float*>(d_state.ptr);
   p.slots = static_cast<const std::int32_t*>(d_slots.ptr);
@@ -687,8 +771,8 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
           hk_[t * dk + i] = decode16(fp16, k[qk + i]);
         }
         for (int j = 0; j < dv; ++j) hv_[t * dv + j] = decode16(fp16, vv[vo + j]);
-        hg[t] = g[row * hv + h];
-        hb[t] = beta[row * hv + h];
+        hg[t] = gates.ref_g[row * hv + h];
+        hb[t] = gates.ref_beta[row * hv + h];
       }
       const std::size_t so = (static_cast<std::size_t>(slots[b]) * hv + h) * head_state;
       for (std::size_t i = 0; i < head_state; ++i) hstate[i] = state[so + i];
@@ -783,6 +867,7 @@ std::vector<VariantCase> allMtpCases() {
 
 gdn::MtpProblem mtpProbeOf(const generated::VariantEntry& v) {
   gdn::MtpProblem probe;  // batch 0: the pointer checks are skipped
+  if (v.fused_gating) probe.gating.a_log = &kProbeGate;
   probe.dtype = dtypeOf(v.dtype);
   probe.tokens = 1;
   probe.heads_qk = 1;

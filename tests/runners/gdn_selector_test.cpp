@@ -20,9 +20,10 @@ const kiln_image kImages[] = {{90, 0, nullptr, 0, "", 0}};
 const kiln_variant kBf16{"gdn_decode_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1};
 const kiln_variant kMtpBf16{"gdn_decode_mtp_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1};
 const kiln_variant kMtpFp16{"gdn_decode_mtp_dk128_dv128_fp16", "gdn", kMtpEntries, 1, kImages, 1};
-const kiln_variant kGatingBf16{"gdn_decode_gating_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1};
-const kiln_variant kMtpGatingBf16{"gdn_decode_mtp_gating_dk128_dv128_bf16", "gdn", kMtpEntries, 1,
-                                  kImages, 1};
+const kiln_variant kGatingBf16{
+    "gdn_decode_gating_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1};
+const kiln_variant kMtpGatingBf16{
+    "gdn_decode_mtp_gating_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1};
 const kiln_variant* bf16() {
   return &kBf16;
 }
@@ -90,9 +91,9 @@ TEST(GdnSelector, PlansTheLaunchFromTheBakedConstants) {
 
 TEST(GdnSelector, LaunchShapeRefusesBlocksTheKernelCannotHave) {
   EXPECT_TRUE(launchShape(128, 128, 32, 4, 32, 8).valid);
-  EXPECT_FALSE(launchShape(128, 128, 32, 3, 32, 8).valid);   // row_split must divide d_k
+  EXPECT_FALSE(launchShape(128, 128, 32, 3, 32, 8).valid);  // row_split must divide d_k
   EXPECT_FALSE(launchShape(128, 128, 32, 0, 32, 8).valid);
-  EXPECT_FALSE(launchShape(128, 128, 48, 4, 32, 8).valid);   // tile_v must divide d_v
+  EXPECT_FALSE(launchShape(128, 128, 48, 4, 32, 8).valid);    // tile_v must divide d_v
   EXPECT_FALSE(launchShape(2048, 128, 32, 64, 32, 8).valid);  // 2048 threads > 1024
   EXPECT_FALSE(launchShape(128, 128, 32, 4, 32, 0).valid);
   EXPECT_FALSE(launchShape(128, 128, 32, 4, 65536, 8).valid);
