@@ -430,14 +430,14 @@ def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles,
             f"out rel L2 {out_rel:.3g} (bound {bound}), state rel L2 {st_rel:.3g} (bound "
             f"{STATE_BOUND}), unowned slots {'untouched' if untouched else 'CHANGED'}")
 
+    if fla_fn is not None:  # fla's initial states, gathered once, before any check or timing
+        for s in sets:
+            s["h0"] = s["state"].index_select(0, s["slots64"])
     kiln_fn = lambda s: kiln(shape, scale, s, fused)  # noqa: E731
     ok = check("kiln", kiln_fn)
     row["correct"] = ok
     if not ok:
         row["why"] = row["kiln_why"]
-    if fla_fn is not None:
-        for s in sets:
-            s["h0"] = s["state"].index_select(0, s["slots64"])  # gathered once, outside timing
     peers = decode_peers(kiln, fla_fn, shape, scale, fused)
     passed = [name for name, fn in peers.items() if check(name, fn)]
     s0["state"].copy_(state0)
