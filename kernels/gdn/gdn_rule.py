@@ -189,11 +189,12 @@ def gate_values(fused, raw, head_params):
     x = raw[0].to(F32) + dt_bias
     limit = F32(SOFTPLUS_THRESHOLD)
     # log1p(exp(x)) evaluated on min(x, limit), so that exp cannot overflow on the branch not taken.
-    soft = cute.math.log1p(cute.math.exp(cutlass.min(x, limit)))
+    soft = cute.math.log(F32(1.0) + cute.math.exp(cutlass.min(x, limit), fastmath=True),
+                         fastmath=True)
     soft = F32(cutlass.select_(x > limit, x, soft))
-    g = -cute.math.exp(a_log) * soft
-    beta = F32(1.0) / (F32(1.0) + cute.math.exp(-raw[1].to(F32)))
-    return cute.math.exp(g), beta
+    g = -cute.math.exp(a_log, fastmath=True) * soft
+    beta = F32(1.0) / (F32(1.0) + cute.math.exp(-raw[1].to(F32), fastmath=True))
+    return cute.math.exp(g, fastmath=True), beta
 
 
 def scalar_store(ptr, value):
