@@ -1,0 +1,674 @@
+// memory_paths: what the memory access patterns of two kiln groups reach on this GPU with their
+// math left out, so that a kernel's distance to its floor can be split into what the pattern
+// costs and what the kernel adds. A diagnostic, not a peer: nothing here is shipped or linked
+// into an artifact. Timing as bench/kiln_bench.py: a spin kernel ahead of each timed launch keeps
+// the GPU busy while the host enqueues, CUDA events bracket the launch, median of the runs.
+//
+//   nvcc -O3 -std=c++20 -arch=sm_90 -o memory_paths bench/probes/memory_paths.cu
+//   ./memory_paths > memory_paths.json       (one JSON object per line)
+//
+// gdn (state [slots, Hv = 32, 128, 128] float32, read and written in place, batch 1..256):
+//   copy       cudaMemcpyAsync of one set's state bytes (the same bytes read and written)
+//   direct     gdn_decode's path: grid (4, Hv, batch) x (32, 4), the slot, then 32 float loads per
+//              thread into registers (lane j: column j, warp w: rows 32w..), two passes with a
+//              cross-warp sum each (bar.sync), 32 stores back
+//   v4         direct's item with 16-byte accesses (4 columns per lane, 4 rows per warp load)
+//   head       one block of 16 warps per (sequence, head): a warp loads whole 512-byte rows
+//   pipelined  direct's item on a persistent grid (as many blocks as are resident): each block
+//              copies the next item's 16 KiB of state into shared memory (cp.async) while it
+//              computes the current one from registers; `depth` items ahead
+// decodeattn (K and V [pages, 16, Hkv = 8, 128] bf16, read once; 4 warps per (sequence, KV
+// head), each warp a 3-stage cp.async pipeline of 16-key subtiles, as kernels/decodeattn), three
+// layouts each:
+//   paged_random / paged_sequential   the page table a permutation / in order
+//   contiguous                        K, V as [batch, Hkv, keys, 128] (what the peers read)
+// and five consumers of each subtile: `read` (one word), `read+smem` (every byte through shared
+// memory, as ldmatrix reads it), `+chainN` (then N dependent FMAs: the latency of a subtile's
+// math), `ringH+chainN` (H half-stage slots per warp instead of 3 stages: 7 keeps 2.5 subtiles in
+// flight instead of 2).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#define CHECK(x)                                                                              \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+namespace {
+
+constexpr int kHv = 32;
+constexpr int kD = 128;  // d_k = d_v
+constexpr int kHeadFloats = kD * kD;
+constexpr int kTile = 32;     // state columns per item
+constexpr int kRowSplit = 4;  // warps per block
+constexpr int kRows = kD / kRowSplit;
+constexpr int kItemFloats = kD * kTile;  // 16 KiB of state per item
+
+__global__ void spin(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
+
+__device__ __forceinline__ void cpAsync16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int kN>
+__device__ __forceinline__ void cpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kN));
+}
+
+// The rule's arithmetic shape on the thread's 32 rows: decay, partial of S^T k, cross-warp sum,
+// update, store, partial of S^T q, cross-warp sum (k and q constants here: the loads are the
+// point).
+__device__ __forceinline__ float ruleShape(float (&c)[kRows], float* dst, float* red, float decay) {
+  const int j = threadIdx.x, w = threadIdx.y;
+  float kv = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    c[i] *= decay;
+    kv += c[i] * (1.0f / 128.0f);
+  }
+  red[w * kTile + j] = kv;
+  __syncthreads();
+  const float u = -1e-3f * (red[j] + red[kTile + j] + red[2 * kTile + j] + red[3 * kTile + j]);
+  float o = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    c[i] += u * (1.0f / 128.0f);
+    dst[i * kD] = c[i];
+    o += c[i];
+  }
+  red[4 * kTile + w * kTile + j] = o;
+  __syncthreads();
+  return red[4 * kTile + j] + red[5 * kTile + j];
+}
+
+__global__ void __launch_bounds__(128) gdnDirect(float* state, const int* slots, float* out) {
+  __shared__ float red[8 * kTile];
+  const int j = threadIdx.x, w = threadIdx.y;
+  const int vx = blockIdx.x, hv = blockIdx.y, b = blockIdx.z;
+  const int slot = slots[b];
+  if (slot < 0) return;
+  float* s = state + (static_cast<long long>(slot) * kHv + hv) * kHeadFloats + (w * kRows) * kD +
+             vx * kTile + j;
+  float c[kRows];
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) c[i] = s[i * kD];
+  const float o = ruleShape(c, s, red, 0.999f);
+  if (w == 0) out[(static_cast<long long>(b) * kHv + hv) * kD + vx * kTile + j] = o;
+}
+
+// v4: the same item (32 columns x 128 rows, 4 warps) with 16-byte accesses: lane = (row group
+// g = lane / 8, 4 columns 4 (lane % 8) ..), warp w rows 32 w + g + 4 i; the column sums over the
+// rows add the 4 row groups by shuffle, then the warps through shared memory.
+__global__ void __launch_bounds__(128) gdnV4(float* state, const int* slots, float* out) {
+  __shared__ float4 red[2][kRowSplit][8];
+  const int lane = threadIdx.x, w = threadIdx.y, g = lane / 8, c = lane % 8;
+  const int vx = blockIdx.x, hv = blockIdx.y, b = blockIdx.z;
+  const int slot = slots[b];
+  if (slot < 0) return;
+  float* s = state + (static_cast<long long>(slot) * kHv + hv) * kHeadFloats +
+             (w * kRows + g) * kD + vx * kTile + 4 * c;
+  float4 x[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) x[i] = *reinterpret_cast<const float4*>(s + 4 * i * kD);
+  float4 kv = make_float4(0, 0, 0, 0);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    x[i].x *= 0.999f;
+    x[i].y *= 0.999f;
+    x[i].z *= 0.999f;
+    x[i].w *= 0.999f;
+    kv.x += x[i].x * (1.0f / 128);
+    kv.y += x[i].y * (1.0f / 128);
+    kv.z += x[i].z * (1.0f / 128);
+    kv.w += x[i].w * (1.0f / 128);
+  }
+  auto groupSum = [&](float4 v) {
+#pragma unroll
+    for (int m = 8; m <= 16; m *= 2) {
+      v.x += __shfl_xor_sync(0xffffffffu, v.x, m);
+      v.y += __shfl_xor_sync(0xffffffffu, v.y, m);
+      v.z += __shfl_xor_sync(0xffffffffu, v.z, m);
+      v.w += __shfl_xor_sync(0xffffffffu, v.w, m);
+    }
+    return v;
+  };
+  kv = groupSum(kv);
+  if (g == 0) red[0][w][c] = kv;
+  __syncthreads();
+  float4 u = make_float4(0, 0, 0, 0);
+#pragma unroll
+  for (int p = 0; p < kRowSplit; ++p) {
+    u.x -= 1e-3f * red[0][p][c].x;
+    u.y -= 1e-3f * red[0][p][c].y;
+    u.z -= 1e-3f * red[0][p][c].z;
+    u.w -= 1e-3f * red[0][p][c].w;
+  }
+  float4 o = make_float4(0, 0, 0, 0);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    x[i].x += u.x * (1.0f / 128);
+    x[i].y += u.y * (1.0f / 128);
+    x[i].z += u.z * (1.0f / 128);
+    x[i].w += u.w * (1.0f / 128);
+    *reinterpret_cast<float4*>(s + 4 * i * kD) = x[i];
+    o.x += x[i].x;
+    o.y += x[i].y;
+    o.z += x[i].z;
+    o.w += x[i].w;
+  }
+  o = groupSum(o);
+  if (g == 0) red[1][w][c] = o;
+  __syncthreads();
+  if (w == 0 && g == 0) {
+    float4 t = red[1][0][c];
+    for (int p = 1; p < kRowSplit; ++p) {
+      t.x += red[1][p][c].x;
+      t.y += red[1][p][c].y;
+      t.z += red[1][p][c].z;
+      t.w += red[1][p][c].w;
+    }
+    *reinterpret_cast<float4*>(out + (static_cast<long long>(b) * kHv + hv) * kD + vx * kTile +
+                               4 * c) = t;
+  }
+}
+
+// head: one block per (sequence, value head), 16 warps: lane = 4 columns 4 lane .. (a warp reads
+// one whole 512-byte row per instruction), warp w rows 8 w .. 8 w + 7; column sums through
+// shared memory only.
+__global__ void __launch_bounds__(512, 2) gdnHead(float* state, const int* slots, float* out) {
+  __shared__ float4 red[2][16][32];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int hv = blockIdx.x, b = blockIdx.y;
+  const int slot = slots[b];
+  if (slot < 0) return;
+  float* s =
+      state + (static_cast<long long>(slot) * kHv + hv) * kHeadFloats + (w * 8) * kD + 4 * lane;
+  float4 x[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) x[i] = *reinterpret_cast<const float4*>(s + i * kD);
+  float4 kv = make_float4(0, 0, 0, 0);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    x[i].x *= 0.999f;
+    x[i].y *= 0.999f;
+    x[i].z *= 0.999f;
+    x[i].w *= 0.999f;
+    kv.x += x[i].x * (1.0f / 128);
+    kv.y += x[i].y * (1.0f / 128);
+    kv.z += x[i].z * (1.0f / 128);
+    kv.w += x[i].w * (1.0f / 128);
+  }
+  red[0][w][lane] = kv;
+  __syncthreads();
+  float4 u = make_float4(0, 0, 0, 0);
+#pragma unroll
+  for (int p = 0; p < 16; ++p) {
+    u.x -= 1e-3f * red[0][p][lane].x;
+    u.y -= 1e-3f * red[0][p][lane].y;
+    u.z -= 1e-3f * red[0][p][lane].z;
+    u.w -= 1e-3f * red[0][p][lane].w;
+  }
+  float4 o = make_float4(0, 0, 0, 0);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    x[i].x += u.x * (1.0f / 128);
+    x[i].y += u.y * (1.0f / 128);
+    x[i].z += u.z * (1.0f / 128);
+    x[i].w += u.w * (1.0f / 128);
+    *reinterpret_cast<float4*>(s + i * kD) = x[i];
+    o.x += x[i].x;
+    o.y += x[i].y;
+    o.z += x[i].z;
+    o.w += x[i].w;
+  }
+  red[1][w][lane] = o;
+  __syncthreads();
+  if (w == 0) {
+    float4 t = red[1][0][lane];
+    for (int p = 1; p < 16; ++p) {
+      t.x += red[1][p][lane].x;
+      t.y += red[1][p][lane].y;
+      t.z += red[1][p][lane].z;
+      t.w += red[1][p][lane].w;
+    }
+    *reinterpret_cast<float4*>(out + (static_cast<long long>(b) * kHv + hv) * kD + 4 * lane) = t;
+  }
+}
+
+struct Item {
+  int vx, hv, b;
+};
+__device__ __forceinline__ Item itemOf(int it) {
+  return {it % (kD / kTile), (it / (kD / kTile)) % kHv, it / ((kD / kTile) * kHv)};
+}
+__device__ __forceinline__ float* itemState(float* state, int slot, Item i) {
+  return state + (static_cast<long long>(slot) * kHv + i.hv) * kHeadFloats + i.vx * kTile;
+}
+// The block's 128 threads copy one item's 128 rows x 32 floats into buf ([row][32] floats): 8
+// copies of 16 bytes each.
+__device__ __forceinline__ void copyItem(float* buf, const float* src) {
+  const int t = threadIdx.y * kTile + threadIdx.x;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int row = t / 8 + 16 * i, chunk = t % 8;
+    cpAsync16(buf + row * kTile + chunk * 4, src + row * kD + chunk * 4);
+  }
+}
+
+template <int kDepth>
+__global__ void __launch_bounds__(128)
+    gdnPipelined(float* state, const int* slots, float* out, int items) {
+  extern __shared__ __align__(16) float bufs[];  // kDepth x kItemFloats
+  __shared__ float red[8 * kTile];
+  const int j = threadIdx.x, w = threadIdx.y;
+  const int stride = gridDim.x;
+  int slot_ahead[kDepth];  // slots of items it + k * stride, k < kDepth (issued)
+  int next_slot = -1;      // slot of item it + kDepth * stride (loaded, not issued)
+  const int first = blockIdx.x;
+#pragma unroll
+  for (int k = 0; k < kDepth; ++k) {
+    const int it = first + k * stride;
+    slot_ahead[k] = it < items ? slots[itemOf(it).b] : -1;
+    if (slot_ahead[k] >= 0) {
+      copyItem(bufs + k * kItemFloats, itemState(state, slot_ahead[k], itemOf(it)));
+    }
+    cpAsyncCommit();
+  }
+  {
+    const int it = first + kDepth * stride;
+    next_slot = it < items ? slots[itemOf(it).b] : -1;
+  }
+  int n = 0;
+  for (int it = first; it < items; it += stride, ++n) {
+    const int slot = slot_ahead[0];
+    float* buf = bufs + (n % kDepth) * kItemFloats;
+    cpAsyncWait<kDepth - 1>();
+    __syncthreads();
+    float c[kRows];
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) c[i] = buf[(w * kRows + i) * kTile + j];
+    __syncthreads();  // buf free: the item kDepth ahead goes into it
+#pragma unroll
+    for (int k = 0; k + 1 < kDepth; ++k) slot_ahead[k] = slot_ahead[k + 1];
+    slot_ahead[kDepth - 1] = next_slot;
+    const int ahead = it + kDepth * stride;
+    if (ahead < items && next_slot >= 0) copyItem(buf, itemState(state, next_slot, itemOf(ahead)));
+    cpAsyncCommit();
+    const int later = ahead + stride;
+    next_slot = later < items ? slots[itemOf(later).b] : -1;
+    if (slot >= 0) {
+      const Item i = itemOf(it);
+      float* s = itemState(state, slot, i) + (w * kRows) * kD + j;
+      const float o = ruleShape(c, s, red, 0.999f);
+      if (w == 0) out[(static_cast<long long>(i.b) * kHv + i.hv) * kD + i.vx * kTile + j] = o;
+    }
+  }
+  cpAsyncWait<0>();
+}
+
+// ---- decodeattn's read pattern -----------------------------------------------------------------
+
+constexpr int kHkv = 8;
+constexpr int kSubtile = 16;
+constexpr int kStages = 3;
+constexpr int kRowBytes = kD * 2;
+constexpr int kTileBytes = kSubtile * kRowBytes;
+
+// mode 0: paged NHD [pages][16][Hkv][d] through table[b][t]; mode 1: contiguous [B][Hkv][S][d].
+template <int kWork, bool kReadAll>
+__global__ void __launch_bounds__(128, 2)
+    kvRead(const unsigned char* k, const unsigned char* v, const int* table, int subtiles, int mode,
+           unsigned* out) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int kvh = blockIdx.x, b = blockIdx.y;
+  unsigned char* mine = smem + warp * kStages * 2 * kTileBytes;
+  const int mine_n = subtiles > warp ? (subtiles - warp + 3) / 4 : 0;
+  // Page ids 32 subtiles at a time, one per lane, taken by shuffle (as kernels/decodeattn).
+  const int* row = table + static_cast<long long>(b) * subtiles;
+  auto pagesOf = [&](int batch32) {
+    const int t = 32 * batch32 + lane;
+    return t < mine_n ? row[warp + 4 * t] : 0;
+  };
+  int pages = pagesOf(0), pages_batch = 0;
+  auto issue = [&](int t) {
+    if (t < mine_n) {
+      const int st = warp + 4 * t;
+      long long base;
+      long long row_stride;
+      if ((t >> 5) != pages_batch) {
+        pages_batch = t >> 5;
+        pages = pagesOf(pages_batch);
+      }
+      if (mode == 0) {
+        const int page = __shfl_sync(0xffffffffu, pages, t & 31);
+        base = (static_cast<long long>(page) * kSubtile * kHkv + kvh) * kRowBytes;
+        row_stride = kHkv * kRowBytes;
+      } else {
+        base = ((static_cast<long long>(b) * kHkv + kvh) * subtiles * kSubtile +
+                static_cast<long long>(st) * kSubtile) *
+               kRowBytes;
+        row_stride = kRowBytes;
+      }
+      unsigned char* stage = mine + (t % kStages) * 2 * kTileBytes;
+#pragma unroll
+      for (int i = 0; i < kSubtile * (kRowBytes / 16) / 32; ++i) {
+        const int id = i * 32 + lane, r = id / (kRowBytes / 16), c = id % (kRowBytes / 16);
+        const long long off = base + r * row_stride + c * 16;
+        cpAsync16(stage + r * kRowBytes + c * 16, k + off);
+        cpAsync16(stage + kTileBytes + r * kRowBytes + c * 16, v + off);
+      }
+    }
+    cpAsyncCommit();
+  };
+  unsigned acc = 0;
+  for (int t = 0; t < kStages - 1; ++t) issue(t);
+  for (int i = 0; i < mine_n; ++i) {
+    issue(i + kStages - 1);
+    cpAsyncWait<kStages - 1>();
+    __syncwarp();
+    const unsigned char* stage = mine + (i % kStages) * 2 * kTileBytes;
+    unsigned word = 0;
+    if constexpr (kReadAll) {  // every byte of the stage through shared memory, as ldmatrix does
+#pragma unroll
+      for (int r = 0; r < 2 * kTileBytes / 512; ++r) {
+        const uint4 q = reinterpret_cast<const uint4*>(stage + r * 512)[lane];
+        word ^= q.x ^ q.y ^ q.z ^ q.w;
+      }
+    } else {
+      word = reinterpret_cast<const unsigned*>(stage)[lane] ^
+             reinterpret_cast<const unsigned*>(stage + kTileBytes)[lane];
+    }
+    float x = __uint_as_float(word & 0x3f800000u);  // a dependent chain of kWork FMAs
+#pragma unroll
+    for (int f = 0; f < kWork; ++f) x = fmaf(x, 1.0001f, 1e-7f);
+    acc ^= word ^ __float_as_uint(x);
+    __syncwarp();
+  }
+  cpAsyncWait<0>();
+  out[(blockIdx.y * gridDim.x + blockIdx.x) * 128 + threadIdx.x] = acc;
+}
+
+// The same read with a ring of kHalves half-stages (K or V of one subtile, 4 KiB at d128) per
+// warp instead of 3 stages of both: with 7, 5 halves (2.5 subtiles) are in flight while one
+// subtile is consumed, against 2 subtiles with 3 stages, in 112 KiB per block (2 per SM on sm_90).
+template <int kWork, int kHalves>
+__global__ void __launch_bounds__(128, 2)
+    kvRing(const unsigned char* k, const unsigned char* v, const int* table, int subtiles, int mode,
+           unsigned* out) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int kAhead = kHalves - 2;  // halves in flight while one subtile (2 halves) is consumed
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int kvh = blockIdx.x, b = blockIdx.y;
+  unsigned char* mine = smem + warp * kHalves * kTileBytes;
+  const int mine_n = subtiles > warp ? (subtiles - warp + 3) / 4 : 0;
+  const int* row = table + static_cast<long long>(b) * subtiles;
+  auto pagesOf = [&](int batch32) {
+    const int t = 32 * batch32 + lane;
+    return t < mine_n ? row[warp + 4 * t] : 0;
+  };
+  int pages = pagesOf(0), pages_batch = 0;
+  auto issue = [&](int h) {  // half h: K (even) or V (odd) of subtile h / 2, into slot h % kHalves
+    const int t = h >> 1;
+    if (t < mine_n) {
+      const int st = warp + 4 * t;
+      if ((t >> 5) != pages_batch) {
+        pages_batch = t >> 5;
+        pages = pagesOf(pages_batch);
+      }
+      long long base, row_stride;
+      if (mode == 0) {
+        const int page = __shfl_sync(0xffffffffu, pages, t & 31);
+        base = (static_cast<long long>(page) * kSubtile * kHkv + kvh) * kRowBytes;
+        row_stride = kHkv * kRowBytes;
+      } else {
+        base = ((static_cast<long long>(b) * kHkv + kvh) * subtiles * kSubtile +
+                static_cast<long long>(st) * kSubtile) *
+               kRowBytes;
+        row_stride = kRowBytes;
+      }
+      const unsigned char* src = (h & 1) ? v : k;
+      unsigned char* slot = mine + (h % kHalves) * kTileBytes;
+#pragma unroll
+      for (int i = 0; i < kSubtile * (kRowBytes / 16) / 32; ++i) {
+        const int id = i * 32 + lane, r = id / (kRowBytes / 16), c = id % (kRowBytes / 16);
+        cpAsync16(slot + r * kRowBytes + c * 16, src + base + r * row_stride + c * 16);
+      }
+    }
+    cpAsyncCommit();
+  };
+  unsigned acc = 0;
+  for (int h = 0; h < kAhead + 0; ++h) issue(h);
+  for (int i = 0; i < mine_n; ++i) {
+    issue(2 * i + kAhead);
+    issue(2 * i + kAhead + 1);
+    cpAsyncWait<kAhead>();  // halves 2i and 2i + 1 have landed
+    __syncwarp();
+    unsigned word = 0;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const unsigned char* slot = mine + ((2 * i + half) % kHalves) * kTileBytes;
+#pragma unroll
+      for (int r = 0; r < kTileBytes / 512; ++r) {
+        const uint4 q = reinterpret_cast<const uint4*>(slot + r * 512)[lane];
+        word ^= q.x ^ q.y ^ q.z ^ q.w;
+      }
+    }
+    float x = __uint_as_float(word & 0x3f800000u);
+#pragma unroll
+    for (int f = 0; f < kWork; ++f) x = fmaf(x, 1.0001f, 1e-7f);
+    acc ^= word ^ __float_as_uint(x);
+    __syncwarp();
+  }
+  cpAsyncWait<0>();
+  out[(blockIdx.y * gridDim.x + blockIdx.x) * 128 + threadIdx.x] = acc;
+}
+
+// ---- timing
+// --------------------------------------------------------------------------------------
+
+template <typename F>
+double medianUs(F&& launch, int sets, int runs = 40, int warmup = 8) {
+  for (int i = 0; i < warmup; ++i) launch(i % sets);
+  std::vector<cudaEvent_t> a(runs), z(runs);
+  for (int i = 0; i < runs; ++i) {
+    CHECK(cudaEventCreate(&a[i]));
+    CHECK(cudaEventCreate(&z[i]));
+  }
+  for (int i = 0; i < runs; ++i) {
+    spin<<<1, 1>>>(400000);
+    CHECK(cudaEventRecord(a[i]));
+    launch(i % sets);
+    CHECK(cudaEventRecord(z[i]));
+  }
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaGetLastError());
+  std::vector<double> us(runs);
+  for (int i = 0; i < runs; ++i) {
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, a[i], z[i]));
+    us[i] = ms * 1e3;
+    CHECK(cudaEventDestroy(a[i]));
+    CHECK(cudaEventDestroy(z[i]));
+  }
+  std::nth_element(us.begin(), us.begin() + runs / 2, us.end());
+  return us[runs / 2];
+}
+
+void gdnRows(int sms, std::size_t l2) {
+  for (int batch : {1, 8, 32, 256}) {
+    const std::size_t set_bytes = static_cast<std::size_t>(batch) * kHv * kHeadFloats * 4;
+    const int sets =
+        static_cast<int>(std::clamp<std::size_t>((4 * l2 + set_bytes - 1) / set_bytes, 2, 8));
+    float* state = nullptr;
+    float* dst = nullptr;
+    float* out = nullptr;
+    int* slots = nullptr;
+    CHECK(cudaMalloc(&state, set_bytes * sets));
+    CHECK(cudaMalloc(&dst, set_bytes * sets));
+    CHECK(cudaMalloc(&out, static_cast<std::size_t>(batch) * kHv * kD * 4));
+    CHECK(cudaMalloc(&slots, sizeof(int) * batch * sets));
+    CHECK(cudaMemset(state, 0, set_bytes * sets));
+    std::vector<int> h(static_cast<std::size_t>(batch) * sets);
+    std::mt19937 rng(1);
+    for (int s = 0; s < sets; ++s) {
+      std::vector<int> perm(batch);
+      std::iota(perm.begin(), perm.end(), s * batch);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      std::copy(perm.begin(), perm.end(), h.begin() + static_cast<std::ptrdiff_t>(s) * batch);
+    }
+    CHECK(cudaMemcpy(slots, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
+    const double floor_bytes = 2.0 * set_bytes;
+    auto report = [&](const char* path, int depth, int grid, double us) {
+      std::printf(
+          "{\"probe\": \"gdn\", \"path\": \"%s\", \"depth\": %d, \"batch\": %d, \"grid\": %d, "
+          "\"sets\": %d, \"us\": %.2f, \"tbps\": %.3f}\n",
+          path, depth, batch, grid, sets, us, floor_bytes / (us * 1e-6) / 1e12);
+    };
+    report("copy", 0, 0,
+           medianUs(
+               [&](int s) {
+                 CHECK(cudaMemcpyAsync(dst + s * (set_bytes / 4), state + s * (set_bytes / 4),
+                                       set_bytes, cudaMemcpyDeviceToDevice));
+               },
+               sets));
+    report("direct", 0, batch * kHv * 4,
+           medianUs(
+               [&](int s) {
+                 gdnDirect<<<dim3(kD / kTile, kHv, batch), dim3(kTile, kRowSplit)>>>(
+                     state, slots + s * batch, out);
+               },
+               sets));
+    report("v4", 0, batch * kHv * 4,
+           medianUs(
+               [&](int s) {
+                 gdnV4<<<dim3(kD / kTile, kHv, batch), dim3(kTile, kRowSplit)>>>(
+                     state, slots + s * batch, out);
+               },
+               sets));
+    report(
+        "head", 0, batch * kHv,
+        medianUs([&](int s) { gdnHead<<<dim3(kHv, batch), 512>>>(state, slots + s * batch, out); },
+                 sets));
+    const int items = batch * kHv * (kD / kTile);
+    auto pipelined = [&](auto kernel, int depth) {
+      const int smem = depth * kItemFloats * 4;
+      CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      int per_sm = 0;
+      CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 128, smem));
+      const int grid = std::min(items, per_sm * sms);
+      // The slots of a set index that set's pool: slot values are s * batch + perm.
+      report("pipelined", depth, grid,
+             medianUs(
+                 [&](int s) {
+                   kernel<<<grid, dim3(kTile, kRowSplit), smem>>>(state, slots + s * batch, out,
+                                                                  items);
+                 },
+                 sets));
+    };
+    pipelined(gdnPipelined<1>, 1);
+    pipelined(gdnPipelined<2>, 2);
+    CHECK(cudaFree(state));
+    CHECK(cudaFree(dst));
+    CHECK(cudaFree(out));
+    CHECK(cudaFree(slots));
+  }
+}
+
+template <int kWork, bool kReadAll, int kHalves = 0>
+void kvRows(const char* variant) {
+  const int smem = kHalves ? 4 * kHalves * kTileBytes : 4 * kStages * 2 * kTileBytes;
+  auto kvRead_ = kHalves ? kvRing < kWork, kHalves ? kHalves : 6 > : kvRead<kWork, kReadAll>;
+  CHECK(cudaFuncSetAttribute(kvRead_, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int shapes[][2] = {{32, 4096}, {64, 2048}, {256, 1024}, {8, 8192}};
+  for (const auto& shape : shapes) {
+    const int batch = shape[0], keys = shape[1], subtiles = keys / kSubtile;
+    const std::size_t bytes = static_cast<std::size_t>(batch) * keys * kHkv * kRowBytes;  // of K
+    unsigned char *k = nullptr, *v = nullptr;
+    int* table = nullptr;
+    unsigned* out = nullptr;
+    CHECK(cudaMalloc(&k, bytes));
+    CHECK(cudaMalloc(&v, bytes));
+    CHECK(cudaMemset(k, 1, bytes));
+    CHECK(cudaMemset(v, 2, bytes));
+    CHECK(cudaMalloc(&table, sizeof(int) * batch * subtiles));
+    CHECK(cudaMalloc(&out, sizeof(unsigned) * batch * kHkv * 128));
+    for (int order = 0; order < 3; ++order) {
+      std::vector<int> h(static_cast<std::size_t>(batch) * subtiles);
+      std::iota(h.begin(), h.end(), 0);
+      if (order == 0) std::shuffle(h.begin(), h.end(), std::mt19937(7));
+      CHECK(cudaMemcpy(table, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
+      const int mode = order == 2 ? 1 : 0;
+      const double us = medianUs(
+          [&](int) { kvRead_<<<dim3(kHkv, batch), 128, smem>>>(k, v, table, subtiles, mode, out); },
+          1, 30, 5);
+      const char* names[] = {"paged_random", "paged_sequential", "contiguous"};
+      std::printf(
+          "{\"probe\": \"decodeattn\", \"variant\": \"%s\", \"path\": \"%s\", "
+          "\"batch\": %d, \"keys\": %d, \"us\": %.2f, \"tbps\": %.3f}\n",
+          variant, names[order], batch, keys, us, 2.0 * bytes / (us * 1e-6) / 1e12);
+    }
+    CHECK(cudaFree(k));
+    CHECK(cudaFree(v));
+    CHECK(cudaFree(table));
+    CHECK(cudaFree(out));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string which = argc > 1 ? argv[1] : "all";
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  int driver = 0;
+  CHECK(cudaDriverGetVersion(&driver));
+  std::printf(
+      "{\"device\": \"%s\", \"sm\": %d%d, \"sms\": %d, \"l2_bytes\": %d, \"driver_api\": %d}\n",
+      prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.l2CacheSize, driver);
+  // 1 GiB device-to-device copy: the bench's copy ceiling (bytes read + written).
+  {
+    const std::size_t n = std::size_t{1} << 30;
+    void *a = nullptr, *b = nullptr;
+    CHECK(cudaMalloc(&a, n));
+    CHECK(cudaMalloc(&b, n));
+    CHECK(cudaMemset(a, 1, n));
+    const double us =
+        medianUs([&](int) { CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); }, 1, 10, 2);
+    std::printf("{\"probe\": \"copy_1gib\", \"us\": %.1f, \"tbps\": %.3f}\n", us,
+                2.0 * n / (us * 1e-6) / 1e12);
+    CHECK(cudaFree(a));
+    CHECK(cudaFree(b));
+  }
+  if (which == "all" || which == "gdn")
+    gdnRows(prop.multiProcessorCount, static_cast<std::size_t>(prop.l2CacheSize));
+  if (which == "all" || which == "decodeattn") {
+    kvRows<0, false>("read");
+    kvRows<0, true>("read+smem");
+    kvRows<128, true>("read+smem+chain128");
+    kvRows<128, true, 6>("ring6+chain128");
+    kvRows<128, true, 7>("ring7+chain128");
+    kvRows<256, true>("read+smem+chain256");
+    kvRows<256, true, 7>("ring7+chain256");
+  }
+  return 0;
+}
