@@ -12,8 +12,14 @@
 //   direct     gdn_decode's path: grid (4, Hv, batch) x (32, 4), the slot, then 32 float loads per
 //              thread into registers (lane j: column j, warp w: rows 32w..), two passes with a
 //              cross-warp sum each (bar.sync), 32 stores back
+//   direct_cs  direct with the streaming cache hints (ld.global.cs / st.global.cs) on the state
+//   merged2/4  2 or 4 of direct's items of one (sequence, head) in one block (32, 4, 2 / 4): the
+//              same per-thread work in fewer, larger blocks (merged4: one block per head);
+//              merged4_cs with the streaming hints
 //   v4         direct's item with 16-byte accesses (4 columns per lane, 4 rows per warp load)
-//   head       one block of 16 warps per (sequence, head): a warp loads whole 512-byte rows
+//   head       one block of 16 warps per (sequence, head): a warp loads whole 512-byte rows;
+//              head_cs with the streaming hints; head8 with 8 warps of 16 rows; half two blocks
+//              of 8 warps per head, a warp loading two 256-byte row halves
 //   pipelined  direct's item on a persistent grid (as many blocks as are resident): each block
 //              copies the next item's 16 KiB of state into shared memory (cp.async) while it
 //              computes the current one from registers; `depth` items ahead
@@ -74,9 +80,25 @@ __device__ __forceinline__ void cpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kN));
 }
 
+// Loads and stores of the state: plain, or with the streaming hints (ld.global.cs / st.global.cs:
+// evict-first, the line is touched once by this kernel) when kStream.
+template <bool kStream, typename V>
+__device__ __forceinline__ V loadState(const V* p) {
+  if constexpr (kStream) return __ldcs(p);
+  return *p;
+}
+template <bool kStream, typename V>
+__device__ __forceinline__ void storeState(V* p, V v) {
+  if constexpr (kStream)
+    __stcs(p, v);
+  else
+    *p = v;
+}
+
 // The rule's arithmetic shape on the thread's 32 rows: decay, partial of S^T k, cross-warp sum,
 // update, store, partial of S^T q, cross-warp sum (k and q constants here: the loads are the
-// point).
+// point). red: this column tile's 8 x kTile floats (a block of several tiles gives each its own).
+template <bool kStream = false>
 __device__ __forceinline__ float ruleShape(float (&c)[kRows], float* dst, float* red, float decay) {
   const int j = threadIdx.x, w = threadIdx.y;
   float kv = 0.0f;
@@ -92,7 +114,7 @@ __device__ __forceinline__ float ruleShape(float (&c)[kRows], float* dst, float*
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
     c[i] += u * (1.0f / 128.0f);
-    dst[i * kD] = c[i];
+    storeState<kStream>(dst + i * kD, c[i]);
     o += c[i];
   }
   red[4 * kTile + w * kTile + j] = o;
@@ -100,26 +122,31 @@ __device__ __forceinline__ float ruleShape(float (&c)[kRows], float* dst, float*
   return red[4 * kTile + j] + red[5 * kTile + j];
 }
 
-__global__ void __launch_bounds__(128) gdnDirect(float* state, const int* slots, float* out) {
-  __shared__ float red[8 * kTile];
-  const int j = threadIdx.x, w = threadIdx.y;
-  const int vx = blockIdx.x, hv = blockIdx.y, b = blockIdx.z;
+// direct (kTiles 1): gdn_decode's item, 32 columns x 128 rows in 4 warps of one block, block (32,
+// 4); merged (kTiles 2, 4): kTiles such items of one (sequence, head) in one block (32, 4,
+// kTiles), the same per-thread work, so one block per head at 4.
+template <int kTiles, bool kStream>
+__global__ void __launch_bounds__(128 * kTiles)
+    gdnDirect(float* state, const int* slots, float* out) {
+  __shared__ float red[kTiles][8 * kTile];
+  const int j = threadIdx.x, w = threadIdx.y, z = threadIdx.z;
+  const int vx = blockIdx.x * kTiles + z, hv = blockIdx.y, b = blockIdx.z;
   const int slot = slots[b];
   if (slot < 0) return;
   float* s = state + (static_cast<long long>(slot) * kHv + hv) * kHeadFloats + (w * kRows) * kD +
              vx * kTile + j;
   float c[kRows];
 #pragma unroll
-  for (int i = 0; i < kRows; ++i) c[i] = s[i * kD];
-  const float o = ruleShape(c, s, red, 0.999f);
+  for (int i = 0; i < kRows; ++i) c[i] = loadState<kStream>(s + i * kD);
+  const float o = ruleShape<kStream>(c, s, red[z], 0.999f);
   if (w == 0) out[(static_cast<long long>(b) * kHv + hv) * kD + vx * kTile + j] = o;
 }
 
-// The rule's shape on 8 float4 rows per thread (x[i] at s + i * stride floats): kGroups row
+// The rule's shape on kPer float4 rows per thread (x[i] at s + i * stride floats): kGroups row
 // groups per warp (lane / (32 / kGroups)) share a column chunk c = lane % (32 / kGroups) and are
 // added by shuffle, then the kWarps warps through red; returns the S^T q column sums of chunk c
 // (meaningful in warp 0, group 0).
-template <int kWarps, int kGroups>
+template <int kWarps, int kGroups, int kPer = 8, bool kStream = false>
 __device__ __forceinline__ float4 ruleShape4(float* s, int stride,
                                              float4 (&red)[2][kWarps][32 / kGroups]) {
   constexpr int kChunks = 32 / kGroups;
@@ -148,21 +175,22 @@ __device__ __forceinline__ float4 ruleShape4(float* s, int stride,
     for (int p = 0; p < kWarps; ++p) axpy(t, scale, red[which][p][c]);
     return t;
   };
-  float4 x[8];
+  float4 x[kPer];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) x[i] = *reinterpret_cast<const float4*>(s + i * stride);
+  for (int i = 0; i < kPer; ++i)
+    x[i] = loadState<kStream>(reinterpret_cast<const float4*>(s + i * stride));
   float4 kv = make_float4(0, 0, 0, 0);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < kPer; ++i) {
     x[i] = make_float4(x[i].x * 0.999f, x[i].y * 0.999f, x[i].z * 0.999f, x[i].w * 0.999f);
     axpy(kv, 1.0f / 128, x[i]);
   }
   const float4 u = blockSum(0, kv, -1e-3f);
   float4 o = make_float4(0, 0, 0, 0);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < kPer; ++i) {
     axpy(x[i], 1.0f / 128, u);
-    *reinterpret_cast<float4*>(s + i * stride) = x[i];
+    storeState<kStream>(reinterpret_cast<float4*>(s + i * stride), x[i]);
     axpy(o, 1.0f, x[i]);
   }
   return blockSum(1, o, 1.0f);
@@ -186,18 +214,27 @@ __global__ void __launch_bounds__(128) gdnV4(float* state, const int* slots, flo
 }
 
 // head: one block per (sequence, value head), 16 warps: lane = 4 columns 4 lane .. (a warp reads
-// one whole 512-byte row per instruction), warp w rows 8 w .. 8 w + 7.
-__global__ void __launch_bounds__(512, 2) gdnHead(float* state, const int* slots, float* out) {
-  __shared__ float4 red[2][16][32];
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  const int hv = blockIdx.x, b = blockIdx.y;
+// one whole 512-byte row per instruction), warp w rows 8 w .. 8 w + 7. head8: 8 warps, 16 rows
+// each (rows 16 w ..). half: two blocks per head (64 columns each), 8 warps, lane = (row group
+// g = lane / 16, 4 columns 4 (lane % 16) ..), warp w rows 16 w + g + 2 i: a warp instruction reads
+// two 256-byte row halves.
+template <int kWarps, int kGroups, bool kStream, int kMinBlocks>
+__global__ void __launch_bounds__(32 * kWarps, kMinBlocks)
+    gdnHead(float* state, const int* slots, float* out) {
+  constexpr int kChunks = 32 / kGroups;          // float4 column chunks per warp row
+  constexpr int kPer = kD / (kWarps * kGroups);  // rows per thread
+  constexpr int kBlocks = kD / (4 * kChunks);    // blocks per head
+  __shared__ float4 red[2][kWarps][kChunks];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane / kChunks, c = lane % kChunks;
+  const int vx = blockIdx.x % kBlocks, hv = blockIdx.x / kBlocks, b = blockIdx.y;
   const int slot = slots[b];
   if (slot < 0) return;
-  float* s =
-      state + (static_cast<long long>(slot) * kHv + hv) * kHeadFloats + (w * 8) * kD + 4 * lane;
-  const float4 o = ruleShape4<16, 1>(s, kD, red);
-  if (w == 0) {
-    *reinterpret_cast<float4*>(out + (static_cast<long long>(b) * kHv + hv) * kD + 4 * lane) = o;
+  const int col = vx * 4 * kChunks + 4 * c;
+  float* s = state + (static_cast<long long>(slot) * kHv + hv) * kHeadFloats +
+             (w * kPer * kGroups + g) * kD + col;
+  const float4 o = ruleShape4<kWarps, kGroups, kPer, kStream>(s, kGroups * kD, red);
+  if (w == 0 && g == 0) {
+    *reinterpret_cast<float4*>(out + (static_cast<long long>(b) * kHv + hv) * kD + col) = o;
   }
 }
 
@@ -475,13 +512,20 @@ void gdnRows(int sms, std::size_t l2) {
                                        set_bytes, cudaMemcpyDeviceToDevice));
                },
                sets));
-    report("direct", 0, batch * kHv * 4,
-           medianUs(
-               [&](int s) {
-                 gdnDirect<<<dim3(kD / kTile, kHv, batch), dim3(kTile, kRowSplit)>>>(
-                     state, slots + s * batch, out);
-               },
-               sets));
+    auto direct = [&](const char* path, auto kernel, int tiles) {
+      report(path, 0, batch * kHv * 4 / tiles,
+             medianUs(
+                 [&](int s) {
+                   kernel<<<dim3(kD / kTile / tiles, kHv, batch), dim3(kTile, kRowSplit, tiles)>>>(
+                       state, slots + s * batch, out);
+                 },
+                 sets));
+    };
+    direct("direct", gdnDirect<1, false>, 1);
+    direct("direct_cs", gdnDirect<1, true>, 1);
+    direct("merged2", gdnDirect<2, false>, 2);
+    direct("merged4", gdnDirect<4, false>, 4);
+    direct("merged4_cs", gdnDirect<4, true>, 4);
     report("v4", 0, batch * kHv * 4,
            medianUs(
                [&](int s) {
@@ -489,10 +533,19 @@ void gdnRows(int sms, std::size_t l2) {
                      state, slots + s * batch, out);
                },
                sets));
-    report(
-        "head", 0, batch * kHv,
-        medianUs([&](int s) { gdnHead<<<dim3(kHv, batch), 512>>>(state, slots + s * batch, out); },
+    auto head = [&](const char* path, auto kernel, int warps, int blocks_per_head) {
+      report(path, 0, batch * kHv * blocks_per_head,
+             medianUs(
+                 [&](int s) {
+                   kernel<<<dim3(kHv * blocks_per_head, batch), 32 * warps>>>(
+                       state, slots + s * batch, out);
+                 },
                  sets));
+    };
+    head("head", gdnHead<16, 1, false, 2>, 16, 1);
+    head("head_cs", gdnHead<16, 1, true, 2>, 16, 1);
+    head("head8", gdnHead<8, 1, false, 2>, 8, 1);
+    head("half", gdnHead<8, 2, false, 4>, 8, 2);
     const int items = batch * kHv * (kD / kTile);
     auto pipelined = [&](auto kernel, int depth) {
       const int smem = depth * kItemFloats * 4;
