@@ -17,52 +17,15 @@
 #include <vector>
 
 #include "common/attention_reference.h"
+#include "common/bits16.h"
 
 namespace kiln::fmha::reference {
 
-enum class Format { kFloat16, kBFloat16 };
-
-inline constexpr const char* formatName(Format f) {
-  return f == Format::kFloat16 ? "fp16" : "bf16";
-}
-
-// The exact value of a binary16 (1-5-10) or bfloat16 (1-8-7) bit pattern.
-inline double toDouble(std::uint16_t bits, Format f) {
-  const int mantissa_bits = f == Format::kFloat16 ? 10 : 7;
-  const int exponent_bits = f == Format::kFloat16 ? 5 : 8;
-  const int bias = (1 << (exponent_bits - 1)) - 1;
-  const unsigned exponent_mask = (1u << exponent_bits) - 1u;
-  const unsigned exponent = (bits >> mantissa_bits) & exponent_mask;
-  const unsigned mantissa = bits & ((1u << mantissa_bits) - 1u);
-  const double sign = (bits & 0x8000) ? -1.0 : 1.0;
-  if (exponent == exponent_mask) {
-    return mantissa != 0 ? std::numeric_limits<double>::quiet_NaN()
-                         : sign * std::numeric_limits<double>::infinity();
-  }
-  if (exponent == 0)
-    return sign * std::ldexp(static_cast<double>(mantissa), 1 - bias - mantissa_bits);
-  return sign * std::ldexp(static_cast<double>(mantissa + (1u << mantissa_bits)),
-                           static_cast<int>(exponent) - bias - mantissa_bits);
-}
-
-// toDouble for every bit pattern, precomputed: the GPU test decodes millions of elements.
-class Decoder {
- public:
-  explicit Decoder(Format f) : table_(1u << 16) {
-    for (std::uint32_t bits = 0; bits < (1u << 16); ++bits) {
-      table_[bits] = toDouble(static_cast<std::uint16_t>(bits), f);
-    }
-  }
-  double operator()(std::uint16_t bits) const { return table_[bits]; }
-  std::vector<double> operator()(const std::vector<std::uint16_t>& bits) const {
-    std::vector<double> values(bits.size());
-    for (std::size_t i = 0; i < bits.size(); ++i) values[i] = table_[bits[i]];
-    return values;
-  }
-
- private:
-  std::vector<double> table_;
-};
+// The 16-bit codec (common/bits16.h), under the names this reference's callers use.
+using common::Decoder;
+using common::Format;
+using common::formatName;
+using common::toDouble;
 
 // How many keys query i (0-based within its sequence) of a sequence with sq queries and sk keys
 // sees: all sk without a mask; with the bottom-right causal mask, the keys j <= i + sk - sq

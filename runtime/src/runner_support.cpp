@@ -37,4 +37,35 @@ Status checkImage(const kiln_variant& variant, int device_sm) {
   return selectImage(variant, device_sm, &image);
 }
 
+DeviceQuery deviceQuery(int device_sm) {
+  return DeviceQuery{device_sm, &checkImage};
+}
+
+Status checkDevice(const char* group, const kiln_variant* variant, const DeviceQuery& device) {
+  if (variant == nullptr) {
+    return Status(StatusCode::kInternal,
+                  std::string(group) + ": checkDevice called without a selected variant");
+  }
+  if (!device.check_image) {
+    return Status(StatusCode::kInternal, std::string(group) + ": no image check for device sm_" +
+                                             std::to_string(device.sm));
+  }
+  return device.check_image(*variant, device.sm);
+}
+
+Status resolveEntry(const char* group, const char* name, const kiln_variant* (*variant)(),
+                    const char* entry, const kiln_variant** resolved, int* index) {
+  *resolved = variant != nullptr ? variant() : nullptr;
+  if (*resolved == nullptr) {
+    return Status(StatusCode::kInternal,
+                  std::string(group) + ": variant " + name + " has no variant table");
+  }
+  *index = findEntry(**resolved, entry);
+  if (*index < 0) {
+    return Status(StatusCode::kInternal,
+                  std::string(group) + ": variant " + name + " has no entry kernel " + entry);
+  }
+  return Status::Ok();
+}
+
 }  // namespace kiln::runner

@@ -51,22 +51,6 @@ namespace da = kiln::decodeattn;
 
 // ---- inputs -------------------------------------------------------------------------------
 
-// A random finite 16-bit value with magnitude in [2^lo, 2^(hi + 1)), random sign and mantissa
-// bits: every mantissa bit is exercised and no rounding happens on the host.
-std::uint16_t randomBits(Rng& rng, ref::Format f, int lo, int hi) {
-  const int mantissa_bits = f == ref::Format::kFloat16 ? 10 : 7;
-  const int bias = f == ref::Format::kFloat16 ? 15 : 127;
-  const std::uint64_t r = rng.next();
-  const int exponent = lo + static_cast<int>(r % static_cast<std::uint64_t>(hi - lo + 1));
-  const unsigned mantissa = static_cast<unsigned>((r >> 16) & ((1u << mantissa_bits) - 1u));
-  const unsigned sign = ((r >> 40) & 1u) ? 0x8000u : 0u;
-  return static_cast<std::uint16_t>(sign | (static_cast<unsigned>(exponent + bias) << mantissa_bits) |
-                                    mantissa);
-}
-
-da::DType dtypeOf(const char* name) {
-  return std::strcmp(name, "fp16") == 0 ? da::DType::kFloat16 : da::DType::kBFloat16;
-}
 ref::Format formatOf(const char* name) {
   return std::strcmp(name, "fp16") == 0 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
 }
@@ -194,7 +178,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, ref:
   }
 
   da::Problem p;
-  p.dtype = dtypeOf(v.dtype);
+  p.dtype = kiln::dtypeFromName(v.dtype).value();
   p.batch = batch;
   p.q_heads = spec.q_heads;
   p.kv_heads = spec.kv_heads;
@@ -302,7 +286,7 @@ TEST_P(DecodeAttentionNumerics, MatchesFloat64Reference) {
 
   // The selector's own answer for this device (batch = 0 skips the pointer checks).
   da::Problem probe;
-  probe.dtype = dtypeOf(v.dtype);
+  probe.dtype = kiln::dtypeFromName(v.dtype).value();
   probe.head_dim = v.head_dim;
   if (const kiln::Status s = da::canImplement(probe, run().sm); !s.ok()) {
     ++counts.skipped;
@@ -333,7 +317,7 @@ TEST_P(DecodeAttentionRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) 
   const auto& v = generated::kVariants[GetParam()];
   Counts& counts = run().at(v.dtype, v.name, "runner_errors");
   da::Problem probe;
-  probe.dtype = dtypeOf(v.dtype);
+  probe.dtype = kiln::dtypeFromName(v.dtype).value();
   probe.head_dim = v.head_dim;
   if (const kiln::Status s = da::canImplement(probe, run().sm); !s.ok()) {
     counts.skipped += 5;
@@ -360,7 +344,7 @@ TEST_P(DecodeAttentionRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) 
   const auto kstream = reinterpret_cast<kiln::Stream>(stream);
 
   da::Problem good;
-  good.dtype = dtypeOf(v.dtype);
+  good.dtype = kiln::dtypeFromName(v.dtype).value();
   good.batch = batch;
   good.q_heads = q_heads;
   good.kv_heads = kv_heads;

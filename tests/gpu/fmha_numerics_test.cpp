@@ -74,22 +74,6 @@ constexpr std::uint32_t kPoison32 = 0xffffffffu;  // a NaN as float (what memset
 
 // ---- inputs -------------------------------------------------------------------------------
 
-// A random finite 16-bit value with magnitude in [2^lo, 2^(hi + 1)), random sign and mantissa
-// bits: every mantissa bit is exercised and no rounding happens on the host.
-std::uint16_t randomBits(Rng& rng, ref::Format f, int lo, int hi) {
-  const int mantissa_bits = f == ref::Format::kFloat16 ? 10 : 7;
-  const int bias = f == ref::Format::kFloat16 ? 15 : 127;
-  const std::uint64_t r = rng.next();
-  const int exponent = lo + static_cast<int>(r % static_cast<std::uint64_t>(hi - lo + 1));
-  const unsigned mantissa = static_cast<unsigned>((r >> 16) & ((1u << mantissa_bits) - 1u));
-  const unsigned sign = ((r >> 40) & 1u) ? 0x8000u : 0u;
-  return static_cast<std::uint16_t>(
-      sign | (static_cast<unsigned>(exponent + bias) << mantissa_bits) | mantissa);
-}
-
-fmha::DType dtypeOf(const char* name) {
-  return std::strcmp(name, "fp16") == 0 ? fmha::DType::kFloat16 : fmha::DType::kBFloat16;
-}
 ref::Format formatOf(const char* name) {
   return std::strcmp(name, "fp16") == 0 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
 }
@@ -268,7 +252,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
   }
 
   fmha::Problem p;
-  p.dtype = dtypeOf(v.dtype);
+  p.dtype = kiln::dtypeFromName(v.dtype).value();
   p.mask = maskOf(v);
   p.head_dim = d;
   p.batch = batch;
@@ -418,7 +402,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
 // variant and image lookup speak.
 kiln::Status probeDevice(const generated::VariantEntry& v) {
   fmha::Problem probe;
-  probe.dtype = dtypeOf(v.dtype);
+  probe.dtype = kiln::dtypeFromName(v.dtype).value();
   probe.mask = maskOf(v);
   probe.head_dim = v.head_dim;
   probe.q_heads = 1;
@@ -556,7 +540,7 @@ TEST_P(FmhaRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
   const auto kstream = reinterpret_cast<kiln::Stream>(stream);
 
   fmha::Problem good;
-  good.dtype = dtypeOf(v.dtype);
+  good.dtype = kiln::dtypeFromName(v.dtype).value();
   good.mask = maskOf(v);
   good.head_dim = d;
   good.batch = static_cast<int>(seqs.size());

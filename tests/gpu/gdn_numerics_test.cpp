@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "common/bits16.h"
 #include "common/gpu_test_support.h"
 #include "gdn/reference.h"
 #include "kiln/groups/gdn.h"
@@ -77,35 +78,12 @@ bool isFp16(const char* dtype) {
   return std::strcmp(dtype, "fp16") == 0;
 }
 
-gdn::DType dtypeOf(const char* name) {
-  return isFp16(name) ? gdn::DType::kFloat16 : gdn::DType::kBFloat16;
+kiln::common::Format formatOf(bool fp16) {
+  return fp16 ? kiln::common::Format::kFloat16 : kiln::common::Format::kBFloat16;
 }
 
 double decode16(bool fp16, std::uint16_t bits) {
-  if (!fp16) {
-    const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof(f));
-    return f;
-  }
-  const int e = (bits >> 10) & 0x1f;
-  const int m = bits & 0x3ff;
-  const double sign = (bits & 0x8000) ? -1.0 : 1.0;
-  if (e == 0) return sign * std::ldexp(m, -24);
-  if (e == 31) return m ? std::nan("") : sign * INFINITY;
-  return sign * std::ldexp(1024 + m, e - 25);
-}
-
-// A random finite 16-bit value with magnitude in [2^lo, 2^(hi + 1)), random sign and mantissa.
-std::uint16_t randomBits(Rng& rng, bool fp16, int lo, int hi) {
-  const int mantissa_bits = fp16 ? 10 : 7;
-  const int bias = fp16 ? 15 : 127;
-  const std::uint64_t r = rng.next();
-  const int exponent = lo + static_cast<int>(r % static_cast<std::uint64_t>(hi - lo + 1));
-  const unsigned mantissa = static_cast<unsigned>((r >> 16) & ((1u << mantissa_bits) - 1u));
-  const unsigned sign = ((r >> 40) & 1u) ? 0x8000u : 0u;
-  return static_cast<std::uint16_t>(
-      sign | (static_cast<unsigned>(exponent + bias) << mantissa_bits) | mantissa);
+  return kiln::common::toDouble(bits, formatOf(fp16));
 }
 
 // Uniform in [lo, hi), exactly a float.
@@ -221,8 +199,8 @@ void makeGates(Rng& rng, bool fused, bool fp16, std::size_t entries, int hv, Gat
   for (auto& x : gates->a_log) x = uniform(rng, -2.0f, 1.0f);
   for (auto& x : gates->dt_bias) x = uniform(rng, -2.0f, 1.0f);
   for (std::size_t i = 0; i < entries; ++i) {
-    gates->a[i] = i % 97 == 0 ? twenty_four : randomBits(rng, fp16, -4, 1);
-    gates->b[i] = randomBits(rng, fp16, -4, 2);
+    gates->a[i] = i % 97 == 0 ? twenty_four : randomBits(rng, formatOf(fp16), -4, 1);
+    gates->b[i] = randomBits(rng, formatOf(fp16), -4, 2);
     const std::size_t h = i % static_cast<std::size_t>(hv);
     const ref::Gates gt = ref::gates(decode16(fp16, gates->a[i]), decode16(fp16, gates->b[i]),
                                      gates->a_log[h], gates->dt_bias[h]);
@@ -278,9 +256,9 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
   const std::size_t head_state = static_cast<std::size_t>(dk) * dv;
   const std::size_t state_elems = static_cast<std::size_t>(num_slots) * hv * head_state;
   std::vector<std::uint16_t> q(qk_elems), k(qk_elems), vv(out_elems);
-  for (auto& x : q) x = randomBits(rng, fp16, -4, 0);
-  for (auto& x : k) x = randomBits(rng, fp16, -4, 0);
-  for (auto& x : vv) x = randomBits(rng, fp16, -4, 0);
+  for (auto& x : q) x = randomBits(rng, formatOf(fp16), -4, 0);
+  for (auto& x : k) x = randomBits(rng, formatOf(fp16), -4, 0);
+  for (auto& x : vv) x = randomBits(rng, formatOf(fp16), -4, 0);
   GateInputs gates;
   makeGates(rng, v.fused_gating, fp16, static_cast<std::size_t>(batch) * hv, hv, &gates);
   std::vector<float> state(state_elems);
@@ -300,7 +278,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
   }
 
   gdn::Problem p;
-  p.dtype = dtypeOf(v.dtype);
+  p.dtype = kiln::dtypeFromName(v.dtype).value();
   p.batch = batch;
   p.heads_qk = hq;
   p.heads_v = hv;
@@ -436,7 +414,7 @@ const float kProbeGate = 0.0f;
 gdn::Problem probeOf(const generated::VariantEntry& v) {
   gdn::Problem probe;  // batch 0: the pointer checks are skipped
   if (v.fused_gating) probe.gating.a_log = &kProbeGate;
-  probe.dtype = dtypeOf(v.dtype);
+  probe.dtype = kiln::dtypeFromName(v.dtype).value();
   probe.heads_qk = 1;
   probe.heads_v = 1;
   probe.head_dim_k = v.head_dim_k;
@@ -512,7 +490,7 @@ TEST_P(GdnRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
   const auto kstream = reinterpret_cast<kiln::Stream>(stream);
 
   gdn::Problem good;
-  good.dtype = dtypeOf(v.dtype);
+  good.dtype = kiln::dtypeFromName(v.dtype).value();
   good.batch = batch;
   good.heads_qk = hq;
   good.heads_v = hv;
@@ -685,9 +663,9 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
   const std::size_t state_elems = static_cast<std::size_t>(num_slots) * hv * head_state;
   const std::size_t cache_elems = rows * hv * head_state;
   std::vector<std::uint16_t> q(qk_elems), k(qk_elems), vv(out_elems);
-  for (auto& x : q) x = randomBits(rng, fp16, -4, 0);
-  for (auto& x : k) x = randomBits(rng, fp16, -4, 0);
-  for (auto& x : vv) x = randomBits(rng, fp16, -4, 0);
+  for (auto& x : q) x = randomBits(rng, formatOf(fp16), -4, 0);
+  for (auto& x : k) x = randomBits(rng, formatOf(fp16), -4, 0);
+  for (auto& x : vv) x = randomBits(rng, formatOf(fp16), -4, 0);
   GateInputs gates;
   makeGates(rng, v.fused_gating, fp16, rows * hv, hv, &gates);
   std::vector<float> state(state_elems);
@@ -708,7 +686,7 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
   }
 
   gdn::MtpProblem p;
-  p.dtype = dtypeOf(v.dtype);
+  p.dtype = kiln::dtypeFromName(v.dtype).value();
   p.batch = batch;
   p.tokens = tokens;
   p.heads_qk = hq;
@@ -868,7 +846,7 @@ std::vector<VariantCase> allMtpCases() {
 gdn::MtpProblem mtpProbeOf(const generated::VariantEntry& v) {
   gdn::MtpProblem probe;  // batch 0: the pointer checks are skipped
   if (v.fused_gating) probe.gating.a_log = &kProbeGate;
-  probe.dtype = dtypeOf(v.dtype);
+  probe.dtype = kiln::dtypeFromName(v.dtype).value();
   probe.tokens = 1;
   probe.heads_qk = 1;
   probe.heads_v = 1;
@@ -951,7 +929,7 @@ TEST_P(GdnMtpRunnerErrors, RefusesBadProblemsAndLeavesThePoolAlone) {
   const auto kstream = reinterpret_cast<kiln::Stream>(stream);
 
   gdn::MtpProblem good;
-  good.dtype = dtypeOf(v.dtype);
+  good.dtype = kiln::dtypeFromName(v.dtype).value();
   good.batch = batch;
   good.tokens = tokens;
   good.heads_qk = hq;

@@ -46,18 +46,6 @@ constexpr std::int64_t kRows[] = {1, 2, 7, 33, 257, 3001, 4096};
 
 // ---- inputs -------------------------------------------------------------------------------
 
-// A random finite 16-bit value with magnitude in [2^(lo), 2^(hi + 1)) and random sign and
-// mantissa bits: every mantissa bit is exercised, no rounding happens on the host.
-std::uint16_t randomBits(Rng& rng, ref::Format f, int lo, int hi, bool allow_negative) {
-  const ref::FormatLayout l = ref::layoutOf(f);
-  const std::uint64_t r = rng.next();
-  const int exponent = lo + static_cast<int>(r % static_cast<std::uint64_t>(hi - lo + 1));
-  const unsigned mantissa = static_cast<unsigned>((r >> 16) & ((1u << l.mantissa_bits) - 1u));
-  const unsigned sign = (allow_negative && ((r >> 40) & 1u)) ? 0x8000u : 0u;
-  return static_cast<std::uint16_t>(
-      sign | (static_cast<unsigned>(exponent + l.bias) << l.mantissa_bits) | mantissa);
-}
-
 // Rows of different scales (2^-3 .. 2^3 apart) so that each row's own rms matters.
 std::vector<std::uint16_t> randomRows(Rng& rng, ref::Format f, std::int64_t rows,
                                       std::int64_t hidden) {
@@ -71,10 +59,6 @@ std::vector<std::uint16_t> randomRows(Rng& rng, ref::Format f, std::int64_t rows
   return v;
 }
 
-kiln::rmsnorm::DType dtypeOf(const char* name) {
-  return std::strcmp(name, "fp16") == 0 ? kiln::rmsnorm::DType::kFloat16
-                                        : kiln::rmsnorm::DType::kBFloat16;
-}
 ref::Format formatOf(const char* name) {
   return std::strcmp(name, "fp16") == 0 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
 }
@@ -119,7 +103,7 @@ std::string runCase(const generated::VariantEntry& v, Op op, std::int64_t rows, 
   }
 
   kiln::rmsnorm::Problem p;
-  p.dtype = dtypeOf(v.dtype);
+  p.dtype = kiln::dtypeFromName(v.dtype).value();
   p.rows = rows;
   p.hidden = hidden;
   p.eps = kEps;
@@ -207,7 +191,7 @@ TEST_P(RmsnormNumerics, MatchesFloat64Reference) {
 
   // The selector's own answer for this device (rows = 0 skips the pointer checks).
   kiln::rmsnorm::Problem probe;
-  probe.dtype = dtypeOf(v.dtype);
+  probe.dtype = kiln::dtypeFromName(v.dtype).value();
   probe.hidden = v.hidden;
   if (const kiln::Status s = kiln::rmsnorm::canImplement(probe, run().sm); !s.ok()) {
     counts.skipped += static_cast<int>(std::size(kRows));
@@ -241,7 +225,7 @@ TEST_P(RmsnormRunnerErrors, RefusesBadProblemsAndTreatsZeroRowsAsNoOp) {
   const auto& v = generated::kVariants[GetParam()];
   Counts& counts = run().at(v.dtype, v.name, "runner_errors");
   kiln::rmsnorm::Problem probe;
-  probe.dtype = dtypeOf(v.dtype);
+  probe.dtype = kiln::dtypeFromName(v.dtype).value();
   probe.hidden = v.hidden;
   if (const kiln::Status s = kiln::rmsnorm::canImplement(probe, run().sm); !s.ok()) {
     counts.skipped += 4;
@@ -262,7 +246,7 @@ TEST_P(RmsnormRunnerErrors, RefusesBadProblemsAndTreatsZeroRowsAsNoOp) {
   const auto kstream = reinterpret_cast<kiln::Stream>(stream);
 
   kiln::rmsnorm::Problem good;
-  good.dtype = dtypeOf(v.dtype);
+  good.dtype = kiln::dtypeFromName(v.dtype).value();
   good.rows = rows;
   good.hidden = v.hidden;
   good.eps = kEps;

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "decodeattn/reference.h"
@@ -17,22 +16,6 @@ namespace {
 constexpr std::uint16_t kBf16One = 0x3f80, kBf16Two = 0x4000, kBf16Three = 0x4040,
                         kBf16Four = 0x4080, kBf16MinusOne = 0xbf80, kBf16Zero = 0x0000,
                         kBf16NaN = 0x7fc0;
-
-TEST(DecodeAttentionReference, DecodesBitPatternsExactly) {
-  EXPECT_EQ(toDouble(0x3c00, Format::kFloat16), 1.0);
-  EXPECT_EQ(toDouble(0xc000, Format::kFloat16), -2.0);
-  EXPECT_EQ(toDouble(0x7bff, Format::kFloat16), 65504.0);
-  EXPECT_EQ(toDouble(0x0001, Format::kFloat16), std::ldexp(1.0, -24));  // smallest subnormal
-  EXPECT_EQ(toDouble(0x3555, Format::kFloat16), 1365.0 / 4096.0);        // 0.333251953125
-  EXPECT_TRUE(std::isinf(toDouble(0x7c00, Format::kFloat16)));
-  EXPECT_TRUE(std::isnan(toDouble(0xffff, Format::kFloat16)));
-  EXPECT_EQ(toDouble(kBf16One, Format::kBFloat16), 1.0);
-  EXPECT_EQ(toDouble(kBf16Three, Format::kBFloat16), 3.0);
-  EXPECT_EQ(toDouble(0x3eab, Format::kBFloat16), 171.0 / 512.0);  // 0.333984375
-  EXPECT_EQ(toDouble(0x0001, Format::kBFloat16), std::ldexp(1.0, -133));
-  EXPECT_TRUE(std::isnan(toDouble(kBf16NaN, Format::kBFloat16)));
-  EXPECT_TRUE(std::isnan(toDouble(0xffff, Format::kBFloat16)));
-}
 
 // Head dim 2, one page of `page_size` keys per table entry; one query and one KV head and one
 // query token unless set.

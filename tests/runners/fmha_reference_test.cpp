@@ -17,24 +17,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-TEST(FmhaReference, DecodesBitPatternsExactly) {
-  EXPECT_EQ(toDouble(0x3c00, Format::kFloat16), 1.0);
-  EXPECT_EQ(toDouble(0xc000, Format::kFloat16), -2.0);
-  EXPECT_EQ(toDouble(0x7bff, Format::kFloat16), 65504.0);
-  EXPECT_EQ(toDouble(0x0001, Format::kFloat16), std::ldexp(1.0, -24));  // smallest subnormal
-  EXPECT_EQ(toDouble(0x3555, Format::kFloat16), 1365.0 / 4096.0);
-  EXPECT_TRUE(std::isinf(toDouble(0xfc00, Format::kFloat16)));
-  EXPECT_TRUE(std::isnan(toDouble(0xffff, Format::kFloat16)));
-  EXPECT_EQ(toDouble(0x3f80, Format::kBFloat16), 1.0);
-  EXPECT_EQ(toDouble(0xc040, Format::kBFloat16), -3.0);
-  EXPECT_EQ(toDouble(0x3eab, Format::kBFloat16), 171.0 / 512.0);
-  EXPECT_EQ(toDouble(0x0001, Format::kBFloat16), std::ldexp(1.0, -133));
-  EXPECT_TRUE(std::isnan(toDouble(0xffff, Format::kBFloat16)));
-  const Decoder dec(Format::kBFloat16);
-  EXPECT_EQ(dec(std::vector<std::uint16_t>{0x3f80, 0x4000, 0xbf80}),
-            (std::vector<double>{1.0, 2.0, -1.0}));
-}
-
 // A packed problem of head dim 2 over host vectors; lengths as (sq, sk) per sequence.
 struct Case {
   int q_heads = 1, kv_heads = 1;

@@ -1,10 +1,12 @@
-// What every group's runner shares: the pointer check, entry lookup and device check whose
-// messages must read the same in every group ("rmsnorm: pointer x (0x7f..01) is not 16-byte
-// aligned"). Runners are compiled into artifacts with the runtime, so this lives in the runtime.
+// What every group's runner shares: the device query its selector takes, the pointer, entry and
+// device checks, and the "not built" messages, which must read the same in every group
+// ("rmsnorm: pointer x (0x7f..01) is not 16-byte aligned"). Runners are compiled into artifacts
+// with the runtime, so this lives in the runtime.
 #pragma once
 
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +15,30 @@
 #include "kiln/variant.h"
 
 namespace kiln::runner {
+
+// Whether a device of SM `device_sm` can run `variant`: checkImage (kiln::selectImage) in a
+// runner, a fake in a selector's unit tests. Returns the runtime's status (kNoKernelImage, naming
+// the SMs) on a miss.
+using ImageCheck = std::function<Status(const kiln_variant& variant, int device_sm)>;
+
+// The device a selector admits a problem for (canImplement(problem, device_sm)); selectors take a
+// null query for host-only admission (run(), which leaves the device to kiln::launch).
+struct DeviceQuery {
+  int sm = 0;  // 10 * major + minor
+  ImageCheck check_image;
+};
+
+// The query canImplement(problem, device_sm) passes: the runtime's own image check.
+DeviceQuery deviceQuery(int device_sm);
+
+// `device`'s verdict on a selected variant: kInternal "<group>: ..." without a variant or an
+// image check, else the image check's status.
+Status checkDevice(const char* group, const kiln_variant* variant, const DeviceQuery& device);
+
+// `variant()` of a table row named `name` and the index of its entry kernel `entry`; kInternal
+// "<group>: variant <name> has no variant table" / "... has no entry kernel <entry>" otherwise.
+Status resolveEntry(const char* group, const char* name, const kiln_variant* (*variant)(),
+                    const char* entry, const kiln_variant** resolved, int* index);
 
 // kInvalidArgument "<group>: <name> is null" or "<group>: pointer <name> (0x...) is not
 // <alignment>-byte aligned"; Ok otherwise. A caller with an optional pointer skips null itself.
@@ -38,6 +64,14 @@ std::string builtDtypes(std::span<const Info> table) {
   std::string list;
   for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
   return list.empty() ? "none" : list;
+}
+
+// kNotSupported "<group>: dtype <dtype> is not built; built dtypes: fp16, bf16".
+template <typename Info>
+Status dtypeNotBuilt(const char* group, const char* dtype, std::span<const Info> table) {
+  return Status(StatusCode::kNotSupported,
+                std::string(group) + ": dtype " + dtype +
+                    " is not built; built dtypes: " + builtDtypes(table));
 }
 
 // "1024, 2048, 4096": `value(v)` of every variant built for `dtype`, in table order.

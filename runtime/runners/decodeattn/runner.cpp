@@ -44,7 +44,7 @@ Status canImplement(const Problem& problem) {
 }
 
 Status canImplement(const Problem& problem, int device_sm) {
-  const DeviceQuery device{device_sm, &runner::checkImage};
+  const DeviceQuery device = runner::deviceQuery(device_sm);
   Plan plan;
   return select(kTable, problem, hostMultiprocessors(problem), &device, &plan);
 }
@@ -77,7 +77,7 @@ Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes,
   const int multiprocessors =
       problem.multiprocessors > 0 ? problem.multiprocessors : info.multiprocessors;
   KILN_RETURN_IF_ERROR(select(kTable, problem, multiprocessors, nullptr, &plan));
-  KILN_RETURN_IF_ERROR(checkDevice(plan, DeviceQuery{info.sm, &runner::checkImage}));
+  KILN_RETURN_IF_ERROR(checkDevice(plan, runner::deviceQuery(info.sm)));
   KILN_RETURN_IF_ERROR(checkWorkspace(plan, workspace, workspace_bytes));
   if (plan.num_splits > 1) {
     auto* base = static_cast<unsigned char*>(workspace);

@@ -40,16 +40,6 @@ int log2Exact(int v) {
 
 }  // namespace
 
-const char* dtypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16:
-      return "fp16";
-    case DType::kBFloat16:
-      return "bf16";
-  }
-  return nullptr;
-}
-
 int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim) {
   const long long slots = static_cast<long long>(std::max(multiprocessors, 1)) * blocksPerSm(head_dim);
   if (pairs <= 0 || pairs >= slots) return 1;
@@ -59,14 +49,7 @@ int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int h
 }
 
 Status checkDevice(const Plan& plan, const DeviceQuery& device) {
-  if (plan.variant == nullptr) {
-    return Status(StatusCode::kInternal, "decodeattn: checkDevice called without a selected variant");
-  }
-  if (!device.check_image) {
-    return Status(StatusCode::kInternal,
-                  "decodeattn: no image check for device sm_" + std::to_string(device.sm));
-  }
-  return device.check_image(*plan.variant, device.sm);
+  return runner::checkDevice("decodeattn", plan.variant, device);
 }
 
 Status checkWorkspace(const Plan& plan, const void* workspace, std::size_t workspace_bytes) {
@@ -100,32 +83,18 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
       break;
     }
   }
-  if (!dtype_built) {
-    return Status(StatusCode::kNotSupported, std::string("decodeattn: dtype ") + dtype +
-                                                 " is not built; built dtypes: " +
-                                                 runner::builtDtypes(table));
-  }
+  if (!dtype_built) return runner::dtypeNotBuilt("decodeattn", dtype, table);
   if (info == nullptr) {
     return Status(StatusCode::kNotSupported,
                   "decodeattn: head_dim " + std::to_string(problem.head_dim) + " is not built for " +
                       dtype + "; built for " + dtype + ": " + runner::builtFor(table, dtype, [](const VariantInfo& v) { return v.head_dim; }));
   }
-  const kiln_variant* variant = info->variant != nullptr ? info->variant() : nullptr;
-  if (variant == nullptr) {
-    return Status(StatusCode::kInternal,
-                  std::string("decodeattn: variant ") + info->name + " has no variant table");
-  }
-  const int attention_entry = runner::findEntry(*variant, kAttentionEntry);
-  const int merge_entry = runner::findEntry(*variant, kMergeEntry);
-  if (attention_entry < 0 || merge_entry < 0) {
-    return Status(StatusCode::kInternal,
-                  std::string("decodeattn: variant ") + info->name + " has no entry kernel " +
-                      (attention_entry < 0 ? kAttentionEntry : kMergeEntry));
-  }
+  KILN_RETURN_IF_ERROR(runner::resolveEntry("decodeattn", info->name, info->variant,
+                                            kAttentionEntry, &plan->variant,
+                                            &plan->attention_entry));
+  KILN_RETURN_IF_ERROR(runner::resolveEntry("decodeattn", info->name, info->variant, kMergeEntry,
+                                            &plan->variant, &plan->merge_entry));
   plan->info = info;
-  plan->variant = variant;
-  plan->attention_entry = attention_entry;
-  plan->merge_entry = merge_entry;
 
   if (problem.batch < 0) return invalid("batch " + std::to_string(problem.batch) + " is negative");
   if (problem.batch == 0) {

@@ -6,10 +6,10 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <span>
 
 #include "decodeattn/params.h"
+#include "kiln/runner_support.h"
 #include "kiln/runners/decodeattn.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
@@ -34,14 +34,10 @@ struct VariantInfo {
   const kiln_variant* (*variant)();  // the variant's images and entries
 };
 
-// Whether a device of SM `device_sm` can run `variant`: kiln::selectImage in the runner, a fake in
-// unit tests. Returns the runtime's status (kNoKernelImage, naming the SMs) on a miss.
-using ImageCheck = std::function<Status(const kiln_variant& variant, int device_sm)>;
-
-struct DeviceQuery {
-  int sm = 0;  // 10 * major + minor
-  ImageCheck check_image;
-};
+// The device a problem is admitted for (kiln/runner_support.h): the runtime's image check in the
+// runner, a fake in unit tests.
+using runner::DeviceQuery;
+using runner::ImageCheck;
 
 // What run() launches. Valid only when select() returned ok; nothing to launch when no_op.
 struct Plan {
@@ -57,9 +53,6 @@ struct Plan {
   std::size_t lse_offset = 0;        // byte offset of partial_lse in the workspace
   DecodeAttentionParams params{};    // partial_out / partial_lse still null: run() places them
 };
-
-// "fp16" / "bf16"; nullptr for a value outside the enum.
-const char* dtypeName(DType dtype);
 
 // The split count for `pairs` = batch * kv_heads * head_chunks blocks of at most `max_keys` keys
 // on `multiprocessors` SMs: 1 when the pairs fill one wave (blocksPerSm(head_dim) per SM), else

@@ -47,7 +47,7 @@ Status canImplement(const Problem& problem) {
 }
 
 Status canImplement(const Problem& problem, int device_sm) {
-  const DeviceQuery device{device_sm, &runner::checkImage};
+  const DeviceQuery device = runner::deviceQuery(device_sm);
   Plan plan;
   return select(kTable, problem, &device, &plan);
 }
@@ -63,7 +63,7 @@ Status run(const Problem& problem, void*, std::size_t, Stream stream) {
   if (plan.no_op) return Status::Ok();
   DeviceInfo info;
   KILN_RETURN_IF_ERROR(deviceForStream(stream, &info));
-  KILN_RETURN_IF_ERROR(checkDevice(plan, DeviceQuery{info.sm, &runner::checkImage}));
+  KILN_RETURN_IF_ERROR(checkDevice(plan, runner::deviceQuery(info.sm)));
   persistentGrid(&plan, info.multiprocessors);
   KILN_RETURN_IF_ERROR(encode("tma_q", plan.tma_q, &plan.params.tma_q));
   KILN_RETURN_IF_ERROR(encode("tma_k", plan.tma_k, &plan.params.tma_k));

@@ -86,16 +86,6 @@ Status checkMap(const char* name, const TensorMapSpec& spec) {
 
 }  // namespace
 
-const char* dtypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16:
-      return "fp16";
-    case DType::kBFloat16:
-      return "bf16";
-  }
-  return nullptr;
-}
-
 const char* maskName(Mask mask) {
   switch (mask) {
     case Mask::kNone:
@@ -107,14 +97,7 @@ const char* maskName(Mask mask) {
 }
 
 Status checkDevice(const Plan& plan, const DeviceQuery& device) {
-  if (plan.variant == nullptr || plan.info == nullptr) {
-    return Status(StatusCode::kInternal, "fmha: checkDevice called without a selected variant");
-  }
-  if (!device.check_image) {
-    return Status(StatusCode::kInternal,
-                  "fmha: no image check for device sm_" + std::to_string(device.sm));
-  }
-  Status image = device.check_image(*plan.variant, device.sm);
+  Status image = runner::checkDevice("fmha", plan.info != nullptr ? plan.variant : nullptr, device);
   if (device.sm == kServedSm) return image;
   if (!image.ok() && image.code() != StatusCode::kNoKernelImage) return image;  // e.g. SM 0
   // Any other SM: say that no build can help, after what the artifact holds (when it knows).
@@ -153,11 +136,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
       break;
     }
   }
-  if (!dtype_built) {
-    return Status(StatusCode::kNotSupported,
-                  std::string("fmha: dtype ") + dtype +
-                      " is not built; built dtypes: " + runner::builtDtypes(table));
-  }
+  if (!dtype_built) return runner::dtypeNotBuilt("fmha", dtype, table);
   if (!mask_built) {
     return Status(StatusCode::kNotSupported, std::string("fmha: mask ") + mask +
                                                  " is not built for " + dtype + "; built for " +
@@ -169,19 +148,9 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
                                                  "; built for " + dtype + " " + mask + ": " +
                                                  builtHeadDims(table, dtype, mask));
   }
-  const kiln_variant* variant = info->variant != nullptr ? info->variant() : nullptr;
-  if (variant == nullptr) {
-    return Status(StatusCode::kInternal,
-                  std::string("fmha: variant ") + info->name + " has no variant table");
-  }
-  const int entry = runner::findEntry(*variant, kEntry);
-  if (entry < 0) {
-    return Status(StatusCode::kInternal,
-                  std::string("fmha: variant ") + info->name + " has no entry kernel " + kEntry);
-  }
+  KILN_RETURN_IF_ERROR(runner::resolveEntry("fmha", info->name, info->variant, kEntry,
+                                            &plan->variant, &plan->entry));
   plan->info = info;
-  plan->variant = variant;
-  plan->entry = entry;
 
   if (problem.batch < 0) return invalid("batch " + std::to_string(problem.batch) + " is negative");
   if (problem.batch == 0) {

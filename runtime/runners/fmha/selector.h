@@ -5,10 +5,10 @@
 // artifact's table and the stream's device, and encodes the tensor maps it describes.
 #pragma once
 
-#include <functional>
 #include <span>
 
 #include "fmha/params.h"
+#include "kiln/runner_support.h"
 #include "kiln/runners/fmha.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
@@ -30,14 +30,10 @@ struct VariantInfo {
   const kiln_variant* (*variant)();  // the variant's images and entries
 };
 
-// Whether a device of SM `device_sm` can run `variant`: kiln::selectImage in the runner, a fake in
-// unit tests. Returns the runtime's status (kNoKernelImage, naming the SMs) on a miss.
-using ImageCheck = std::function<Status(const kiln_variant& variant, int device_sm)>;
-
-struct DeviceQuery {
-  int sm = 0;  // 10 * major + minor
-  ImageCheck check_image;
-};
+// The device a problem is admitted for (kiln/runner_support.h): the runtime's image check in the
+// runner, a fake in unit tests.
+using runner::DeviceQuery;
+using runner::ImageCheck;
 
 // What run() launches. Valid only when select() returned ok; nothing to launch when no_op.
 struct Plan {
@@ -55,8 +51,7 @@ struct Plan {
   FmhaParams params{};  // every field but the three tensor maps, which stay zero
 };
 
-// "fp16" / "bf16" and "full" / "causal"; nullptr for a value outside the enum.
-const char* dtypeName(DType dtype);
+// "full" / "causal"; nullptr for a value outside the enum (dtypes: kiln::dtypeName).
 const char* maskName(Mask mask);
 
 // Admits `problem` against `table` and plans its launch. The checks, in order (the first failure

@@ -38,7 +38,7 @@ Status canImplement(const Problem& problem) {
 }
 
 Status canImplement(const Problem& problem, int device_sm) {
-  const DeviceQuery device{device_sm, &runner::checkImage};
+  const DeviceQuery device = runner::deviceQuery(device_sm);
   Plan plan;
   return select(kTable, problem, &device, &plan);
 }
@@ -66,7 +66,7 @@ Status canImplement(const MtpProblem& problem) {
 }
 
 Status canImplement(const MtpProblem& problem, int device_sm) {
-  const DeviceQuery device{device_sm, &runner::checkImage};
+  const DeviceQuery device = runner::deviceQuery(device_sm);
   MtpPlan plan;
   return select(kTable, problem, &device, &plan);
 }

@@ -111,12 +111,8 @@ Status admitShape(std::span<const VariantInfo> table, const Shape& p, const Vari
 template <typename Args>
 Status plan(const VariantInfo& info, const Shape& p, LaunchPlan<Args>* out) {
   out->info = &info;
-  out->variant = info.variant();
-  out->entry = runner::findEntry(*out->variant, p.entry);
-  if (out->entry < 0) {
-    return Status(StatusCode::kInternal,
-                  std::string("gdn: variant ") + info.name + " has no entry " + p.entry);
-  }
+  KILN_RETURN_IF_ERROR(
+      runner::resolveEntry("gdn", info.name, info.variant, p.entry, &out->variant, &out->entry));
   out->no_op = p.batch == 0;
   if (out->no_op) return Status::Ok();
   const LaunchShape shape = launchShape(info.head_dim_k, info.head_dim_v, info.tile_v,
@@ -149,10 +145,8 @@ Status checkInputs(const P& p) {
   return checkPointer("slots", p.slots, alignof(std::int32_t));
 }
 
-Status checkDevice(const DeviceQuery* device, const kiln_variant& variant) {
-  if (device == nullptr) return Status::Ok();
-  if (!device->check_image) return Status(StatusCode::kInternal, "gdn: no image check");
-  return device->check_image(variant, device->sm);
+Status checkDevice(const DeviceQuery* device, const kiln_variant* variant) {
+  return device != nullptr ? runner::checkDevice("gdn", variant, *device) : Status::Ok();
 }
 
 // n0 * n1 * ... float32 elements in bytes, saturating at the largest uintptr_t.
@@ -177,16 +171,6 @@ bool overlaps(const void* a, std::uintptr_t a_bytes, const void* b, std::uintptr
 }
 
 }  // namespace
-
-const char* dtypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16:
-      return "fp16";
-    case DType::kBFloat16:
-      return "bf16";
-  }
-  return nullptr;
-}
 
 Status select(std::span<const VariantInfo> table, const Problem& p, const DeviceQuery* device,
               Plan* out) {
@@ -215,7 +199,7 @@ Status select(std::span<const VariantInfo> table, const Problem& p, const Device
                            static_cast<std::int32_t>(p.heads_qk),
                            static_cast<std::int32_t>(p.heads_v)};
   }
-  return checkDevice(device, *out->variant);
+  return checkDevice(device, out->variant);
 }
 
 Status select(std::span<const VariantInfo> table, const MtpProblem& p, const DeviceQuery* device,
@@ -263,7 +247,7 @@ Status select(std::span<const VariantInfo> table, const MtpProblem& p, const Dev
                               static_cast<std::int32_t>(p.heads_v),
                               static_cast<std::int32_t>(p.tokens)};
   }
-  return checkDevice(device, *out->variant);
+  return checkDevice(device, out->variant);
 }
 
 }  // namespace kiln::gdn

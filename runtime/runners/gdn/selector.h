@@ -4,9 +4,9 @@
 // the artifact's generated table.
 #pragma once
 
-#include <functional>
 #include <span>
 
+#include "kiln/runner_support.h"
 #include "kiln/runners/gdn.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
@@ -32,12 +32,10 @@ struct VariantInfo {
   const kiln_variant* (*variant)();
 };
 
-using ImageCheck = std::function<Status(const kiln_variant& variant, int device_sm)>;
-
-struct DeviceQuery {
-  int sm = 0;
-  ImageCheck check_image;
-};
+// The device a problem is admitted for (kiln/runner_support.h): the runtime's image check in the
+// runner, a fake in unit tests.
+using runner::DeviceQuery;
+using runner::ImageCheck;
 
 // The kernel's parameters, in the order of its entry (gdn_decode.py's `decode`). Both gate forms
 // take every gate parameter; the one a variant does not read is null.
@@ -94,8 +92,6 @@ struct LaunchPlan {
 };
 using Plan = LaunchPlan<DecodeArgs>;
 using MtpPlan = LaunchPlan<DecodeMtpArgs>;
-
-const char* dtypeName(DType dtype);
 
 // Admits `problem` against the variants of `table` that have its entry (kDecodeEntry) and its
 // gate form (fused_gating when problem.gating is given) and plans its launch; checks in order:

@@ -33,25 +33,8 @@ Status checkPointer(const char* name, const void* p, bool required) {
 
 }  // namespace
 
-const char* dtypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat16:
-      return "fp16";
-    case DType::kBFloat16:
-      return "bf16";
-  }
-  return nullptr;
-}
-
 Status checkDevice(const Plan& plan, const DeviceQuery& device) {
-  if (plan.variant == nullptr) {
-    return Status(StatusCode::kInternal, "rmsnorm: checkDevice called without a selected variant");
-  }
-  if (!device.check_image) {
-    return Status(StatusCode::kInternal,
-                  "rmsnorm: no image check for device sm_" + std::to_string(device.sm));
-  }
-  return device.check_image(*plan.variant, device.sm);
+  return runner::checkDevice("rmsnorm", plan.variant, device);
 }
 
 Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
@@ -74,11 +57,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
       break;
     }
   }
-  if (!dtype_built) {
-    return Status(StatusCode::kNotSupported,
-                  std::string("rmsnorm: dtype ") + dtype +
-                      " is not built; built dtypes: " + runner::builtDtypes(table));
-  }
+  if (!dtype_built) return runner::dtypeNotBuilt("rmsnorm", dtype, table);
   if (info == nullptr) {
     return Status(StatusCode::kNotSupported, "rmsnorm: hidden " + std::to_string(problem.hidden) +
                                                  " is not built for " + dtype + "; built for " +
@@ -95,21 +74,10 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
                                              " has hidden " + std::to_string(info->hidden) +
                                              ", which has no launch shape");
   }
-  const kiln_variant* variant = info->variant != nullptr ? info->variant() : nullptr;
-  if (variant == nullptr) {
-    return Status(StatusCode::kInternal,
-                  std::string("rmsnorm: variant ") + info->name + " has no variant table");
-  }
-  const bool fused = problem.residual != nullptr;
-  const char* entry_name = fused ? kFusedEntry : kPlainEntry;
-  const int entry = runner::findEntry(*variant, entry_name);
-  if (entry < 0) {
-    return Status(StatusCode::kInternal, std::string("rmsnorm: variant ") + info->name +
-                                             " has no entry kernel " + entry_name);
-  }
+  const char* entry = problem.residual != nullptr ? kFusedEntry : kPlainEntry;
+  KILN_RETURN_IF_ERROR(runner::resolveEntry("rmsnorm", info->name, info->variant, entry,
+                                            &plan->variant, &plan->entry));
   plan->info = info;
-  plan->variant = variant;
-  plan->entry = entry;
   if (problem.rows == 0) {
     plan->no_op = true;
     return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();

@@ -4,9 +4,9 @@
 // on the host with a fake table and a fake image check. runner.cpp feeds it the artifact's table.
 #pragma once
 
-#include <functional>
 #include <span>
 
+#include "kiln/runner_support.h"
 #include "kiln/runners/rmsnorm.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
@@ -27,14 +27,10 @@ struct VariantInfo {
   const kiln_variant* (*variant)();  // the variant's images and entries
 };
 
-// Whether a device of SM `device_sm` can run `variant`: kiln::selectImage in the runner, a fake in
-// unit tests. Returns the runtime's status (kNoKernelImage, naming the SMs) on a miss.
-using ImageCheck = std::function<Status(const kiln_variant& variant, int device_sm)>;
-
-struct DeviceQuery {
-  int sm = 0;  // 10 * major + minor
-  ImageCheck check_image;
-};
+// The device a problem is admitted for (kiln/runner_support.h): the runtime's image check in the
+// runner, a fake in unit tests.
+using runner::DeviceQuery;
+using runner::ImageCheck;
 
 // What run() launches. Valid only when select() returned ok; nothing to launch when no_op.
 struct Plan {
@@ -45,9 +41,6 @@ struct Plan {
   LaunchConfig config;
   RmsnormParams params{};
 };
-
-// "fp16" / "bf16"; nullptr for a value outside the enum.
-const char* dtypeName(DType dtype);
 
 // Admits `problem` against `table` and plans its launch. The checks, in order (the first failure
 // is returned, its message naming the value and the limit):

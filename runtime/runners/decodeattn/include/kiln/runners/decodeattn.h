@@ -26,12 +26,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kiln/dtype.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
 
 namespace kiln::decodeattn {
 
-enum class DType { kFloat16, kBFloat16 };
+using ::kiln::DType;  // kiln/dtype.h: the one dtype enum of every group
 
 // The order of a cache page's dimensions. NHD (key-major: all heads of a key together) is vLLM's
 // and FlashInfer's default; HND (head-major: a head's keys of a page together, page_size x

@@ -22,12 +22,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kiln/dtype.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
 
 namespace kiln::fmha {
 
-enum class DType { kFloat16, kBFloat16 };
+using ::kiln::DType;  // kiln/dtype.h: the one dtype enum of every group
 enum class Mask { kNone, kCausal };
 
 struct Problem {

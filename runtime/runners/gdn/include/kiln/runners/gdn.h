@@ -18,12 +18,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kiln/dtype.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
 
 namespace kiln::gdn {
 
-enum class DType { kFloat16, kBFloat16 };
+using ::kiln::DType;  // kiln/dtype.h: the one dtype enum of every group
 
 // The gates in the form the model has them, for the variants that compute them in the kernel
 // (the `_gating` families; fused gating): per (sequence[, token], value head hv)

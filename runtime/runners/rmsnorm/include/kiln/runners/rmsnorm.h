@@ -16,12 +16,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kiln/dtype.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
 
 namespace kiln::rmsnorm {
 
-enum class DType { kFloat16, kBFloat16 };
+using ::kiln::DType;  // kiln/dtype.h: the one dtype enum of every group
 
 struct Problem {
   DType dtype = DType::kBFloat16;

@@ -1,0 +1,117 @@
+// kiln/runner_support.h and kiln/dtype.h: what every group's selector shares, so that the four
+// selectors' device checks, entry lookups and "not built" messages read the same.
+#include "kiln/runner_support.h"
+
+#include <gtest/gtest.h>
+
+#include <span>
+#include <string>
+
+#include "fake_driver.h"
+#include "kiln/dtype.h"
+
+namespace {
+
+using kiln::DType;
+using kiln::Status;
+using kiln::StatusCode;
+using kiln::fake::image;
+using kiln::fake::TestVariant;
+namespace runner = kiln::runner;
+
+TEST(DType, NamesRoundTripAndOthersAreRefused) {
+  for (const DType d : {DType::kFloat16, DType::kBFloat16}) {
+    ASSERT_NE(kiln::dtypeName(d), nullptr);
+    EXPECT_EQ(kiln::dtypeFromName(kiln::dtypeName(d)), d);
+  }
+  EXPECT_STREQ(kiln::dtypeName(DType::kFloat16), "fp16");
+  EXPECT_STREQ(kiln::dtypeName(DType::kBFloat16), "bf16");
+  EXPECT_EQ(kiln::dtypeName(static_cast<DType>(7)), nullptr);
+  EXPECT_FALSE(kiln::dtypeFromName("fp32").has_value());
+  EXPECT_FALSE(kiln::dtypeFromName("").has_value());
+  EXPECT_FALSE(kiln::dtypeFromName("BF16").has_value());
+}
+
+TEST(RunnerSupport, CheckDeviceAsksTheImageCheckWithTheDevicesSm) {
+  const TestVariant v("grp_x", {"kernel_main"}, {image(90)});
+  int asked_sm = 0;
+  const runner::DeviceQuery device{87, [&](const kiln_variant& variant, int sm) {
+                                     asked_sm = sm;
+                                     EXPECT_EQ(&variant, v.ptr());
+                                     return Status(StatusCode::kNoKernelImage, "no sm_87");
+                                   }};
+  const Status s = runner::checkDevice("grp", v.ptr(), device);
+  EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
+  EXPECT_EQ(s.message(), "no sm_87");
+  EXPECT_EQ(asked_sm, 87);
+}
+
+TEST(RunnerSupport, CheckDeviceWithoutVariantOrImageCheckIsInternal) {
+  const TestVariant v("grp_x", {"kernel_main"}, {image(90)});
+  const Status no_variant = runner::checkDevice("grp", nullptr, runner::deviceQuery(90));
+  EXPECT_EQ(no_variant.code(), StatusCode::kInternal);
+  EXPECT_EQ(no_variant.message(), "grp: checkDevice called without a selected variant");
+  const Status no_check = runner::checkDevice("grp", v.ptr(), runner::DeviceQuery{90, nullptr});
+  EXPECT_EQ(no_check.code(), StatusCode::kInternal);
+  EXPECT_EQ(no_check.message(), "grp: no image check for device sm_90");
+}
+
+TEST(RunnerSupport, DeviceQueryUsesTheRuntimesImageSelection) {
+  const TestVariant v("grp_x", {"kernel_main"}, {image(90), image(80)});
+  EXPECT_TRUE(runner::checkDevice("grp", v.ptr(), runner::deviceQuery(90)).ok());
+  EXPECT_TRUE(runner::checkDevice("grp", v.ptr(), runner::deviceQuery(86)).ok());  // sm_80 cubin
+  const Status miss = runner::checkDevice("grp", v.ptr(), runner::deviceQuery(75));
+  EXPECT_EQ(miss.code(), StatusCode::kNoKernelImage);
+  EXPECT_NE(miss.message().find("sm_75"), std::string::npos) << miss.message();
+}
+
+const TestVariant& twoEntries() {
+  static const TestVariant v("grp_a", {"kernel_main", "kernel_aux"}, {image(90)});
+  return v;
+}
+const kiln_variant* twoEntriesVariant() {
+  return twoEntries().ptr();
+}
+const kiln_variant* noTable() {
+  return nullptr;
+}
+
+TEST(RunnerSupport, ResolveEntryFindsEachEntryOrNamesTheMissingOne) {
+  const kiln_variant* resolved = nullptr;
+  int index = -1;
+  ASSERT_TRUE(
+      runner::resolveEntry("grp", "grp_a", &twoEntriesVariant, "kernel_aux", &resolved, &index)
+          .ok());
+  EXPECT_EQ(resolved, twoEntries().ptr());
+  EXPECT_EQ(index, 1);
+
+  const Status missing =
+      runner::resolveEntry("grp", "grp_a", &twoEntriesVariant, "kernel_gone", &resolved, &index);
+  EXPECT_EQ(missing.code(), StatusCode::kInternal);
+  EXPECT_EQ(missing.message(), "grp: variant grp_a has no entry kernel kernel_gone");
+
+  const Status none =
+      runner::resolveEntry("grp", "grp_b", &noTable, "kernel_main", &resolved, &index);
+  EXPECT_EQ(none.code(), StatusCode::kInternal);
+  EXPECT_EQ(none.message(), "grp: variant grp_b has no variant table");
+  EXPECT_EQ(runner::resolveEntry("grp", "grp_c", nullptr, "kernel_main", &resolved, &index).code(),
+            StatusCode::kInternal);
+}
+
+struct Row {
+  const char* dtype;
+  int size;
+};
+
+TEST(RunnerSupport, NotBuiltMessagesListWhatTheTableHolds) {
+  const Row rows[] = {{"bf16", 4096}, {"fp16", 1024}, {"bf16", 8192}};
+  const std::span<const Row> table(rows);
+  const Status s = runner::dtypeNotBuilt("grp", "fp8", table);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_EQ(s.message(), "grp: dtype fp8 is not built; built dtypes: bf16, fp16");
+  EXPECT_EQ(runner::dtypeNotBuilt("grp", "bf16", std::span<const Row>()).message(),
+            "grp: dtype bf16 is not built; built dtypes: none");
+  EXPECT_EQ(runner::builtFor(table, "bf16", [](const Row& r) { return r.size; }), "4096, 8192");
+}
+
+}  // namespace
