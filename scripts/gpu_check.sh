@@ -17,6 +17,9 @@
 #   <group>-racecheck    compute-sanitizer racecheck (shared memory) over the same filter
 #   <group>-bench[-quick] python3 bench/<group>_vs_torch.py [--quick] $KILN_BENCH_ARGS
 #                        (JSON: $OUT/<group>_bench_<label>.json)
+#   probe-<which>        $KILN_GPU_DIR/memory_paths <which> (gdn, decodeattn or all: the access-pattern
+#                        probe, bench/probes/memory_paths.cu built with the nvcc line in its header;
+#                        JSON lines: $OUT/memory_paths_<which>_<label>.json)
 # <label> is the last component of $KILN_GPU_DIR, so one call can run two builds side by side.
 # Each step runs under a timeout ($KILN_STEP_TIMEOUT seconds, default 240) so that a hung kernel
 # costs one step, not the call; the exit codes are printed, the last lines summarise.
@@ -60,6 +63,10 @@ for step in "$@"; do
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
       ;;
+    probe-*)
+      which="${step#probe-}"
+      run_step "$step" sh -c '"$1" "$2" > "$3"' probe "$GPU_DIR/memory_paths" "$which" \
+        "$OUT/memory_paths_${which}_${label}.json" ;;
     *-smoke)
       run_step "$step" "$test_bin" --gtest_filter='*_s1_*:*_s129_*:*ragged_lengths*' ;;
     *-numerics)
