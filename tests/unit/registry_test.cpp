@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
+
+#include "core/report.h"
 
 namespace kiln::core {
 namespace {
@@ -230,6 +233,27 @@ TEST(RepositoryRegistry, RmsnormGroup) {
       EXPECT_NE(r->findVariant(name), nullptr) << name;
     }
   }
+}
+
+TEST_F(RegistryTest, ListAlignsEachGroupsVariantsInColumns) {
+  auto g = parseGroup(
+      writeGroup("demo", header("demo") + "[[family]]\nname = \"demo_h{hidden}_{dtype}\"\n"
+                                          "matrix = { hidden = [64, 1024], dtype = [\"fp16\"] }\n"),
+      {80, 90});
+  ASSERT_TRUE(g.ok()) << g.error();
+  Registry registry;
+  registry.groups.push_back(*g);
+  std::istringstream lines(listTable(registry));
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("  demo_", 0) == 0) rows.push_back(line);
+  }
+  ASSERT_EQ(rows.size(), 2u) << listTable(registry);
+  // "  demo_h64_fp16    hidden=64 dtype=\"fp16\"    sm [80,90]": the constants and the SMs start in
+  // the same column on every line, whatever the name's and the values' lengths.
+  EXPECT_EQ(rows[0].find("hidden="), rows[1].find("hidden=")) << rows[0] << "\n" << rows[1];
+  EXPECT_EQ(rows[0].find("sm ["), rows[1].find("sm [")) << rows[0] << "\n" << rows[1];
+  EXPECT_NE(rows[0].find("sm [80,90]"), std::string::npos) << rows[0];
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // "ptx (JIT)" and "-" rather than zeros that would read as measurements.
 #include "core/report.h"
 
+#include <algorithm>
 #include <deque>
 #include <set>
 
@@ -29,11 +30,23 @@ std::string listTable(const Registry& registry) {
   std::string out = table.render();
   for (const auto& g : registry.groups) {
     out += fmt::format("\n{}{}\n", g.name, g.description.empty() ? "" : ": " + g.description);
-    for (const auto& v : g.variants) {
-      std::vector<std::string> values;
-      for (const auto& c : v.constants) values.push_back(fmt::format("{}={}", c.name, constantLiteral(c)));
-      out += fmt::format("  {}  {}  sm [{}]{}\n", v.name, fmt::join(values, " "), fmt::join(v.supported_sms, ","),
-                         v.arch_specific ? " (arch-specific)" : "");
+    // One line per variant, its name and constants in columns as wide as the group's widest.
+    std::vector<std::string> values(g.variants.size());
+    std::size_t name_width = 0, values_width = 0;
+    for (std::size_t i = 0; i < g.variants.size(); ++i) {
+      const auto& v = g.variants[i];
+      for (const auto& c : v.constants) {
+        values[i] +=
+            fmt::format("{}{}={}", values[i].empty() ? "" : " ", c.name, constantLiteral(c));
+      }
+      name_width = std::max(name_width, v.name.size());
+      values_width = std::max(values_width, values[i].size());
+    }
+    for (std::size_t i = 0; i < g.variants.size(); ++i) {
+      const auto& v = g.variants[i];
+      out +=
+          fmt::format("  {:<{}}  {:<{}}  sm [{}]{}\n", v.name, name_width, values[i], values_width,
+                      fmt::join(v.supported_sms, ","), v.arch_specific ? " (arch-specific)" : "");
     }
   }
   return out;
