@@ -4,7 +4,8 @@
 #
 #   scripts/gpu_check.sh STEP...        results and logs under $OUT (default: ./gpu_out)
 #
-# Binaries are looked up under $KILN_GPU_DIR (default .gpu/, ignored by git):
+# Binaries are looked up under $KILN_GPU_DIR (default .gpu/, ignored by git; scripts/build_refs.sh
+# fills .gpu/<name>/ for several git refs of one group):
 #   $KILN_GPU_DIR/build/gpu/<group>_numerics_test   tests/gpu built against the artifact
 #   $KILN_GPU_DIR/build/bench/libkiln_bench_<group>.so
 # Every step's output is appended to $OUT/steps.log. Steps:
