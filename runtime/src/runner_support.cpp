@@ -25,6 +25,19 @@ Status checkPointer(const char* group, const char* name, const void* p, std::siz
   return Status::Ok();
 }
 
+Status checkHeads(const char* group, std::int64_t q_heads, std::int64_t kv_heads) {
+  if (kv_heads < 1) {
+    return Status(StatusCode::kInvalidArgument, std::string(group) + ": kv_heads " +
+                                                    std::to_string(kv_heads) + " is not positive");
+  }
+  if (q_heads < 1 || q_heads % kv_heads != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  std::string(group) + ": q_heads " + std::to_string(q_heads) +
+                      " is not a positive multiple of kv_heads " + std::to_string(kv_heads));
+  }
+  return Status::Ok();
+}
+
 int findEntry(const kiln_variant& variant, const char* entry) {
   for (int i = 0; i < variant.num_entries; ++i) {
     if (variant.entries[i] != nullptr && std::strcmp(variant.entries[i], entry) == 0) return i;

@@ -98,6 +98,18 @@ TEST(RunnerSupport, ResolveEntryFindsEachEntryOrNamesTheMissingOne) {
             StatusCode::kInternal);
 }
 
+TEST(RunnerSupport, CheckHeadsNamesTheValueAndTheLimit) {
+  EXPECT_TRUE(runner::checkHeads("grp", 32, 8).ok());
+  EXPECT_TRUE(runner::checkHeads("grp", 8, 8).ok());
+  const Status no_kv = runner::checkHeads("grp", 32, 0);
+  EXPECT_EQ(no_kv.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(no_kv.message(), "grp: kv_heads 0 is not positive");
+  EXPECT_EQ(runner::checkHeads("grp", 12, 8).message(),
+            "grp: q_heads 12 is not a positive multiple of kv_heads 8");
+  EXPECT_EQ(runner::checkHeads("grp", 0, 8).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(runner::checkHeads("grp", -8, 8).code(), StatusCode::kInvalidArgument);
+}
+
 struct Row {
   const char* dtype;
   int size;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <span>
@@ -43,6 +44,10 @@ Status resolveEntry(const char* group, const char* name, const kiln_variant* (*v
 // kInvalidArgument "<group>: <name> is null" or "<group>: pointer <name> (0x...) is not
 // <alignment>-byte aligned"; Ok otherwise. A caller with an optional pointer skips null itself.
 Status checkPointer(const char* group, const char* name, const void* p, std::size_t alignment);
+
+// GQA heads: kv_heads >= 1 and q_heads a positive multiple of it; kInvalidArgument "<group>:
+// kv_heads 0 is not positive" / "<group>: q_heads 12 is not a positive multiple of kv_heads 8".
+Status checkHeads(const char* group, std::int64_t q_heads, std::int64_t kv_heads);
 
 // The index of entry kernel `entry` in `variant.entries`, or -1.
 int findEntry(const kiln_variant& variant, const char* entry);

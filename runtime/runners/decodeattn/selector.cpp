@@ -101,13 +101,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
     plan->no_op = true;
     return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
   }
-  if (problem.kv_heads < 1) {
-    return invalid("kv_heads " + std::to_string(problem.kv_heads) + " is not positive");
-  }
-  if (problem.q_heads < 1 || problem.q_heads % problem.kv_heads != 0) {
-    return invalid("q_heads " + std::to_string(problem.q_heads) +
-                   " is not a positive multiple of kv_heads " + std::to_string(problem.kv_heads));
-  }
+  KILN_RETURN_IF_ERROR(runner::checkHeads("decodeattn", problem.q_heads, problem.kv_heads));
   if (!isPowerOfTwo(problem.page_size) || problem.page_size < kMinPageSize ||
       problem.page_size > kMaxPageSize) {
     return invalid("page_size " + std::to_string(problem.page_size) +

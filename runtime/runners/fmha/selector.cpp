@@ -157,13 +157,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
     plan->no_op = true;
     return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
   }
-  if (problem.kv_heads < 1) {
-    return invalid("kv_heads " + std::to_string(problem.kv_heads) + " is not positive");
-  }
-  if (problem.q_heads < 1 || problem.q_heads % problem.kv_heads != 0) {
-    return invalid("q_heads " + std::to_string(problem.q_heads) +
-                   " is not a positive multiple of kv_heads " + std::to_string(problem.kv_heads));
-  }
+  KILN_RETURN_IF_ERROR(runner::checkHeads("fmha", problem.q_heads, problem.kv_heads));
   if (problem.total_q < 1) {
     return invalid("total_q " + std::to_string(problem.total_q) + " is not positive");
   }
