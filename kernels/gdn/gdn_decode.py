@@ -7,10 +7,11 @@
 # S is updated in place; a negative slot skips the sequence (its output is not written).
 #
 # Launch (kernels/gdn/launch.h computes the same shape on the host):
-#   grid = (d_v / tile_v, Hv, batch), block = (tile_v, row_split) = (32, 4): lane j of warp w
-#   owns rows w * R .. w * R + R - 1 (R = d_k / row_split) of state column x * tile_v + j and keeps
-#   them in registers for the whole update, so the state is read once and written once with
-#   coalesced row accesses (gdn_rule.py: the layout, the cross-warp sums).
+#   grid = (d_v / (tile_v tiles_per_block), Hv, batch), block = (tile_v, row_split,
+#   tiles_per_block) = (32, 4, 1 or 2): lane j of warp w of tile z owns rows w * R .. w * R + R - 1
+#   (R = d_k / row_split) of state column (x tiles_per_block + z) tile_v + j and keeps them in
+#   registers for the whole update, so the state is read once and written once with coalesced
+#   row accesses (gdn_rule.py: the layout, the cross-warp sums).
 # Order of the loads: q, k, v, g and beta do not depend on the slot, so they are written before
 # the slot test (in bounds for a skipped sequence too; the compiler sinks them into the branch, so
 # they issue with the state's); the state column right after the slot test, then a warp barrier,
@@ -40,24 +41,25 @@ def kiln_export(kiln):
     dv = kiln.constants["head_dim_v"]
     tile_v = kiln.constants["tile_v"]
     row_split = kiln.constants["row_split"]
+    tiles = kiln.constants["tiles_per_block"]
     dtype = _DTYPES[kiln.constants["dtype"]]
     fused = kiln.constants["fused_gating"]
     f32 = cutlass.Float32
     i64 = cutlass.Int64
-    rule.check_tile(tile_v, row_split, dk)
+    rule.check_tile(tile_v, row_split, tiles, dk, dv)
 
     @cute.kernel
     def decode(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
                beta: cute.Pointer, a: cute.Pointer, b_gate: cute.Pointer, a_log: cute.Pointer,
                dt_bias: cute.Pointer, o: cute.Pointer, state: cute.Pointer, slots: cute.Pointer,
                scale: cutlass.Float32, heads_qk: cutlass.Int32, heads_v: cutlass.Int32):
-        j, w, _ = cute.arch.thread_idx()
-        vx, hv, b, = cute.arch.block_idx()
-        smem = rule.Smem(dk, tile_v, row_split, w)
+        j, w, z = cute.arch.thread_idx()
+        bx, hv, b, = cute.arch.block_idx()
+        smem = rule.Smem(dk, tile_v, row_split, w, z, tiles)
         rows = smem.rows
         slot = rule.scalar(slots + b)
         h = hv // (heads_v // heads_qk)
-        col = vx * tile_v + j
+        col = (bx * tiles + z) * tile_v + j
         head = i64(b) * heads_v + hv  # (sequence, value head): g, beta, v, o
         qv, kv = rule.load_qk(rule.vector(q + (i64(b) * heads_qk + h) * dk, dk),
                               rule.vector(k + (i64(b) * heads_qk + h) * dk, dk), j, w, rows, dk)
@@ -87,7 +89,7 @@ def kiln_export(kiln):
                batch: cutlass.Int32):
         decode(q, k, v, g, beta, a, b_gate, a_log, dt_bias, o, state, slots, scale, heads_qk,
                heads_v).launch(
-            grid=[dv // tile_v, heads_v, batch], block=[tile_v, row_split, 1])
+            grid=[dv // (tile_v * tiles), heads_v, batch], block=[tile_v, row_split, tiles])
 
     kiln.entry("kiln_gdn_decode", decode)
     gmem = cute.AddressSpace.gmem

@@ -9,10 +9,10 @@
 # cache[b, n - 1] into the slot itself. A negative slot skips the sequence (neither its outputs nor
 # its cache entries are written).
 #
-# Launch: the decode shape (kernels/gdn/launch.h), grid = (d_v / tile_v, Hv, batch), block =
-# (tile_v, row_split) = (32, 4); lane j of warp w owns rows w * R .. w * R + R - 1 of one state
-# column in registers across all T tokens (gdn_rule.py), so the pool is read once and each token's
-# state written once (coalesced rows). Per token every warp normalises q and k itself into its
+# Launch: the decode shape (kernels/gdn/launch.h), grid = (d_v / (tile_v tiles_per_block), Hv,
+# batch), block = (tile_v, row_split, tiles_per_block) = (32, 4, 1 or 2); lane j of warp w owns
+# rows w * R .. w * R + R - 1 of one state column in registers across all T tokens (gdn_rule.py),
+# so the pool is read once and each token's state written once (coalesced rows). Per token every warp normalises q and k itself into its
 # shared-memory slices (gdn_rule.stage_qk). T is a run-time loop bound.
 # The loads of token t + 1's q, k, v, g and beta are issued before token t's math (into registers;
 # the index clamped to T - 1, so the last token reloads its own inputs), so no token waits for a
@@ -55,12 +55,13 @@ def kiln_export(kiln):
     dv = kiln.constants["head_dim_v"]
     tile_v = kiln.constants["tile_v"]
     row_split = kiln.constants["row_split"]
+    tiles = kiln.constants["tiles_per_block"]
     dtype = _DTYPES[kiln.constants["dtype"]]
     fused = kiln.constants["fused_gating"]
     gate_dtype = dtype if fused else cutlass.Float32  # gdn_rule.gate_inputs' pair
     f32 = cutlass.Float32
     i64 = cutlass.Int64
-    rule.check_tile(tile_v, row_split, dk)
+    rule.check_tile(tile_v, row_split, tiles, dk, dv)
 
     per_lane = dk // rule.WARP
 
@@ -70,13 +71,13 @@ def kiln_export(kiln):
                    dt_bias: cute.Pointer, o: cute.Pointer, state: cute.Pointer,
                    slots: cute.Pointer, cache: cute.Pointer, scale: cutlass.Float32,
                    heads_qk: cutlass.Int32, heads_v: cutlass.Int32, tokens: cutlass.Int32):
-        j, w, _ = cute.arch.thread_idx()
-        vx, hv, b, = cute.arch.block_idx()
-        smem = rule.Smem(dk, tile_v, row_split, w)
+        j, w, z = cute.arch.thread_idx()
+        bx, hv, b, = cute.arch.block_idx()
+        smem = rule.Smem(dk, tile_v, row_split, w, z, tiles)
         rows = smem.rows
         slot = rule.scalar(slots + b)
         h = hv // (heads_v // heads_qk)
-        col = vx * tile_v + j
+        col = (bx * tiles + z) * tile_v + j
         # The next token's inputs, raw (registers: a tensor indexed only by constants).
         nq = cute.make_rmem_tensor(cute.make_layout(per_lane), dtype)
         nk = cute.make_rmem_tensor(cute.make_layout(per_lane), dtype)
@@ -120,7 +121,8 @@ def kiln_export(kiln):
                cache: cute.Pointer, scale: cutlass.Float32, heads_qk: cutlass.Int32,
                heads_v: cutlass.Int32, tokens: cutlass.Int32, batch: cutlass.Int32):
         decode_mtp(q, k, v, g, beta, a, b_gate, a_log, dt_bias, o, state, slots, cache, scale,
-                   heads_qk, heads_v, tokens).launch(grid=[dv // tile_v, heads_v, batch], block=[tile_v, row_split, 1])
+                   heads_qk, heads_v, tokens).launch(
+            grid=[dv // (tile_v * tiles), heads_v, batch], block=[tile_v, row_split, tiles])
 
     kiln.entry("kiln_gdn_decode_mtp", decode_mtp)
     gmem = cute.AddressSpace.gmem

@@ -5,8 +5,9 @@
 #   S <- exp(g) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = scale S^T q
 # S is d_k x d_v float32, row-major.
 #
-# The block: tile_v = 32 columns (lane j of every warp owns column j of the tile) and row_split
-# warps (thread_idx y = w) that split the d_k rows: warp w holds rows w * R .. w * R + R - 1 of its
+# The block: tiles_per_block column tiles of one value head (thread_idx z), each of tile_v = 32
+# columns (lane j of every warp owns column j of its tile) and row_split warps (thread_idx y = w)
+# that split the d_k rows: warp w holds rows w * R .. w * R + R - 1 of its
 # lane's column in registers (R = d_k / row_split; 32 floats at d_k 128, row_split 4). The two
 # dot products over d_k are a per-thread partial over its R rows plus a sum across the row_split
 # warps through shared memory and one bar.sync (S^T k, which every warp needs for u; S^T q, which
@@ -33,15 +34,17 @@ CHAINS = 4  # independent partial sums per thread and dot product (a power of 2)
 F32 = cutlass.Float32
 
 
-def check_tile(tile_v, row_split, dk):
+def check_tile(tile_v, row_split, tiles, dk, dv):
     """The layout every function below assumes."""
     rows = dk // row_split if row_split > 0 else 0
     if (tile_v != WARP or row_split < 1 or dk % row_split != 0 or rows % WARP != 0
-            or dk & (dk - 1) != 0 or rows % CHAINS != 0):
+            or dk & (dk - 1) != 0 or rows % CHAINS != 0 or tiles < 1
+            or dv % (tile_v * tiles) != 0 or tile_v * row_split * tiles > 1024):
         raise ValueError(
-            f"gdn: tile_v must be {WARP} (a warp's lanes are the columns), d_k a power of 2 and "
-            f"d_k / row_split a multiple of {WARP}; kiln.toml gives tile_v {tile_v}, row_split "
-            f"{row_split}, d_k {dk}")
+            f"gdn: tile_v must be {WARP} (a warp's lanes are the columns), d_k a power of 2, "
+            f"d_k / row_split a multiple of {WARP}, d_v a multiple of tile_v x tiles_per_block "
+            f"and the block <= 1024 threads; kiln.toml gives tile_v {tile_v}, row_split "
+            f"{row_split}, tiles_per_block {tiles}, d_k {dk}, d_v {dv}")
 
 
 def scalar(ptr):
@@ -55,14 +58,17 @@ def vector(ptr, n, stride=1):
 
 
 class Smem:
-    """The block's static shared memory (recorded in the cubin; nothing for the runner to pass):
-    per warp, its R rows of the normalised q and of k (2 R floats); and two [row_split, tile_v]
-    float32 arrays for the cross-warp sums (S^T k and S^T q partials). 2 d_k + 2 row_split tile_v
-    floats: 2 KiB at d_k 128, row_split 4."""
+    """The block's static shared memory (recorded in the cubin; nothing for the runner to pass),
+    per column tile of the block (thread_idx z = tile, of `tiles`): per warp, its R rows of the
+    normalised q and of k (2 R floats); and two [row_split, tile_v] float32 arrays for the
+    cross-warp sums (S^T k and S^T q partials). 2 d_k + 2 row_split tile_v floats per tile: 2 KiB
+    at d_k 128, row_split 4."""
 
-    def __init__(self, dk, tile_v, row_split, warp):
+    def __init__(self, dk, tile_v, row_split, warp, tile, tiles):
         rows = dk // row_split
-        base = cute.arch.alloc_smem(F32, 2 * dk + 2 * row_split * tile_v, alignment=16)
+        per_tile = 2 * dk + 2 * row_split * tile_v  # a multiple of 2 R
+        base = cute.arch.alloc_smem(F32, tiles * per_tile, alignment=16)
+        base = base + cute.assume(tile * per_tile, divby=per_tile)
         # The warp's slices start at a multiple of 2 R floats (>= 16 bytes): said so, so that the
         # pointer keeps 16-byte alignment and the slices are read as 16-byte broadcasts.
         mine = base + cute.assume(warp * (2 * rows), divby=2 * rows)

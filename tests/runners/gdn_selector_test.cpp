@@ -41,20 +41,20 @@ const kiln_variant* mtpGatingBf16() {
 }
 // The decode variant alone, and the artifact's shape: decode bf16 plus multi-token bf16 and fp16
 // (so fp16 decode is not built, fp16 multi-token is).
-// (name, d_k, d_v, tile_v, row_split, max_tokens, fused_gating, dtype, variant): kiln.toml's
+// (name, d_k, d_v, tile_v, row_split, tiles_per_block, max_tokens, fused_gating, dtype, variant): kiln.toml's
 // constants.
 const VariantInfo kTable[] = {
-    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, false, "bf16", &bf16}};
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &bf16}};
 const VariantInfo kMixed[] = {
-    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 8, false, "bf16", &mtpBf16},
-    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, false, "bf16", &bf16},
-    {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 4, 8, false, "fp16", &mtpFp16}};
+    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false, "bf16", &mtpBf16},
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &bf16},
+    {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 4, 1, 8, false, "fp16", &mtpFp16}};
 // Both gate forms of both kernels in bf16, the fused ones listed first.
 const VariantInfo kGating[] = {
-    {"gdn_decode_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, true, "bf16", &gatingBf16},
-    {"gdn_decode_mtp_gating_dk128_dv128_bf16", 128, 128, 32, 4, 8, true, "bf16", &mtpGatingBf16},
-    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, false, "bf16", &bf16},
-    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 8, false, "bf16", &mtpBf16}};
+    {"gdn_decode_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, true, "bf16", &gatingBf16},
+    {"gdn_decode_mtp_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, true, "bf16", &mtpGatingBf16},
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &bf16},
+    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false, "bf16", &mtpBf16}};
 
 alignas(16) unsigned char kBuffer[256];
 
@@ -90,13 +90,20 @@ TEST(GdnSelector, PlansTheLaunchFromTheBakedConstants) {
 }
 
 TEST(GdnSelector, LaunchShapeRefusesBlocksTheKernelCannotHave) {
-  EXPECT_TRUE(launchShape(128, 128, 32, 4, 32, 8).valid);
-  EXPECT_FALSE(launchShape(128, 128, 32, 3, 32, 8).valid);  // row_split must divide d_k
-  EXPECT_FALSE(launchShape(128, 128, 32, 0, 32, 8).valid);
-  EXPECT_FALSE(launchShape(128, 128, 48, 4, 32, 8).valid);    // tile_v must divide d_v
-  EXPECT_FALSE(launchShape(2048, 128, 32, 64, 32, 8).valid);  // 2048 threads > 1024
-  EXPECT_FALSE(launchShape(128, 128, 32, 4, 32, 0).valid);
-  EXPECT_FALSE(launchShape(128, 128, 32, 4, 65536, 8).valid);
+  EXPECT_TRUE(launchShape(128, 128, 32, 4, 1, 32, 8).valid);
+  EXPECT_FALSE(launchShape(128, 128, 32, 3, 1, 32, 8).valid);  // row_split must divide d_k
+  EXPECT_FALSE(launchShape(128, 128, 32, 0, 1, 32, 8).valid);
+  EXPECT_FALSE(launchShape(128, 128, 48, 4, 1, 32, 8).valid);    // tile_v must divide d_v
+  EXPECT_FALSE(launchShape(2048, 128, 32, 64, 1, 32, 8).valid);  // 2048 threads > 1024
+  EXPECT_FALSE(launchShape(128, 128, 32, 4, 0, 32, 8).valid);
+  EXPECT_FALSE(launchShape(128, 128, 32, 4, 3, 32, 8).valid);  // 3 tiles of 32 do not tile 128
+  EXPECT_FALSE(launchShape(128, 128, 32, 16, 4, 32, 8).valid);  // 2048 threads > 1024
+  const LaunchShape two = launchShape(128, 128, 32, 4, 2, 32, 8);
+  ASSERT_TRUE(two.valid);
+  EXPECT_EQ(two.grid_x, 2u);  // 128 columns / (2 tiles of 32)
+  EXPECT_EQ(two.block_z, 2u);
+  EXPECT_FALSE(launchShape(128, 128, 32, 4, 1, 32, 0).valid);
+  EXPECT_FALSE(launchShape(128, 128, 32, 4, 1, 65536, 8).valid);
 }
 
 TEST(GdnSelector, ErrorsNameTheValueAndTheLimit) {
@@ -208,7 +215,7 @@ TEST(GdnSelector, MtpPlansTheDecodeGridAndPassesTheArguments) {
   MtpPlan plan;
   const MtpProblem p = validMtp();
   ASSERT_TRUE(select(kMixed, p, nullptr, &plan).ok());
-  const LaunchShape shape = launchShape(128, 128, 32, 4, 32, 8);
+  const LaunchShape shape = launchShape(128, 128, 32, 4, 1, 32, 8);
   EXPECT_EQ(plan.config.grid.x, shape.grid_x);  // 128 / 32
   EXPECT_EQ(plan.config.grid.y, 32u);
   EXPECT_EQ(plan.config.grid.z, 8u);  // one block row per sequence; tokens loop in the kernel

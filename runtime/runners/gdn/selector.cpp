@@ -116,11 +116,11 @@ Status plan(const VariantInfo& info, const Shape& p, LaunchPlan<Args>* out) {
   out->no_op = p.batch == 0;
   if (out->no_op) return Status::Ok();
   const LaunchShape shape = launchShape(info.head_dim_k, info.head_dim_v, info.tile_v,
-                                        info.row_split, p.heads_v, p.batch);
+                                        info.row_split, info.tiles_per_block, p.heads_v, p.batch);
   if (!shape.valid)
     return Status(StatusCode::kInternal, std::string("gdn: no launch shape for ") + info.name);
   out->config.grid = {shape.grid_x, shape.grid_y, shape.grid_z};
-  out->config.block = {shape.block_x, shape.block_y, 1};
+  out->config.block = {shape.block_x, shape.block_y, shape.block_z};
   return Status::Ok();
 }
 

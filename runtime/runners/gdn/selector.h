@@ -26,6 +26,7 @@ struct VariantInfo {
   int head_dim_v;
   int tile_v;         // state columns per block (block.x)
   int row_split;      // warps per block splitting the d_k rows (block.y)
+  int tiles_per_block;  // column tiles of one value head per block (block.z)
   int max_tokens;     // tokens per sequence per launch: 1 (gdn_decode), 8 (gdn_decode_mtp)
   bool fused_gating;  // computes g, beta from Gating's inputs (the `_gating` families)
   const char* dtype;  // "fp16" | "bf16"
