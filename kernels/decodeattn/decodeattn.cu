@@ -42,14 +42,14 @@ static_assert(kiln::decodeattn::sharedBytes(kHeadDim) <= 99 * 1024,
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(kiln::decodeattn::kThreads,
-                                             kiln::decodeattn::blocksPerSm(kHeadDim))
+                                             kiln::decodeattn::blocksPerSm(kHeadDim, 1))
     kiln_decodeattn(const kiln::decodeattn::DecodeAttentionParams params) {
   extern __shared__ __align__(16) unsigned char smem[];
   kiln::decodeattn::decodeAttention<Dtype, kHeadDim, 1>(params, smem);
 }
 
 extern "C" __global__ void __launch_bounds__(kiln::decodeattn::kThreads,
-                                             kiln::decodeattn::blocksPerSm(kHeadDim))
+                                             kiln::decodeattn::blocksPerSm(kHeadDim, 2))
     kiln_decodeattn_rows32(const kiln::decodeattn::DecodeAttentionParams params) {
   extern __shared__ __align__(16) unsigned char smem[];
   kiln::decodeattn::decodeAttention<Dtype, kHeadDim, 2>(params, smem);

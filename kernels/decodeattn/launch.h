@@ -50,13 +50,15 @@ KILN_HOST_DEVICE constexpr int combineBytesPerWarp(int head_dim, int row_tiles) 
 }
 
 // Blocks of the attention kernel resident per SM on a 228 KiB-shared-memory SM (sm_90, sm_100;
-// 1 KiB per block is reserved by the hardware), capped at 4 (registers: ~128 per thread at d64).
-// The split heuristic sizes one wave with it; on SMs with less shared memory the same grid is
-// simply more waves.
+// 1 KiB per block is reserved by the hardware), capped by registers: 4 blocks (<= 128 per
+// thread) with one row tile, 3 (<= 168) with two, whose fragments and accumulators double. The
+// kernels' __launch_bounds__ and the split heuristic's wave both use it; on SMs with less shared
+// memory the same grid is simply more waves.
 inline constexpr int kSharedBytesPerSmHopper = 228 * 1024;
-KILN_HOST_DEVICE constexpr int blocksPerSm(int head_dim) {
+KILN_HOST_DEVICE constexpr int blocksPerSm(int head_dim, int row_tiles) {
   const int by_smem = kSharedBytesPerSmHopper / (sharedBytes(head_dim) + 1024);
-  return by_smem < 1 ? 1 : (by_smem > 4 ? 4 : by_smem);
+  const int by_registers = row_tiles > 1 ? 3 : 4;
+  return by_smem < 1 ? 1 : (by_smem > by_registers ? by_registers : by_smem);
 }
 
 // The merge kernel: one block of 4 warps per (sequence, query head) row; the warps share out the

@@ -122,8 +122,10 @@ TEST(DecodeAttentionSelector, CacheStridesFollowTheLayout) {
 }
 
 TEST(DecodeAttentionSelector, LaunchShapeConstants) {
-  EXPECT_EQ(blocksPerSm(128), 2);  // 96 KiB + 1 KiB per block in 228 KiB
-  EXPECT_EQ(blocksPerSm(64), 4);   // 48 KiB: 4 by shared memory, capped at 4
+  EXPECT_EQ(blocksPerSm(128, 1), 2);  // 96 KiB + 1 KiB per block in 228 KiB
+  EXPECT_EQ(blocksPerSm(64, 1), 4);   // 48 KiB: 4 by shared memory, capped at 4 by registers
+  EXPECT_EQ(blocksPerSm(128, 2), 2);
+  EXPECT_EQ(blocksPerSm(64, 2), 3);  // two row tiles: 3 by registers
   for (int row_tiles = 1; row_tiles <= kMaxRowTiles; ++row_tiles) {
     EXPECT_LE(combineBytesPerWarp(128, row_tiles), kStages * stageBytes(128));
     EXPECT_LE(combineBytesPerWarp(64, row_tiles), kStages * stageBytes(64));
@@ -133,33 +135,35 @@ TEST(DecodeAttentionSelector, LaunchShapeConstants) {
 
 TEST(DecodeAttentionSelector, SplitCountsOfTheBenchmarkRows) {
   // (batch, keys) rows of bench/decode_attention_vs_torch.py on an H200, GQA 32/8, d128.
-  EXPECT_EQ(chooseSplits(1 * 8, 32768, kH200, 128), 33);  // 264 slots / 8 pairs
-  EXPECT_EQ(chooseSplits(8 * 8, 8192, kH200, 128), 4);
-  EXPECT_EQ(chooseSplits(32 * 8, 4096, kH200, 128), 1);
-  EXPECT_EQ(chooseSplits(64 * 8, 2048, kH200, 128), 1);
-  EXPECT_EQ(chooseSplits(256 * 8, 1024, kH200, 128), 1);
+  EXPECT_EQ(chooseSplits(1 * 8, 32768, kH200, 128, 1), 33);  // 264 slots / 8 pairs
+  EXPECT_EQ(chooseSplits(8 * 8, 8192, kH200, 128, 1), 4);
+  EXPECT_EQ(chooseSplits(32 * 8, 4096, kH200, 128, 1), 1);
+  EXPECT_EQ(chooseSplits(64 * 8, 2048, kH200, 128, 1), 1);
+  EXPECT_EQ(chooseSplits(256 * 8, 1024, kH200, 128, 1), 1);
 }
 
 TEST(DecodeAttentionSelector, SplitCountIsBoundedByKeysAndMaximum) {
-  EXPECT_EQ(chooseSplits(1, 256, kH200, 128), 1);   // 256 keys: one kMinKeysPerSplit
-  EXPECT_EQ(chooseSplits(1, 257, kH200, 128), 2);
-  EXPECT_EQ(chooseSplits(1, 1, kH200, 128), 1);
-  EXPECT_EQ(chooseSplits(1, 1 << 30, kH200, 128), kMaxSplits);
-  EXPECT_EQ(chooseSplits(1, 1 << 30, 1, 128), 2);  // 1 SM, 2 slots
-  EXPECT_EQ(chooseSplits(4, 1 << 20, 16, 64), 16);  // Orin: 16 SMs x 4 slots / 4 pairs
+  EXPECT_EQ(chooseSplits(1, 256, kH200, 128, 1), 1);   // 256 keys: one kMinKeysPerSplit
+  EXPECT_EQ(chooseSplits(1, 257, kH200, 128, 1), 2);
+  EXPECT_EQ(chooseSplits(1, 1, kH200, 128, 1), 1);
+  EXPECT_EQ(chooseSplits(1, 1 << 30, kH200, 128, 1), kMaxSplits);
+  EXPECT_EQ(chooseSplits(1, 1 << 30, 1, 128, 1), 2);  // 1 SM, 2 slots
+  EXPECT_EQ(chooseSplits(4, 1 << 20, 16, 64, 1), 16);  // Orin: 16 SMs x 4 slots / 4 pairs
 }
 
 TEST(DecodeAttentionSelector, SplitCountNeverDecreasesWithMoreMultiprocessors) {
   for (long long pairs : {1LL, 3LL, 8LL, 64LL, 200LL, 1000LL}) {
     for (long long keys : {1LL, 300LL, 4096LL, 32768LL}) {
       for (int d : {64, 128}) {
-        int previous = 0;
-        for (int sms = 1; sms <= kMaxMultiprocessors; ++sms) {
-          const int s = chooseSplits(pairs, keys, sms, d);
-          EXPECT_GE(s, previous) << pairs << " pairs, " << keys << " keys, " << sms << " SMs";
-          EXPECT_GE(s, 1);
-          EXPECT_LE(s, kMaxSplits);
-          previous = s;
+        for (int row_tiles = 1; row_tiles <= kMaxRowTiles; ++row_tiles) {
+          int previous = 0;
+          for (int sms = 1; sms <= kMaxMultiprocessors; ++sms) {
+            const int s = chooseSplits(pairs, keys, sms, d, row_tiles);
+            EXPECT_GE(s, previous) << pairs << " pairs, " << keys << " keys, " << sms << " SMs";
+            EXPECT_GE(s, 1);
+            EXPECT_LE(s, kMaxSplits);
+            previous = s;
+          }
         }
       }
     }

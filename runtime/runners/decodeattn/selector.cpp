@@ -40,8 +40,10 @@ int log2Exact(int v) {
 
 }  // namespace
 
-int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim) {
-  const long long slots = static_cast<long long>(std::max(multiprocessors, 1)) * blocksPerSm(head_dim);
+int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim,
+                 int row_tiles) {
+  const long long slots =
+      static_cast<long long>(std::max(multiprocessors, 1)) * blocksPerSm(head_dim, row_tiles);
   if (pairs <= 0 || pairs >= slots) return 1;
   const long long by_keys = std::max(1LL, (max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
   const long long splits = std::min({slots / pairs, by_keys, static_cast<long long>(kMaxSplits)});
@@ -184,7 +186,8 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   const long long max_keys =
       problem.max_seq_len > 0 ? std::min<long long>(problem.max_seq_len, capacity) : capacity;
   const long long pairs = static_cast<long long>(problem.batch) * head_blocks;
-  const int splits = chooseSplits(pairs, max_keys, std::max(multiprocessors, 1), info->head_dim);
+  const int splits =
+      chooseSplits(pairs, max_keys, std::max(multiprocessors, 1), info->head_dim, row_tiles);
   plan->num_splits = splits;
 
   plan->attention.grid = Dim3{static_cast<unsigned>(splits), static_cast<unsigned>(head_blocks),

@@ -57,10 +57,12 @@ struct Plan {
 };
 
 // The split count for `pairs` = batch * kv_heads * head_chunks blocks of at most `max_keys` keys
-// on `multiprocessors` SMs: 1 when the pairs fill one wave (blocksPerSm(head_dim) per SM), else
-// as many splits as fit in one wave, at most one per kMinKeysPerSplit keys and kMaxSplits.
-// Non-decreasing in `multiprocessors` (so a workspace sized for more SMs is always enough).
-int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim);
+// on `multiprocessors` SMs: 1 when the pairs fill one wave (blocksPerSm(head_dim, row_tiles) per
+// SM), else as many splits as fit in one wave, at most one per kMinKeysPerSplit keys and
+// kMaxSplits. Non-decreasing in `multiprocessors` (so a workspace sized for more SMs is always
+// enough).
+int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim,
+                 int row_tiles);
 
 // Admits `problem` against `table` and plans its launches for `multiprocessors` SMs (> 0). The
 // checks, in order (the first failure is returned, its message naming the value and the limit):
