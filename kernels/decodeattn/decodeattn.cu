@@ -4,8 +4,11 @@
 // launch.h through the runner's selector.
 //
 //   kiln_decodeattn        grid (num_splits, kv_heads * head_chunks, batch), kThreads threads,
-//                          sharedBytes(head_dim) dynamic shared memory. num_splits == 1: writes
-//                          out; else the fp32 partials (normalized out, lse) of its key range.
+//                          sharedBytes(head_dim) dynamic shared memory; chunks of 16 rows.
+//                          num_splits == 1: writes out; else the fp32 partials (normalized out,
+//                          lse) of its key range.
+//   kiln_decodeattn_rows32 the same with chunks of 32 rows (two mma row tiles per warp), for KV
+//                          heads with more than 16 rows (group_size x query_tokens).
 //   kiln_decodeattn_merge  grid (batch * q_heads): one block of kMergeThreads threads per row,
 //                          merges the partials into out (only when num_splits > 1).
 #include <cuda_bf16.h>
@@ -39,10 +42,17 @@ static_assert(kiln::decodeattn::sharedBytes(kHeadDim) <= 99 * 1024,
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(kiln::decodeattn::kThreads,
-                                             kiln::decodeattn::blocksPerSm(kHeadDim))
+                                             kiln::decodeattn::blocksPerSm(kHeadDim, 1))
     kiln_decodeattn(const kiln::decodeattn::DecodeAttentionParams params) {
   extern __shared__ __align__(16) unsigned char smem[];
-  kiln::decodeattn::decodeAttention<Dtype, kHeadDim>(params, smem);
+  kiln::decodeattn::decodeAttention<Dtype, kHeadDim, 1>(params, smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kiln::decodeattn::kThreads,
+                                             kiln::decodeattn::blocksPerSm(kHeadDim, 2))
+    kiln_decodeattn_rows32(const kiln::decodeattn::DecodeAttentionParams params) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  kiln::decodeattn::decodeAttention<Dtype, kHeadDim, 2>(params, smem);
 }
 
 extern "C" __global__ void __launch_bounds__(kiln::decodeattn::kMergeThreads)

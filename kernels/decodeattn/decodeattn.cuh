@@ -5,8 +5,9 @@
 // FLOPs per byte: it is bound by HBM bandwidth, and the kernel's job is to keep enough bytes in
 // flight and to stay out of their way. So:
 //   - all query heads of one KV head (a GQA group), times the query tokens of a multi-token step,
-//     are the rows of one mma tile (16 rows: more take more head chunks), so K and V are read once
-//     per (sequence, KV head, split) and the dot products cost a few mma.sync instructions instead
+//     are the rows of one mma tile (16 rows), or of two that share every K and V fragment (32
+//     rows, the rows32 entry; more take more head chunks), so K and V are read once per
+//     (sequence, KV head, split) and the dot products cost a few mma.sync instructions instead
 //     of CUDA-core FMAs plus shuffle reductions (rows past the group are zero padding: tensor
 //     cores have >10x the throughput this needs); a row of query token t masks the keys past its
 //     causal limit, seq_len - (T - 1 - t);
@@ -70,9 +71,10 @@ __device__ __forceinline__ unsigned swizzled(int row, int chunk) {
   return static_cast<unsigned>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
 }
 
-// One block: (split blockIdx.x, KV head x row chunk blockIdx.y, sequence blockIdx.z).
+// One block: (split blockIdx.x, KV head x row chunk blockIdx.y, sequence blockIdx.z); a chunk is
+// kRowTiles mma tiles of 16 rows, which every warp multiplies with each K and V subtile it loads.
 // smem: sharedBytes(kD) bytes of dynamic shared memory, 16-byte aligned.
-template <typename T, int kD>
+template <typename T, int kD, int kRowTiles>
 __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
                                                 unsigned char* smem) {
   static_assert(kD % 32 == 0 && kD >= 32 && kD <= 256, "head_dim: a multiple of 32, <= 256");
@@ -83,8 +85,9 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
   constexpr int kCopies = kSubtileKeys * kChunks / 32;  // cp.async per lane per tensor per subtile
   constexpr int kKSteps = kD / 16;                      // k-steps of Q.K^T
   constexpr int kNTiles = kD / 8;                       // 8-dim n-tiles of P.V
+  constexpr int kRows = kRowTiles * kTileRows;          // rows of the block's chunk
   static_assert(kStageBytes == stageBytes(kD), "launch.h and the kernel disagree on a stage");
-  static_assert(combineBytesPerWarp(kD) <= kStages * kStageBytes,
+  static_assert(combineBytesPerWarp(kD, kRowTiles) <= kStages * kStageBytes,
                 "the combine scratch must fit in a warp's own pipeline buffers");
   static_assert(kSubtileKeys * kChunks % 32 == 0, "a subtile must split evenly over the lanes");
 
@@ -112,8 +115,8 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
 
   // Tile row r is row chunk_row0 + r of the KV head: (query token t, head g of the group),
   // token-major; q, out and the partials index rows globally as (b, t, q head).
-  const int chunk_row0 = head_chunk * kHeadsPerBlock;
-  const int rows = min(kHeadsPerBlock, p.group_size * p.query_tokens - chunk_row0);
+  const int chunk_row0 = head_chunk * kRows;
+  const int rows = min(kRows, p.group_size * p.query_tokens - chunk_row0);
   auto tokenOf = [&](int r) { return (chunk_row0 + r) / p.group_size; };
   auto globalRow = [&](int r) {
     const int t = tokenOf(r);
@@ -121,26 +124,34 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
     return (static_cast<long long>(b) * p.query_tokens + t) * p.q_heads + kvh * p.group_size + g;
   };
   // The end of the keys row r attends to within this split: its causal limit, clipped to the
-  // range (<= range.start when the row has no key here). Rows group and group + 8 of this lane.
+  // range (<= range.start when the row has no key here). This lane's rows of row tile rt are
+  // 16 rt + group (half 0: fragment elements 0, 1) and 16 rt + group + 8 (half 1: elements 2, 3).
   auto rowEnd = [&](int r) { return min(range.end, len - (p.query_tokens - 1 - tokenOf(r))); };
-  const int end_lo = rowEnd(group), end_hi = rowEnd(group + 8);
+  int row_end[kRowTiles][2];
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt) {
+    row_end[rt][0] = rowEnd(rt * kTileRows + group);
+    row_end[rt][1] = rowEnd(rt * kTileRows + group + 8);
+  }
 
   // Q as mma A fragments, kept in registers for the whole key range: rows = this chunk's (token,
   // head) rows (zero past `rows`), columns = head dims. Loaded as is: the scale goes on scores.
-  unsigned qa[kKSteps][4];
-  {
+  unsigned qa[kRowTiles][kKSteps][4];
+#pragma unroll
+  for (int rt = 0; rt < kRowTiles; ++rt) {
     const auto* q = static_cast<const unsigned short*>(p.q);
-    const bool lo = group < rows, hi = group + 8 < rows;
-    const long long q_lo_row = lo ? globalRow(group) : 0, q_hi_row = hi ? globalRow(group + 8) : 0;
+    const int r_lo = rt * kTileRows + group, r_hi = r_lo + 8;
+    const bool lo = r_lo < rows, hi = r_hi < rows;
+    const long long q_lo_row = lo ? globalRow(r_lo) : 0, q_hi_row = hi ? globalRow(r_hi) : 0;
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
       const int col = ks * 16 + 2 * tid4;
       const auto* q_lo = reinterpret_cast<const unsigned*>(q + q_lo_row * kD + col);
       const auto* q_hi = reinterpret_cast<const unsigned*>(q + q_hi_row * kD + col);
-      qa[ks][0] = lo ? __ldg(q_lo) : 0u;
-      qa[ks][1] = hi ? __ldg(q_hi) : 0u;
-      qa[ks][2] = lo ? __ldg(q_lo + 4) : 0u;  // + 8 elements
-      qa[ks][3] = hi ? __ldg(q_hi + 4) : 0u;
+      qa[rt][ks][0] = lo ? __ldg(q_lo) : 0u;
+      qa[rt][ks][1] = hi ? __ldg(q_hi) : 0u;
+      qa[rt][ks][2] = lo ? __ldg(q_lo + 4) : 0u;  // + 8 elements
+      qa[rt][ks][3] = hi ? __ldg(q_hi + 4) : 0u;
     }
   }
 
@@ -196,11 +207,16 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
     common::cpAsyncCommit();
   };
 
-  float o[kNTiles][4];
+  float o[kRowTiles][kNTiles][4];
+  float m[kRowTiles][2];  // running max (log2 domain) of this lane's two rows of each row tile
+  float l[kRowTiles][2];  // this lane's part of their running sums
 #pragma unroll
-  for (int n = 0; n < kNTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m_lo = -INFINITY, m_hi = -INFINITY;  // running max (log2 domain) of rows group, group + 8
-  float l_lo = 0.0f, l_hi = 0.0f;            // this lane's part of the running sums
+  for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) o[rt][n][0] = o[rt][n][1] = o[rt][n][2] = o[rt][n][3] = 0.0f;
+    m[rt][0] = m[rt][1] = -INFINITY;
+    l[rt][0] = l[rt][1] = 0.0f;
+  }
 
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) issue(t);
@@ -212,72 +228,92 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
     const unsigned k_s = my_smem_s + static_cast<unsigned>((i % kStages) * kStageBytes);
     const unsigned v_s = k_s + kTileBytes;
 
-    // S = Q K^T for 16 keys: two n-tiles of 8 keys, kKSteps k-steps each.
-    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    // S = Q K^T for 16 keys: two n-tiles of 8 keys, kKSteps k-steps each; each K fragment serves
+    // every row tile.
+    float s[kRowTiles][2][4];
+#pragma unroll
+    for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) s[rt][nt][0] = s[rt][nt][1] = s[rt][nt][2] = s[rt][nt][3] = 0.0f;
+    }
 #pragma unroll
     for (int kq = 0; kq < kD / 32; ++kq) {
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         unsigned kb[4];  // keys nt*8 + 0..7, dims kq*32 + 8 * {0, 1, 2, 3} + 0..7
         common::ldmatrixX4(kb, k_s + swizzled<kRowBytes>(nt * 8 + (lane & 7), kq * 4 + (lane >> 3)));
-        common::mma16816<T>(s[nt], qa[2 * kq], kb[0], kb[1]);
-        common::mma16816<T>(s[nt], qa[2 * kq + 1], kb[2], kb[3]);
+#pragma unroll
+        for (int rt = 0; rt < kRowTiles; ++rt) {
+          common::mma16816<T>(s[rt][nt], qa[rt][2 * kq], kb[0], kb[1]);
+          common::mma16816<T>(s[rt][nt], qa[rt][2 * kq + 1], kb[2], kb[3]);
+        }
       }
     }
 
-    // Online softmax in the log2 domain; keys past a row's end are -inf (elements 0, 1 of a
-    // fragment are row group, 2, 3 row group + 8).
-    const int valid_lo = end_lo - subtileKey(i), valid_hi = end_hi - subtileKey(i);
+    // Online softmax in the log2 domain, per row tile; keys past a row's end are -inf (elements
+    // 0, 1 of a fragment are the lane's half-0 row, 2, 3 its half-1 row). P is rounded once to
+    // T, as the A fragment of P.V (C layout of two n-tiles = A layout of k16).
+    unsigned pa[kRowTiles][4];
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
+    for (int rt = 0; rt < kRowTiles; ++rt) {
+      const int valid_lo = row_end[rt][0] - subtileKey(i), valid_hi = row_end[rt][1] - subtileKey(i);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = nt * 8 + 2 * tid4 + (e & 1);
-        s[nt][e] = key < (e < 2 ? valid_lo : valid_hi) ? s[nt][e] * p.scale_log2 : -INFINITY;
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = nt * 8 + 2 * tid4 + (e & 1);
+          s[rt][nt][e] = key < (e < 2 ? valid_lo : valid_hi) ? s[rt][nt][e] * p.scale_log2 : -INFINITY;
+        }
+      }
+      float max_lo = fmaxf(fmaxf(s[rt][0][0], s[rt][0][1]), fmaxf(s[rt][1][0], s[rt][1][1]));
+      float max_hi = fmaxf(fmaxf(s[rt][0][2], s[rt][0][3]), fmaxf(s[rt][1][2], s[rt][1][3]));
+      max_lo = fmaxf(max_lo, __shfl_xor_sync(kFullMask, max_lo, 1));
+      max_hi = fmaxf(max_hi, __shfl_xor_sync(kFullMask, max_hi, 1));
+      max_lo = fmaxf(max_lo, __shfl_xor_sync(kFullMask, max_lo, 2));
+      max_hi = fmaxf(max_hi, __shfl_xor_sync(kFullMask, max_hi, 2));
+      // -inf while a row has seen no key (a causal row before its first key, a padding row): the
+      // exponent base is then 0, so its alpha and weights are exp2(-inf) = 0, never NaN.
+      const float old_lo = m[rt][0], old_hi = m[rt][1];
+      m[rt][0] = fmaxf(m[rt][0], max_lo);
+      m[rt][1] = fmaxf(m[rt][1], max_hi);
+      const float new_lo = m[rt][0] == -INFINITY ? 0.0f : m[rt][0];
+      const float new_hi = m[rt][1] == -INFINITY ? 0.0f : m[rt][1];
+      const float alpha_lo = common::fastExp2(old_lo - new_lo);  // 0 on a row's first keys (-inf)
+      const float alpha_hi = common::fastExp2(old_hi - new_hi);
+
+      pa[rt][0] = common::pack2<T>(common::fastExp2(s[rt][0][0] - new_lo),
+                                   common::fastExp2(s[rt][0][1] - new_lo));
+      pa[rt][1] = common::pack2<T>(common::fastExp2(s[rt][0][2] - new_hi),
+                                   common::fastExp2(s[rt][0][3] - new_hi));
+      pa[rt][2] = common::pack2<T>(common::fastExp2(s[rt][1][0] - new_lo),
+                                   common::fastExp2(s[rt][1][1] - new_lo));
+      pa[rt][3] = common::pack2<T>(common::fastExp2(s[rt][1][2] - new_hi),
+                                   common::fastExp2(s[rt][1][3] - new_hi));
+      const float2 p0 = common::unpack2<T>(pa[rt][0]), p1 = common::unpack2<T>(pa[rt][1]);
+      const float2 p2 = common::unpack2<T>(pa[rt][2]), p3 = common::unpack2<T>(pa[rt][3]);
+      l[rt][0] = l[rt][0] * alpha_lo + ((p0.x + p0.y) + (p2.x + p2.y));
+      l[rt][1] = l[rt][1] * alpha_hi + ((p1.x + p1.y) + (p3.x + p3.y));
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) {
+        o[rt][n][0] *= alpha_lo;
+        o[rt][n][1] *= alpha_lo;
+        o[rt][n][2] *= alpha_hi;
+        o[rt][n][3] *= alpha_hi;
       }
     }
-    float max_lo = fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]));
-    float max_hi = fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]));
-    max_lo = fmaxf(max_lo, __shfl_xor_sync(kFullMask, max_lo, 1));
-    max_hi = fmaxf(max_hi, __shfl_xor_sync(kFullMask, max_hi, 1));
-    max_lo = fmaxf(max_lo, __shfl_xor_sync(kFullMask, max_lo, 2));
-    max_hi = fmaxf(max_hi, __shfl_xor_sync(kFullMask, max_hi, 2));
-    // -inf while a row has seen no key (a causal row before its first key, a padding row): the
-    // exponent base is then 0, so its alpha and weights are exp2(-inf) = 0, never NaN.
-    const float old_lo = m_lo, old_hi = m_hi;
-    m_lo = fmaxf(m_lo, max_lo);
-    m_hi = fmaxf(m_hi, max_hi);
-    const float new_lo = m_lo == -INFINITY ? 0.0f : m_lo;
-    const float new_hi = m_hi == -INFINITY ? 0.0f : m_hi;
-    const float alpha_lo = common::fastExp2(old_lo - new_lo);  // 0 on a row's first keys (-inf)
-    const float alpha_hi = common::fastExp2(old_hi - new_hi);
 
-    // P rounded once to T, as the A fragment of P.V (C layout of two n-tiles = A layout of k16).
-    unsigned pa[4];
-    pa[0] = common::pack2<T>(common::fastExp2(s[0][0] - new_lo), common::fastExp2(s[0][1] - new_lo));
-    pa[1] = common::pack2<T>(common::fastExp2(s[0][2] - new_hi), common::fastExp2(s[0][3] - new_hi));
-    pa[2] = common::pack2<T>(common::fastExp2(s[1][0] - new_lo), common::fastExp2(s[1][1] - new_lo));
-    pa[3] = common::pack2<T>(common::fastExp2(s[1][2] - new_hi), common::fastExp2(s[1][3] - new_hi));
-    const float2 p0 = common::unpack2<T>(pa[0]), p1 = common::unpack2<T>(pa[1]);
-    const float2 p2 = common::unpack2<T>(pa[2]), p3 = common::unpack2<T>(pa[3]);
-    l_lo = l_lo * alpha_lo + ((p0.x + p0.y) + (p2.x + p2.y));
-    l_hi = l_hi * alpha_hi + ((p1.x + p1.y) + (p3.x + p3.y));
-#pragma unroll
-    for (int n = 0; n < kNTiles; ++n) {
-      o[n][0] *= alpha_lo;
-      o[n][1] *= alpha_lo;
-      o[n][2] *= alpha_hi;
-      o[n][3] *= alpha_hi;
-    }
-
-    // O += P V: V as B fragments through ldmatrix.trans, two 8-dim n-tiles per load.
+    // O += P V: V as B fragments through ldmatrix.trans, two 8-dim n-tiles per load, each load
+    // serving every row tile.
 #pragma unroll
     for (int dp = 0; dp < kD / 16; ++dp) {
       unsigned vb[4];  // keys {0..7, 8..15} x dims dp*16 + {0..7, 8..15}
       common::ldmatrixX4Trans(
           vb, v_s + swizzled<kRowBytes>((lane & 7) + ((lane >> 3) & 1) * 8, dp * 2 + (lane >> 4)));
-      common::mma16816<T>(o[2 * dp], pa, vb[0], vb[1]);
-      common::mma16816<T>(o[2 * dp + 1], pa, vb[2], vb[3]);
+#pragma unroll
+      for (int rt = 0; rt < kRowTiles; ++rt) {
+        common::mma16816<T>(o[rt][2 * dp], pa[rt], vb[0], vb[1]);
+        common::mma16816<T>(o[rt][2 * dp + 1], pa[rt], vb[2], vb[3]);
+      }
     }
     __syncwarp();  // every lane is done with this stage before it is refilled
   }
@@ -286,24 +322,25 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
   // or writes them), then every thread merges whole 8-dim chunks of rows.
   common::cpAsyncWait<0>();
   __syncwarp();
-  l_lo += __shfl_xor_sync(kFullMask, l_lo, 1);
-  l_hi += __shfl_xor_sync(kFullMask, l_hi, 1);
-  l_lo += __shfl_xor_sync(kFullMask, l_lo, 2);
-  l_hi += __shfl_xor_sync(kFullMask, l_hi, 2);
   {
-    float* scratch = reinterpret_cast<float*>(my_smem);  // [16 rows][kD] o, then m[16], l[16]
+    float* scratch = reinterpret_cast<float*>(my_smem);  // [kRows][kD] o, then m[kRows], l[kRows]
 #pragma unroll
-    for (int n = 0; n < kNTiles; ++n) {
-      const int col = n * 8 + 2 * tid4;
-      *reinterpret_cast<float2*>(scratch + group * kD + col) = make_float2(o[n][0], o[n][1]);
-      *reinterpret_cast<float2*>(scratch + (group + 8) * kD + col) = make_float2(o[n][2], o[n][3]);
-    }
-    if (tid4 == 0) {
-      float* ml = scratch + kHeadsPerBlock * kD;
-      ml[group] = m_lo;
-      ml[group + 8] = m_hi;
-      ml[kHeadsPerBlock + group] = l_lo;
-      ml[kHeadsPerBlock + group + 8] = l_hi;
+    for (int rt = 0; rt < kRowTiles; ++rt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        l[rt][h] += __shfl_xor_sync(kFullMask, l[rt][h], 1);
+        l[rt][h] += __shfl_xor_sync(kFullMask, l[rt][h], 2);
+        const int r = rt * kTileRows + group + 8 * h;
+#pragma unroll
+        for (int n = 0; n < kNTiles; ++n) {
+          *reinterpret_cast<float2*>(scratch + r * kD + n * 8 + 2 * tid4) =
+              make_float2(o[rt][n][2 * h], o[rt][n][2 * h + 1]);
+        }
+        if (tid4 == 0) {
+          scratch[kRows * kD + r] = m[rt][h];
+          scratch[kRows * kD + kRows + r] = l[rt][h];
+        }
+      }
     }
   }
   __syncthreads();
@@ -316,7 +353,7 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       const float* ml = reinterpret_cast<const float*>(smem + w * (kStages * kStageBytes)) +
-                        kHeadsPerBlock * kD;
+                        kRows * kD;
       m_w[w] = ml[r];
       m_max = fmaxf(m_max, m_w[w]);
     }
@@ -327,7 +364,7 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
       for (int w = 0; w < kWarps; ++w) {
         const float* scratch = reinterpret_cast<const float*>(smem + w * (kStages * kStageBytes));
         const float e = common::fastExp2(m_w[w] - m_max);  // 0 for a warp without keys
-        sum += e * scratch[kHeadsPerBlock * kD + kHeadsPerBlock + r];
+        sum += e * scratch[kRows * kD + kRows + r];
         const float4 a = *reinterpret_cast<const float4*>(scratch + r * kD + c * 8);
         const float4 bq = *reinterpret_cast<const float4*>(scratch + r * kD + c * 8 + 4);
         acc[0] += e * a.x;

@@ -4,8 +4,10 @@
 // heuristic's blocks per SM), so the two never disagree and no number is typed twice.
 //
 // Work decomposition (kernels/decodeattn/README.md has the picture):
-//   block  = (split, kv head x 16-row chunk, sequence); 4 warps. A row is one (query token,
-//            query head) of the KV head's group: group_size x query_tokens rows per KV head.
+//   block  = (split, kv head x row chunk, sequence); 4 warps. A row is one (query token, query
+//            head) of the KV head's group: group_size x query_tokens rows per KV head, in chunks
+//            of one 16-row mma tile (kiln_decodeattn) or two (kiln_decodeattn_rows32, for more
+//            than 16 rows: each K and V byte then feeds 32 rows instead of being read twice).
 //   warp   = every 4th 16-key subtile of the block's key range, with its own cp.async pipeline
 //            of kStages subtiles of K and V in shared memory, its own running (max, sum, out);
 //            the 4 warps' partial results are combined once, at the end.
@@ -17,9 +19,10 @@ namespace kiln::decodeattn {
 
 inline constexpr int kWarps = 4;
 inline constexpr int kThreads = kWarps * 32;
-// One mma.sync m16n8k16 tile: 16 query heads (rows; GQA groups <= 16 fit one block) and 16 keys
-// (the k of the P.V product) per warp and stage.
-inline constexpr int kHeadsPerBlock = 16;
+// One mma.sync m16n8k16 tile: 16 rows ((query token, query head) pairs) and 16 keys (the k of
+// the P.V product) per warp and stage. A block's chunk is 1 or kMaxRowTiles such row tiles.
+inline constexpr int kTileRows = 16;
+inline constexpr int kMaxRowTiles = 2;
 inline constexpr int kSubtileKeys = 16;
 inline constexpr int kBlockKeys = kWarps * kSubtileKeys;  // split ranges are multiples of this
 // Tuning (H200 design estimate, see NOTES.md): 3 stages per warp keep 2 subtiles of K and V
@@ -37,22 +40,25 @@ KILN_HOST_DEVICE constexpr int stageBytes(int head_dim) {
   return 2 * kSubtileKeys * head_dim * kElementBytes;
 }
 // Dynamic shared memory of the attention kernel: every warp's pipeline. The end-of-loop combine
-// reuses each warp's own region (16 x head_dim floats + 2 x 16 floats fits in kStages stages).
+// reuses each warp's own region (rows x head_dim floats + 2 x rows floats fits in kStages stages
+// for up to 32 rows).
 KILN_HOST_DEVICE constexpr int sharedBytes(int head_dim) {
   return kWarps * kStages * stageBytes(head_dim);
 }
-KILN_HOST_DEVICE constexpr int combineBytesPerWarp(int head_dim) {
-  return (kHeadsPerBlock * head_dim + 2 * kHeadsPerBlock) * 4;
+KILN_HOST_DEVICE constexpr int combineBytesPerWarp(int head_dim, int row_tiles) {
+  return (row_tiles * kTileRows * head_dim + 2 * row_tiles * kTileRows) * 4;
 }
 
 // Blocks of the attention kernel resident per SM on a 228 KiB-shared-memory SM (sm_90, sm_100;
-// 1 KiB per block is reserved by the hardware), capped at 4 (registers: ~128 per thread at d64).
-// The split heuristic sizes one wave with it; on SMs with less shared memory the same grid is
-// simply more waves.
+// 1 KiB per block is reserved by the hardware), capped by registers: 4 blocks (<= 128 per
+// thread) with one row tile, 3 (<= 168) with two, whose fragments and accumulators double. The
+// kernels' __launch_bounds__ and the split heuristic's wave both use it; on SMs with less shared
+// memory the same grid is simply more waves.
 inline constexpr int kSharedBytesPerSmHopper = 228 * 1024;
-KILN_HOST_DEVICE constexpr int blocksPerSm(int head_dim) {
+KILN_HOST_DEVICE constexpr int blocksPerSm(int head_dim, int row_tiles) {
   const int by_smem = kSharedBytesPerSmHopper / (sharedBytes(head_dim) + 1024);
-  return by_smem < 1 ? 1 : (by_smem > 4 ? 4 : by_smem);
+  const int by_registers = row_tiles > 1 ? 3 : 4;
+  return by_smem < 1 ? 1 : (by_smem > by_registers ? by_registers : by_smem);
 }
 
 // The merge kernel: one block of 4 warps per (sequence, query head) row; the warps share out the

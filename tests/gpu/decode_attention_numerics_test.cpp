@@ -93,7 +93,8 @@ const std::vector<CaseSpec>& cases() {
       {"batch256_gqa8_p16_split", 8, 1, {}, 256, 600, 16, 1.0, 256, 0},
       // The benchmark's head shape (GQA 32/8), sharp softmax.
       {"gqa32x8_p16", 32, 8, {4097, 1000, 33}, 0, 0, 16, 8.0, 0, 0},
-      // MQA with 40 query heads: three head chunks (16, 16, 8) per KV head.
+      // MQA with 40 query heads: two 32-row chunks (32, 8: the second's upper row tile all
+      // padding) per KV head.
       {"mqa40_p128", 40, 1, {257, 1031}, 0, 0, 128, 1.0, 0, 0},
       // Empty sequences give zeros, next to others; page 256.
       {"zero_lengths_gqa4_p256", 8, 2, {0, 5, 0, 300}, 0, 0, 256, 1.0, 0, 0},
@@ -108,12 +109,15 @@ const std::vector<CaseSpec>& cases() {
       {"mtp2_gqa4_p16", 8, 2, {1, 2, 17, 1000, 16}, 0, 0, 16, 1.0, 0, 0, 2},
       // The bench's head shape, 4 tokens: 4 x 4 = 16 rows, one tile per KV head; split path.
       {"mtp4_gqa32x8_p16", 32, 8, {4097, 300}, 0, 0, 16, 4.0, 0, 0, 4},
-      // 8 tokens x GQA 8 = 64 rows: four row chunks per KV head; lengths below and at T.
+      // 8 tokens x GQA 8 = 64 rows: two 32-row chunks per KV head; lengths below and at T.
       {"mtp8_gqa8_p32_one_split", 16, 2, {8, 7, 3000, 5}, 0, 0, 32, 1.0, 1, 0, 8},
       // Batch 64, GQA 1, 3 tokens, forced splits (many empty ones for short sequences).
       {"mtp3_batch64_gqa1_p64_split", 4, 4, {}, 64, 500, 64, 1.0, 256, 0, 3},
-      // MQA 40 x 5 tokens = 200 rows: 13 chunks, the last one partial.
+      // MQA 40 x 5 tokens = 200 rows: 7 chunks of 32, the last one partial.
       {"mtp5_mqa40_p16", 40, 1, {257, 33}, 0, 0, 16, 1.0, 0, 0, 5},
+      // 5 tokens x GQA 4 = 20 rows: one 32-row chunk whose second row tile holds the last token
+      // alone (rows 16..19); sharp softmax, split path, a length below T.
+      {"mtp5_gqa4_p16", 16, 4, {4097, 3, 300}, 0, 0, 16, 4.0, 0, 0, 5},
   };
   return c;
 }

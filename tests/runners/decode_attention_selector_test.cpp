@@ -14,14 +14,16 @@
 namespace kiln::decodeattn {
 namespace {
 
-const char* const kEntries[] = {"kiln_decodeattn", "kiln_decodeattn_merge"};
-const char* const kEntriesReversed[] = {"kiln_decodeattn_merge", "kiln_decodeattn"};
+const char* const kEntries[] = {"kiln_decodeattn", "kiln_decodeattn_rows32",
+                                "kiln_decodeattn_merge"};
+const char* const kEntriesReversed[] = {"kiln_decodeattn_merge", "kiln_decodeattn_rows32",
+                                        "kiln_decodeattn"};
 const kiln_image kImages[] = {{80, 0, nullptr, 0, "", 0}, {90, 0, nullptr, 0, "", 0}};
 
-const kiln_variant kD128Bf16{"decodeattn_d128_bf16", "decodeattn", kEntriesReversed, 2, kImages, 2};
-const kiln_variant kD64Bf16{"decodeattn_d64_bf16", "decodeattn", kEntries, 2, kImages, 2};
-const kiln_variant kD128Fp16{"decodeattn_d128_fp16", "decodeattn", kEntries, 2, kImages, 2};
-const kiln_variant kNoMerge{"decodeattn_d64_fp16", "decodeattn", kEntries, 1, kImages, 2};
+const kiln_variant kD128Bf16{"decodeattn_d128_bf16", "decodeattn", kEntriesReversed, 3, kImages, 2};
+const kiln_variant kD64Bf16{"decodeattn_d64_bf16", "decodeattn", kEntries, 3, kImages, 2};
+const kiln_variant kD128Fp16{"decodeattn_d128_fp16", "decodeattn", kEntries, 3, kImages, 2};
+const kiln_variant kNoMerge{"decodeattn_d64_fp16", "decodeattn", kEntries, 2, kImages, 2};
 
 const kiln_variant* d128Bf16() { return &kD128Bf16; }
 const kiln_variant* d64Bf16() { return &kD64Bf16; }
@@ -120,42 +122,48 @@ TEST(DecodeAttentionSelector, CacheStridesFollowTheLayout) {
 }
 
 TEST(DecodeAttentionSelector, LaunchShapeConstants) {
-  EXPECT_EQ(blocksPerSm(128), 2);  // 96 KiB + 1 KiB per block in 228 KiB
-  EXPECT_EQ(blocksPerSm(64), 4);   // 48 KiB: 4 by shared memory, capped at 4
-  EXPECT_LE(combineBytesPerWarp(128), kStages * stageBytes(128));
-  EXPECT_LE(combineBytesPerWarp(64), kStages * stageBytes(64));
+  EXPECT_EQ(blocksPerSm(128, 1), 2);  // 96 KiB + 1 KiB per block in 228 KiB
+  EXPECT_EQ(blocksPerSm(64, 1), 4);   // 48 KiB: 4 by shared memory, capped at 4 by registers
+  EXPECT_EQ(blocksPerSm(128, 2), 2);
+  EXPECT_EQ(blocksPerSm(64, 2), 3);  // two row tiles: 3 by registers
+  for (int row_tiles = 1; row_tiles <= kMaxRowTiles; ++row_tiles) {
+    EXPECT_LE(combineBytesPerWarp(128, row_tiles), kStages * stageBytes(128));
+    EXPECT_LE(combineBytesPerWarp(64, row_tiles), kStages * stageBytes(64));
+  }
   EXPECT_LE(sharedBytes(128), 99 * 1024);  // the smallest opt-in limit (sm_86 / sm_89 / sm_120)
 }
 
 TEST(DecodeAttentionSelector, SplitCountsOfTheBenchmarkRows) {
   // (batch, keys) rows of bench/decode_attention_vs_torch.py on an H200, GQA 32/8, d128.
-  EXPECT_EQ(chooseSplits(1 * 8, 32768, kH200, 128), 33);  // 264 slots / 8 pairs
-  EXPECT_EQ(chooseSplits(8 * 8, 8192, kH200, 128), 4);
-  EXPECT_EQ(chooseSplits(32 * 8, 4096, kH200, 128), 1);
-  EXPECT_EQ(chooseSplits(64 * 8, 2048, kH200, 128), 1);
-  EXPECT_EQ(chooseSplits(256 * 8, 1024, kH200, 128), 1);
+  EXPECT_EQ(chooseSplits(1 * 8, 32768, kH200, 128, 1), 33);  // 264 slots / 8 pairs
+  EXPECT_EQ(chooseSplits(8 * 8, 8192, kH200, 128, 1), 4);
+  EXPECT_EQ(chooseSplits(32 * 8, 4096, kH200, 128, 1), 1);
+  EXPECT_EQ(chooseSplits(64 * 8, 2048, kH200, 128, 1), 1);
+  EXPECT_EQ(chooseSplits(256 * 8, 1024, kH200, 128, 1), 1);
 }
 
 TEST(DecodeAttentionSelector, SplitCountIsBoundedByKeysAndMaximum) {
-  EXPECT_EQ(chooseSplits(1, 256, kH200, 128), 1);   // 256 keys: one kMinKeysPerSplit
-  EXPECT_EQ(chooseSplits(1, 257, kH200, 128), 2);
-  EXPECT_EQ(chooseSplits(1, 1, kH200, 128), 1);
-  EXPECT_EQ(chooseSplits(1, 1 << 30, kH200, 128), kMaxSplits);
-  EXPECT_EQ(chooseSplits(1, 1 << 30, 1, 128), 2);  // 1 SM, 2 slots
-  EXPECT_EQ(chooseSplits(4, 1 << 20, 16, 64), 16);  // Orin: 16 SMs x 4 slots / 4 pairs
+  EXPECT_EQ(chooseSplits(1, 256, kH200, 128, 1), 1);   // 256 keys: one kMinKeysPerSplit
+  EXPECT_EQ(chooseSplits(1, 257, kH200, 128, 1), 2);
+  EXPECT_EQ(chooseSplits(1, 1, kH200, 128, 1), 1);
+  EXPECT_EQ(chooseSplits(1, 1 << 30, kH200, 128, 1), kMaxSplits);
+  EXPECT_EQ(chooseSplits(1, 1 << 30, 1, 128, 1), 2);  // 1 SM, 2 slots
+  EXPECT_EQ(chooseSplits(4, 1 << 20, 16, 64, 1), 16);  // Orin: 16 SMs x 4 slots / 4 pairs
 }
 
 TEST(DecodeAttentionSelector, SplitCountNeverDecreasesWithMoreMultiprocessors) {
   for (long long pairs : {1LL, 3LL, 8LL, 64LL, 200LL, 1000LL}) {
     for (long long keys : {1LL, 300LL, 4096LL, 32768LL}) {
       for (int d : {64, 128}) {
-        int previous = 0;
-        for (int sms = 1; sms <= kMaxMultiprocessors; ++sms) {
-          const int s = chooseSplits(pairs, keys, sms, d);
-          EXPECT_GE(s, previous) << pairs << " pairs, " << keys << " keys, " << sms << " SMs";
-          EXPECT_GE(s, 1);
-          EXPECT_LE(s, kMaxSplits);
-          previous = s;
+        for (int row_tiles = 1; row_tiles <= kMaxRowTiles; ++row_tiles) {
+          int previous = 0;
+          for (int sms = 1; sms <= kMaxMultiprocessors; ++sms) {
+            const int s = chooseSplits(pairs, keys, sms, d, row_tiles);
+            EXPECT_GE(s, previous) << pairs << " pairs, " << keys << " keys, " << sms << " SMs";
+            EXPECT_GE(s, 1);
+            EXPECT_LE(s, kMaxSplits);
+            previous = s;
+          }
         }
       }
     }
@@ -234,16 +242,31 @@ TEST(DecodeAttentionSelector, WorkspaceCheckNamesBothSizes) {
 TEST(DecodeAttentionSelector, LargeGqaGroupsTakeSeveralHeadChunks) {
   Problem p = validProblem();
   p.q_heads = 40;
-  p.kv_heads = 1;  // MQA with 40 query heads: chunks of 16, 16, 8
+  p.kv_heads = 1;  // MQA with 40 query heads: more than one 16-row tile, so chunks of 32, 8
   Plan plan;
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
   EXPECT_EQ(plan.params.group_size, 40);
+  EXPECT_EQ(plan.row_tiles, 2);
+  EXPECT_STREQ(plan.variant->entries[plan.attention_entry], "kiln_decodeattn_rows32");
+  EXPECT_EQ(plan.params.head_chunks, 2);
+  EXPECT_EQ(plan.attention.grid.y, 2u);
+  p.q_heads = 16;  // one tile exactly: the 16-row entry
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
+  EXPECT_EQ(plan.row_tiles, 1);
+  EXPECT_STREQ(plan.variant->entries[plan.attention_entry], "kiln_decodeattn");
+  EXPECT_EQ(plan.params.head_chunks, 1);
+  p.q_heads = 17;  // one row more: one chunk of 32
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
+  EXPECT_EQ(plan.row_tiles, 2);
+  EXPECT_EQ(plan.params.head_chunks, 1);
+  p.q_heads = 65;  // chunks of 32, 32, 1
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
   EXPECT_EQ(plan.params.head_chunks, 3);
-  EXPECT_EQ(plan.attention.grid.y, 3u);
 }
 
-// Multi-token decoding: the rows of a KV head are its group's heads x the query tokens, 16 per
-// row chunk; the merge and the partials have one row per (sequence, token, query head).
+// Multi-token decoding: the rows of a KV head are its group's heads x the query tokens, in chunks
+// of 16 (one mma tile) or, past 16, of 32; the merge and the partials have one row per (sequence,
+// token, query head).
 TEST(DecodeAttentionSelector, QueryTokensMultiplyTheRowsOfEachKvHead) {
   Problem p = validProblem();  // GQA 4
   p.batch = 1;
@@ -253,16 +276,20 @@ TEST(DecodeAttentionSelector, QueryTokensMultiplyTheRowsOfEachKvHead) {
   p.query_tokens = 4;  // 4 x 4 = 16 rows: still one chunk, the same grid and splits
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &four).ok());
   EXPECT_EQ(four.params.query_tokens, 4);
+  EXPECT_EQ(four.row_tiles, 1);
   EXPECT_EQ(four.params.head_chunks, 1);
   EXPECT_EQ(four.attention.grid.y, one.attention.grid.y);
   EXPECT_EQ(four.num_splits, one.num_splits);
   EXPECT_EQ(four.merge.grid.x, 4u * 32u);  // (token, query head) rows
   EXPECT_EQ(four.lse_offset, 4u * one.lse_offset);
-  p.query_tokens = 8;  // 32 rows: two chunks per KV head, fewer splits fill the GPU
+  p.query_tokens = 8;  // 32 rows: one chunk of two row tiles, the grid and splits of T = 1
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &eight).ok());
-  EXPECT_EQ(eight.params.head_chunks, 2);
-  EXPECT_EQ(eight.attention.grid.y, 16u);
-  EXPECT_EQ(eight.num_splits, 16);  // 264 slots / 16 pairs
+  EXPECT_EQ(eight.row_tiles, 2);
+  EXPECT_STREQ(eight.variant->entries[eight.attention_entry], "kiln_decodeattn_rows32");
+  EXPECT_EQ(eight.params.head_chunks, 1);
+  EXPECT_EQ(eight.attention.grid.y, one.attention.grid.y);
+  EXPECT_EQ(eight.num_splits, one.num_splits);
+  EXPECT_EQ(eight.attention.shared_bytes, one.attention.shared_bytes);
   EXPECT_EQ(eight.merge.grid.x, 8u * 32u);
 }
 
@@ -376,13 +403,13 @@ TEST(DecodeAttentionSelector, InvalidProblemsNameTheValueAndTheLimit) {
       {"head grid",
        [](Problem& p) {
          p.kv_heads = 40000;
-         p.q_heads = 40000 * 17;  // 2 chunks per kv head
+         p.q_heads = 40000 * 33;  // 2 chunks of 32 rows per kv head
        },
-       "kv_heads * ceil(q_heads / kv_heads * query_tokens / 16) = 80000 exceeds the limit 65535"},
+       "kv_heads * ceil(q_heads / kv_heads * query_tokens / 32) = 80000 exceeds the limit 65535"},
       {"merge grid",
        [](Problem& p) {
          p.batch = 65535;
-         p.q_heads = 8 * 4097;  // 257 head chunks per KV head: 2056 head blocks
+         p.q_heads = 8 * 4097;  // 129 head chunks of 32 rows per KV head: 1032 head blocks
        },
        "batch * query_tokens * q_heads = 2147975160 exceeds the limit 2147483647"},
       {"cache size",

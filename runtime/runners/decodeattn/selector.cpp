@@ -40,8 +40,10 @@ int log2Exact(int v) {
 
 }  // namespace
 
-int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim) {
-  const long long slots = static_cast<long long>(std::max(multiprocessors, 1)) * blocksPerSm(head_dim);
+int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim,
+                 int row_tiles) {
+  const long long slots =
+      static_cast<long long>(std::max(multiprocessors, 1)) * blocksPerSm(head_dim, row_tiles);
   if (pairs <= 0 || pairs >= slots) return 1;
   const long long by_keys = std::max(1LL, (max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
   const long long splits = std::min({slots / pairs, by_keys, static_cast<long long>(kMaxSplits)});
@@ -89,9 +91,12 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
                   "decodeattn: head_dim " + std::to_string(problem.head_dim) + " is not built for " +
                       dtype + "; built for " + dtype + ": " + runner::builtFor(table, dtype, [](const VariantInfo& v) { return v.head_dim; }));
   }
+  int rows16_entry = -1, rows32_entry = -1;
   KILN_RETURN_IF_ERROR(runner::resolveEntry("decodeattn", info->name, info->variant,
-                                            kAttentionEntry, &plan->variant,
-                                            &plan->attention_entry));
+                                            kAttentionEntry, &plan->variant, &rows16_entry));
+  KILN_RETURN_IF_ERROR(runner::resolveEntry("decodeattn", info->name, info->variant,
+                                            kAttentionRows32Entry, &plan->variant, &rows32_entry));
+  plan->attention_entry = rows16_entry;
   KILN_RETURN_IF_ERROR(runner::resolveEntry("decodeattn", info->name, info->variant, kMergeEntry,
                                             &plan->variant, &plan->merge_entry));
   plan->info = info;
@@ -147,15 +152,22 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   }
 
   const int group_size = problem.q_heads / problem.kv_heads;
-  // The rows of one KV head are its group's heads x the query tokens, 16 per block (launch.h).
-  const int head_chunks = (group_size * problem.query_tokens + kHeadsPerBlock - 1) / kHeadsPerBlock;
+  // The rows of one KV head are its group's heads x the query tokens: one 16-row mma tile per
+  // block when they fit it, else chunks of two tiles (launch.h).
+  const int head_rows = group_size * problem.query_tokens;
+  const int row_tiles = head_rows > kTileRows ? kMaxRowTiles : 1;
+  plan->row_tiles = row_tiles;
+  plan->attention_entry = row_tiles == 1 ? rows16_entry : rows32_entry;
+  const int chunk_rows = row_tiles * kTileRows;
+  const int head_chunks = (head_rows + chunk_rows - 1) / chunk_rows;
   if (problem.batch > kMaxGridYZ) {
     return invalid("batch " + std::to_string(problem.batch) + " exceeds the limit " +
                    std::to_string(kMaxGridYZ));
   }
   const long long head_blocks = static_cast<long long>(problem.kv_heads) * head_chunks;
   if (head_blocks > kMaxGridYZ) {
-    return invalid("kv_heads * ceil(q_heads / kv_heads * query_tokens / 16) = " + std::to_string(head_blocks) +
+    return invalid("kv_heads * ceil(q_heads / kv_heads * query_tokens / " +
+                   std::to_string(chunk_rows) + ") = " + std::to_string(head_blocks) +
                    " exceeds the limit " + std::to_string(kMaxGridYZ));
   }
   const long long rows = static_cast<long long>(problem.batch) * problem.query_tokens * problem.q_heads;
@@ -174,7 +186,8 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   const long long max_keys =
       problem.max_seq_len > 0 ? std::min<long long>(problem.max_seq_len, capacity) : capacity;
   const long long pairs = static_cast<long long>(problem.batch) * head_blocks;
-  const int splits = chooseSplits(pairs, max_keys, std::max(multiprocessors, 1), info->head_dim);
+  const int splits =
+      chooseSplits(pairs, max_keys, std::max(multiprocessors, 1), info->head_dim, row_tiles);
   plan->num_splits = splits;
 
   plan->attention.grid = Dim3{static_cast<unsigned>(splits), static_cast<unsigned>(head_blocks),

@@ -17,7 +17,8 @@
 
 namespace kiln::decodeattn {
 
-inline constexpr const char kAttentionEntry[] = "kiln_decodeattn";
+inline constexpr const char kAttentionEntry[] = "kiln_decodeattn";  // 16-row chunks
+inline constexpr const char kAttentionRows32Entry[] = "kiln_decodeattn_rows32";  // 32-row chunks
 inline constexpr const char kMergeEntry[] = "kiln_decodeattn_merge";
 inline constexpr unsigned kTensorAlignment = 16;  // the kernels' 16-byte vector accesses
 inline constexpr unsigned kIndexAlignment = 4;    // int32 page table and lengths
@@ -44,7 +45,8 @@ struct Plan {
   const VariantInfo* info = nullptr;
   const kiln_variant* variant = nullptr;
   bool no_op = false;  // batch == 0
-  int attention_entry = -1;
+  int attention_entry = -1;          // kAttentionEntry, or kAttentionRows32Entry (> 16 rows)
+  int row_tiles = 0;                 // 16-row mma tiles per block: 1, or 2 for the rows32 entry
   int merge_entry = -1;
   int num_splits = 0;
   LaunchConfig attention;
@@ -55,10 +57,12 @@ struct Plan {
 };
 
 // The split count for `pairs` = batch * kv_heads * head_chunks blocks of at most `max_keys` keys
-// on `multiprocessors` SMs: 1 when the pairs fill one wave (blocksPerSm(head_dim) per SM), else
-// as many splits as fit in one wave, at most one per kMinKeysPerSplit keys and kMaxSplits.
-// Non-decreasing in `multiprocessors` (so a workspace sized for more SMs is always enough).
-int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim);
+// on `multiprocessors` SMs: 1 when the pairs fill one wave (blocksPerSm(head_dim, row_tiles) per
+// SM), else as many splits as fit in one wave, at most one per kMinKeysPerSplit keys and
+// kMaxSplits. Non-decreasing in `multiprocessors` (so a workspace sized for more SMs is always
+// enough).
+int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim,
+                 int row_tiles);
 
 // Admits `problem` against `table` and plans its launches for `multiprocessors` SMs (> 0). The
 // checks, in order (the first failure is returned, its message naming the value and the limit):
@@ -73,7 +77,10 @@ int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int h
 //   4-byte aligned                                                  (kInvalidArgument)
 //   batch, kv_heads * head chunks <= 65535, batch * q_heads <= 2^31 - 1 (grid), the caches'
 //   element count < 2^62
-//   the variant has both entries                                    (kInternal)
+//   the variant has all three entries                               (kInternal)
+// A KV head's rows (group_size x query_tokens) go in chunks of 16 (kAttentionEntry) when they
+// fit one mma tile, else in chunks of 32 (kAttentionRows32Entry: two row tiles per warp share
+// each K and V load, so the cache is read once per 32 rows, not once per 16).
 //   last, `device` (when given) has an image of the variant         (the check's status)
 enum class PointerChecks { kCheck, kSkip };
 Status select(std::span<const VariantInfo> table, const Problem& problem, int multiprocessors,
