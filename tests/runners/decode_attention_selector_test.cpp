@@ -406,6 +406,14 @@ TEST(DecodeAttentionSelector, InvalidProblemsNameTheValueAndTheLimit) {
          p.q_heads = 40000 * 33;  // 2 chunks of 32 rows per kv head
        },
        "kv_heads * ceil(q_heads / kv_heads * query_tokens / 32) = 80000 exceeds the limit 65535"},
+      {"head rows past int",
+       [](Problem& p) {
+         p.kv_heads = 1;
+         p.q_heads = 1 << 30;
+         p.query_tokens = 8;  // 2^33 rows of one KV head: counted without overflowing
+       },
+       "kv_heads * ceil(q_heads / kv_heads * query_tokens / 32) = 268435456 exceeds the limit "
+       "65535"},
       {"merge grid",
        [](Problem& p) {
          p.batch = 65535;

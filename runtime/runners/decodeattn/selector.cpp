@@ -154,17 +154,17 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   const int group_size = problem.q_heads / problem.kv_heads;
   // The rows of one KV head are its group's heads x the query tokens: one 16-row mma tile per
   // block when they fit it, else chunks of two tiles (launch.h).
-  const int head_rows = group_size * problem.query_tokens;
+  const long long head_rows = static_cast<long long>(group_size) * problem.query_tokens;
   const int row_tiles = head_rows > kTileRows ? kMaxRowTiles : 1;
   plan->row_tiles = row_tiles;
   plan->attention_entry = row_tiles == 1 ? rows16_entry : rows32_entry;
   const int chunk_rows = row_tiles * kTileRows;
-  const int head_chunks = (head_rows + chunk_rows - 1) / chunk_rows;
+  const long long head_chunks = (head_rows + chunk_rows - 1) / chunk_rows;
   if (problem.batch > kMaxGridYZ) {
     return invalid("batch " + std::to_string(problem.batch) + " exceeds the limit " +
                    std::to_string(kMaxGridYZ));
   }
-  const long long head_blocks = static_cast<long long>(problem.kv_heads) * head_chunks;
+  const long long head_blocks = problem.kv_heads * head_chunks;
   if (head_blocks > kMaxGridYZ) {
     return invalid("kv_heads * ceil(q_heads / kv_heads * query_tokens / " +
                    std::to_string(chunk_rows) + ") = " + std::to_string(head_blocks) +
@@ -222,7 +222,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   params.q_heads = problem.q_heads;
   params.kv_heads = problem.kv_heads;
   params.group_size = group_size;
-  params.head_chunks = head_chunks;
+  params.head_chunks = static_cast<int>(head_chunks);  // <= 65535: the grid check above
   params.page_size_log2 = log2Exact(problem.page_size);
   params.max_pages_per_seq = problem.max_pages_per_seq;
   params.num_pages = problem.num_pages;
