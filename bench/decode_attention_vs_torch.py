@@ -202,7 +202,7 @@ class Peer:
 
 
 def bench_row(kiln, batch, keys, tokens, dtype, page_size, page_order, layouts, copy_tbps,
-              l2_bytes, sms, gen, busy_cycles, peers):
+              l2_bytes, sms, plan_sms, gen, busy_cycles, peers):
     scale = 1.0 / math.sqrt(HEAD_DIM)
     kv_bytes = 2 * batch * keys * KV_HEADS * HEAD_DIM * dtype.itemsize
     nsets = kb.rotation_sets(kv_bytes, l2_bytes, 8)
@@ -210,15 +210,15 @@ def bench_row(kiln, batch, keys, tokens, dtype, page_size, page_order, layouts, 
             for _ in range(nsets)]
     s0 = sets[0]
     shapes = {layout: kiln.shape(dtype, batch, page_size, s0["num_pages"], s0["pages_per_seq"],
-                                 keys, 0, layout, tokens) for layout in layouts}
+                                 keys, plan_sms, layout, tokens) for layout in layouts}
     ws_bytes = kiln.workspace_bytes(shapes[layouts[0]], scale)
     workspace = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device="cuda")
-    splits = kiln.splits(shapes[layouts[0]], scale, sms)
+    splits = kiln.splits(shapes[layouts[0]], scale, plan_sms or sms)
     row = {"dtype": DTYPE_NAME[dtype], "batch": batch, "keys": keys, "query_tokens": tokens,
            "q_heads": Q_HEADS, "kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "page_size": page_size,
            "page_order": page_order,
            "layouts": list(layouts), "kv_bytes": kv_bytes, "input_sets": nsets,
-           "kiln_splits": splits, "kiln_workspace_bytes": ws_bytes,
+           "kiln_splits": splits, "kiln_plan_sms": plan_sms or sms, "kiln_workspace_bytes": ws_bytes,
            "floor_us": kv_bytes / (copy_tbps * 1e12) * 1e6, "correct": True}
 
     ref = reference(s0, scale)
@@ -281,6 +281,11 @@ def main():
                     help="query tokens per sequence, 1..8 (multi-token decoding, causal)")
     ap.add_argument("--page-order", default="random", choices=["random", "sequential"],
                     help="how kiln's pages are placed in the cache (the peers' K/V are contiguous)")
+    ap.add_argument("--peers", default="cudnn,flash",
+                    help="peers to time, comma separated (cudnn, flash), or none")
+    ap.add_argument("--plan-sms", type=int, default=0,
+                    help="plan kiln's split count for this many SMs (Problem::multiprocessors; "
+                         "0: the device's), for split-count experiments")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
     if not 1 <= args.query_tokens <= 8:
@@ -299,7 +304,14 @@ def main():
     busy_cycles = 400000  # ~200 us of GPU work ahead of each timed call: ctypes or SDPA dispatch fit in it
 
     from torch.nn.attention import SDPBackend
-    peers = [Peer("cudnn", SDPBackend.CUDNN_ATTENTION), Peer("flash", SDPBackend.FLASH_ATTENTION)]
+    known = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+    names = [] if args.peers == "none" else [n for n in args.peers.split(",") if n]
+    for name in names:
+        if name not in known:
+            ap.error(f"--peers: '{name}' is not one of {', '.join(known)} (or none)")
+    if args.plan_sms < 0:
+        ap.error(f"--plan-sms {args.plan_sms} is negative")
+    peers = [Peer(name, known[name]) for name in names]
 
     result = kb.result_header("decode_attention_vs_torch", props, l2_bytes, kiln, seed,
                               {"cudnn": torch.backends.cudnn.version()})
@@ -318,8 +330,8 @@ def main():
         return 1
     for batch, keys in ROWS:
         rows.append(bench_row(kiln, batch, keys, args.query_tokens, dtype, args.page_size,
-                              args.page_order, layouts, copy_tbps, l2_bytes, sms, gen,
-                              busy_cycles, peers))
+                              args.page_order, layouts, copy_tbps, l2_bytes, sms, args.plan_sms,
+                              gen, busy_cycles, peers))
     result["rows"] = rows
     result["clocks_after"] = kb.clocks()
 
