@@ -135,35 +135,33 @@ TEST(DecodeAttentionSelector, LaunchShapeConstants) {
 
 TEST(DecodeAttentionSelector, SplitCountsOfTheBenchmarkRows) {
   // (batch, keys) rows of bench/decode_attention_vs_torch.py on an H200, GQA 32/8, d128.
-  EXPECT_EQ(chooseSplits(1 * 8, 32768, kH200, 128, 1), 33);  // 264 slots / 8 pairs
-  EXPECT_EQ(chooseSplits(8 * 8, 8192, kH200, 128, 1), 4);
-  EXPECT_EQ(chooseSplits(32 * 8, 4096, kH200, 128, 1), 1);
-  EXPECT_EQ(chooseSplits(64 * 8, 2048, kH200, 128, 1), 1);
-  EXPECT_EQ(chooseSplits(256 * 8, 1024, kH200, 128, 1), 1);
+  EXPECT_EQ(chooseSplits(1 * 8, 32768, kH200, 128), 33);  // 264 slots / 8 pairs
+  EXPECT_EQ(chooseSplits(8 * 8, 8192, kH200, 128), 4);
+  EXPECT_EQ(chooseSplits(32 * 8, 4096, kH200, 128), 1);
+  EXPECT_EQ(chooseSplits(64 * 8, 2048, kH200, 128), 1);
+  EXPECT_EQ(chooseSplits(256 * 8, 1024, kH200, 128), 1);
 }
 
 TEST(DecodeAttentionSelector, SplitCountIsBoundedByKeysAndMaximum) {
-  EXPECT_EQ(chooseSplits(1, 256, kH200, 128, 1), 1);   // 256 keys: one kMinKeysPerSplit
-  EXPECT_EQ(chooseSplits(1, 257, kH200, 128, 1), 2);
-  EXPECT_EQ(chooseSplits(1, 1, kH200, 128, 1), 1);
-  EXPECT_EQ(chooseSplits(1, 1 << 30, kH200, 128, 1), kMaxSplits);
-  EXPECT_EQ(chooseSplits(1, 1 << 30, 1, 128, 1), 2);  // 1 SM, 2 slots
-  EXPECT_EQ(chooseSplits(4, 1 << 20, 16, 64, 1), 16);  // Orin: 16 SMs x 4 slots / 4 pairs
+  EXPECT_EQ(chooseSplits(1, 256, kH200, 128), 1);   // 256 keys: one kMinKeysPerSplit
+  EXPECT_EQ(chooseSplits(1, 257, kH200, 128), 2);
+  EXPECT_EQ(chooseSplits(1, 1, kH200, 128), 1);
+  EXPECT_EQ(chooseSplits(1, 1 << 30, kH200, 128), kMaxSplits);
+  EXPECT_EQ(chooseSplits(1, 1 << 30, 1, 128), 2);  // 1 SM, 2 slots
+  EXPECT_EQ(chooseSplits(4, 1 << 20, 16, 64), 16);  // Orin: 16 SMs x 4 slots / 4 pairs
 }
 
 TEST(DecodeAttentionSelector, SplitCountNeverDecreasesWithMoreMultiprocessors) {
   for (long long pairs : {1LL, 3LL, 8LL, 64LL, 200LL, 1000LL}) {
     for (long long keys : {1LL, 300LL, 4096LL, 32768LL}) {
       for (int d : {64, 128}) {
-        for (int row_tiles = 1; row_tiles <= kMaxRowTiles; ++row_tiles) {
-          int previous = 0;
-          for (int sms = 1; sms <= kMaxMultiprocessors; ++sms) {
-            const int s = chooseSplits(pairs, keys, sms, d, row_tiles);
-            EXPECT_GE(s, previous) << pairs << " pairs, " << keys << " keys, " << sms << " SMs";
-            EXPECT_GE(s, 1);
-            EXPECT_LE(s, kMaxSplits);
-            previous = s;
-          }
+        int previous = 0;
+        for (int sms = 1; sms <= kMaxMultiprocessors; ++sms) {
+          const int s = chooseSplits(pairs, keys, sms, d);
+          EXPECT_GE(s, previous) << pairs << " pairs, " << keys << " keys, " << sms << " SMs";
+          EXPECT_GE(s, 1);
+          EXPECT_LE(s, kMaxSplits);
+          previous = s;
         }
       }
     }
@@ -282,13 +280,16 @@ TEST(DecodeAttentionSelector, QueryTokensMultiplyTheRowsOfEachKvHead) {
   EXPECT_EQ(four.num_splits, one.num_splits);
   EXPECT_EQ(four.merge.grid.x, 4u * 32u);  // (token, query head) rows
   EXPECT_EQ(four.lse_offset, 4u * one.lse_offset);
-  p.query_tokens = 8;  // 32 rows: one chunk of two row tiles, the grid and splits of T = 1
+  p.query_tokens = 8;  // 32 rows: one chunk of two row tiles, the grid of T = 1
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &eight).ok());
   EXPECT_EQ(eight.row_tiles, 2);
   EXPECT_STREQ(eight.variant->entries[eight.attention_entry], "kiln_decodeattn_rows32");
   EXPECT_EQ(eight.params.head_chunks, 1);
   EXPECT_EQ(eight.attention.grid.y, one.attention.grid.y);
-  EXPECT_EQ(eight.num_splits, one.num_splits);
+  // The wave counts 16-row tiles: 8 KV heads x 2 tiles = 16 against 264 slots, 16 splits (T = 1:
+  // 8 tiles, 33 splits), so a rows32 block takes the place of two 16-row blocks.
+  EXPECT_EQ(one.num_splits, 33);
+  EXPECT_EQ(eight.num_splits, 16);
   EXPECT_EQ(eight.attention.shared_bytes, one.attention.shared_bytes);
   EXPECT_EQ(eight.merge.grid.x, 8u * 32u);
 }
