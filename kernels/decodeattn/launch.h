@@ -52,13 +52,22 @@ KILN_HOST_DEVICE constexpr int combineBytesPerWarp(int head_dim, int row_tiles) 
 // Blocks of the attention kernel resident per SM on a 228 KiB-shared-memory SM (sm_90, sm_100;
 // 1 KiB per block is reserved by the hardware), capped by registers: 4 blocks (<= 128 per
 // thread) with one row tile, 3 (<= 168) with two, whose fragments and accumulators double. The
-// kernels' __launch_bounds__ and the split heuristic's wave both use it; on SMs with less shared
-// memory the same grid is simply more waves.
+// kernels' __launch_bounds__; on SMs with less shared memory the same grid is simply more waves.
 inline constexpr int kSharedBytesPerSmHopper = 228 * 1024;
 KILN_HOST_DEVICE constexpr int blocksPerSm(int head_dim, int row_tiles) {
   const int by_smem = kSharedBytesPerSmHopper / (sharedBytes(head_dim) + 1024);
   const int by_registers = row_tiles > 1 ? 3 : 4;
   return by_smem < 1 ? 1 : (by_smem > by_registers ? by_registers : by_smem);
+}
+
+// Blocks per SM that a split problem's wave is sized for: half of what fits, i.e. one block per
+// SM at d128 (64 KiB of K and V in flight per SM) and two at d64 (the same bytes). Fewer, longer
+// splits beat a full two-per-SM wave on every split row measured (NOTES.md v7b: H100, d128,
+// 1 x 32768 and 8 x 8192, one and 8 query tokens): each block's ramp, combine and partials are
+// paid for twice the keys, and the merge reads half the partials.
+KILN_HOST_DEVICE constexpr int splitWaveBlocksPerSm(int head_dim) {
+  const int half = blocksPerSm(head_dim, 1) / 2;
+  return half < 1 ? 1 : half;
 }
 
 // The merge kernel: one block of 4 warps per (sequence, query head) row; the warps share out the

@@ -81,12 +81,15 @@ const std::vector<CaseSpec>& cases() {
        0},
       // 32k keys, GQA 4, many splits; a sharp softmax (scale x 4) exercises the running max.
       {"long32768_gqa4_p32", 8, 2, {32768}, 0, 0, 32, 4.0, 0, 0},
-      // 32k keys next to a 1-key sequence, GQA 1.
+      // 32k keys next to a 1-key sequence, GQA 1 (4 pairs: 33 splits on 132 SMs, > 32 partials
+      // per row in the merge).
       {"long32768_and_1_gqa1_p16", 4, 4, {32768, 1}, 0, 0, 16, 1.0, 0, 0},
-      // The benchmark's 1 x 32768 row (bf16 bench, GQA 32/8, page 16) planned for an H200's 132
-      // SMs: 8 pairs -> 33 splits (32 ranges of 1024 keys and an empty last one, > 32 partials
-      // per row in the merge). Its wrong output on the H200 was the bench's strided cache.
+      // The benchmark's 1 x 32768 row (bf16 bench, GQA 32/8, page 16) planned for an H100 /
+      // H200's 132 SMs: 8 pairs -> 16 splits of 2048 keys. (Its wrong output on the H200 in
+      // 2026-12-02 run 2 was the bench's strided cache.)
       {"bench1x32768_gqa32x8_p16_sm132", 32, 8, {32768}, 0, 0, 16, 1.0, 132, 32768},
+      // The same planned for 264 SMs: 33 splits, 32 ranges of 1024 keys and an empty last one.
+      {"bench1x32768_gqa32x8_p16_sm264", 32, 8, {32768}, 0, 0, 16, 1.0, 264, 32768},
       // Batch 256 of short random lengths, GQA 1: fills the GPU, one split.
       {"batch256_gqa1_p32", 4, 4, {}, 256, 300, 32, 1.0, 0, 0},
       // Batch 256, GQA 8, forced splits (256 SMs): many empty splits of short sequences.

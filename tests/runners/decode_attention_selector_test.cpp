@@ -78,7 +78,7 @@ TEST(DecodeAttentionSelector, PlansOneSplitWhenThePairsFillAWave) {
   // Entries are found by name, not position (this variant lists the merge first).
   EXPECT_STREQ(plan.variant->entries[plan.attention_entry], "kiln_decodeattn");
   EXPECT_STREQ(plan.variant->entries[plan.merge_entry], "kiln_decodeattn_merge");
-  // 32 x 8 = 256 pairs < 132 x 2 = 264 slots, but 264 / 256 = 1 split.
+  // 32 x 8 = 256 pairs >= 132 x 1 split-wave slots: 1 split.
   EXPECT_EQ(plan.num_splits, 1);
   EXPECT_EQ(plan.attention.grid.x, 1u);
   EXPECT_EQ(plan.attention.grid.y, 8u);
@@ -135,8 +135,8 @@ TEST(DecodeAttentionSelector, LaunchShapeConstants) {
 
 TEST(DecodeAttentionSelector, SplitCountsOfTheBenchmarkRows) {
   // (batch, keys) rows of bench/decode_attention_vs_torch.py on an H200, GQA 32/8, d128.
-  EXPECT_EQ(chooseSplits(1 * 8, 32768, kH200, 128), 33);  // 264 slots / 8 pairs
-  EXPECT_EQ(chooseSplits(8 * 8, 8192, kH200, 128), 4);
+  EXPECT_EQ(chooseSplits(1 * 8, 32768, kH200, 128), 16);  // 132 slots (one per SM) / 8 pairs
+  EXPECT_EQ(chooseSplits(8 * 8, 8192, kH200, 128), 2);
   EXPECT_EQ(chooseSplits(32 * 8, 4096, kH200, 128), 1);
   EXPECT_EQ(chooseSplits(64 * 8, 2048, kH200, 128), 1);
   EXPECT_EQ(chooseSplits(256 * 8, 1024, kH200, 128), 1);
@@ -147,8 +147,9 @@ TEST(DecodeAttentionSelector, SplitCountIsBoundedByKeysAndMaximum) {
   EXPECT_EQ(chooseSplits(1, 257, kH200, 128), 2);
   EXPECT_EQ(chooseSplits(1, 1, kH200, 128), 1);
   EXPECT_EQ(chooseSplits(1, 1 << 30, kH200, 128), kMaxSplits);
-  EXPECT_EQ(chooseSplits(1, 1 << 30, 1, 128), 2);  // 1 SM, 2 slots
-  EXPECT_EQ(chooseSplits(4, 1 << 20, 16, 64), 16);  // Orin: 16 SMs x 4 slots / 4 pairs
+  EXPECT_EQ(chooseSplits(1, 1 << 30, 2, 128), 2);  // 2 SMs, one slot each
+  EXPECT_EQ(chooseSplits(1, 1 << 30, 1, 128), 1);  // 1 SM: no second slot to split into
+  EXPECT_EQ(chooseSplits(4, 1 << 20, 16, 64), 8);  // Orin, d64: 16 SMs x 2 slots / 4 pairs
 }
 
 TEST(DecodeAttentionSelector, SplitCountNeverDecreasesWithMoreMultiprocessors) {
@@ -174,15 +175,15 @@ TEST(DecodeAttentionSelector, SplitPlanSizesWorkspaceAndMerge) {
   p.max_pages_per_seq = 2048;  // 32768 keys
   Plan plan;
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
-  EXPECT_EQ(plan.num_splits, 33);
-  EXPECT_EQ(plan.attention.grid.x, 33u);
+  EXPECT_EQ(plan.num_splits, 16);
+  EXPECT_EQ(plan.attention.grid.x, 16u);
   EXPECT_EQ(plan.merge.grid.x, 32u);  // one block per (sequence, query head) row
   EXPECT_EQ(plan.merge.block.x, static_cast<unsigned>(kMergeThreads));
   EXPECT_TRUE(plan.merge.programmatic_dependency);  // waits for the attention grid on the device
   EXPECT_FALSE(plan.attention.programmatic_dependency);
-  const std::size_t out_bytes = 32u * 33u * 128u * 4u;  // 540672, a multiple of 256
+  const std::size_t out_bytes = 32u * 16u * 128u * 4u;  // 262144, a multiple of 256
   EXPECT_EQ(plan.lse_offset, out_bytes);
-  EXPECT_EQ(plan.workspace_bytes, out_bytes + 4352u);  // 32 x 33 x 4 = 4224 -> 4352
+  EXPECT_EQ(plan.workspace_bytes, out_bytes + 2048u);  // 32 x 16 x 4 = 2048
   // A hint of the real maximum length shortens the split count.
   p.max_seq_len = 1000;
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
@@ -202,8 +203,8 @@ TEST(DecodeAttentionSelector, BenchRowWorkspaceForMaxSmsHoldsTheDevicePlan) {
   Plan host, device;
   ASSERT_TRUE(select(kTable, p, kMaxMultiprocessors, nullptr, &host).ok());
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &device).ok());
-  EXPECT_EQ(host.num_splits, 64);  // 256 x 2 slots / 8 pairs
-  EXPECT_EQ(device.num_splits, 33);
+  EXPECT_EQ(host.num_splits, 32);  // 256 slots / 8 pairs
+  EXPECT_EQ(device.num_splits, 16);
   for (const Plan* plan : {&host, &device}) {
     const std::size_t partial_rows = 32u * static_cast<std::size_t>(plan->num_splits);
     EXPECT_EQ(plan->params.num_splits, plan->num_splits);
@@ -286,10 +287,7 @@ TEST(DecodeAttentionSelector, QueryTokensMultiplyTheRowsOfEachKvHead) {
   EXPECT_STREQ(eight.variant->entries[eight.attention_entry], "kiln_decodeattn_rows32");
   EXPECT_EQ(eight.params.head_chunks, 1);
   EXPECT_EQ(eight.attention.grid.y, one.attention.grid.y);
-  // The wave counts 16-row tiles: 8 KV heads x 2 tiles = 16 against 264 slots, 16 splits (T = 1:
-  // 8 tiles, 33 splits), so a rows32 block takes the place of two 16-row blocks.
-  EXPECT_EQ(one.num_splits, 33);
-  EXPECT_EQ(eight.num_splits, 16);
+  EXPECT_EQ(eight.num_splits, one.num_splits);  // 8 blocks, 16 splits: one block per SM
   EXPECT_EQ(eight.attention.shared_bytes, one.attention.shared_bytes);
   EXPECT_EQ(eight.merge.grid.x, 8u * 32u);
 }

@@ -40,12 +40,12 @@ int log2Exact(int v) {
 
 }  // namespace
 
-int chooseSplits(long long tiles, long long max_keys, int multiprocessors, int head_dim) {
+int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim) {
   const long long slots =
-      static_cast<long long>(std::max(multiprocessors, 1)) * blocksPerSm(head_dim, 1);
-  if (tiles <= 0 || tiles >= slots) return 1;
+      static_cast<long long>(std::max(multiprocessors, 1)) * splitWaveBlocksPerSm(head_dim);
+  if (pairs <= 0 || pairs >= slots) return 1;
   const long long by_keys = std::max(1LL, (max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit);
-  const long long splits = std::min({slots / tiles, by_keys, static_cast<long long>(kMaxSplits)});
+  const long long splits = std::min({slots / pairs, by_keys, static_cast<long long>(kMaxSplits)});
   return static_cast<int>(std::max(1LL, splits));
 }
 
@@ -184,11 +184,8 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
 
   const long long max_keys =
       problem.max_seq_len > 0 ? std::min<long long>(problem.max_seq_len, capacity) : capacity;
-  // The wave is counted in 16-row tiles: a rows32 block does two tiles' work per key, so it
-  // takes the place of two 16-row blocks (NOTES.md v7: one rows32 block per SM beat two on both
-  // split rows of the H100 bench).
-  const long long tiles = static_cast<long long>(problem.batch) * head_blocks * row_tiles;
-  const int splits = chooseSplits(tiles, max_keys, std::max(multiprocessors, 1), info->head_dim);
+  const long long pairs = static_cast<long long>(problem.batch) * head_blocks;
+  const int splits = chooseSplits(pairs, max_keys, std::max(multiprocessors, 1), info->head_dim);
   plan->num_splits = splits;
 
   plan->attention.grid = Dim3{static_cast<unsigned>(splits), static_cast<unsigned>(head_blocks),

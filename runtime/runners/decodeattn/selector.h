@@ -56,13 +56,12 @@ struct Plan {
   DecodeAttentionParams params{};    // partial_out / partial_lse still null: run() places them
 };
 
-// The split count for `tiles` = batch * kv_heads * head_chunks * row_tiles 16-row tiles of at
-// most `max_keys` keys on `multiprocessors` SMs: 1 when the tiles fill one wave of 16-row blocks
-// (blocksPerSm(head_dim, 1) per SM), else as many splits as fit in one wave, at most one per
-// kMinKeysPerSplit keys and kMaxSplits. A rows32 block counts as two tiles: it does their work
-// per key. Non-decreasing in `multiprocessors` (so a workspace sized for more SMs is always
-// enough).
-int chooseSplits(long long tiles, long long max_keys, int multiprocessors, int head_dim);
+// The split count for `pairs` = batch * kv_heads * head_chunks blocks of at most `max_keys` keys
+// on `multiprocessors` SMs: 1 when the pairs fill one split wave (splitWaveBlocksPerSm(head_dim)
+// blocks per SM: one at d128, two at d64), else as many splits as fit in it, at most one per
+// kMinKeysPerSplit keys and kMaxSplits. Non-decreasing in `multiprocessors` (so a workspace sized
+// for more SMs is always enough).
+int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim);
 
 // Admits `problem` against `table` and plans its launches for `multiprocessors` SMs (> 0). The
 // checks, in order (the first failure is returned, its message naming the value and the limit):
