@@ -5,6 +5,8 @@
 // and the entry check on the PTX's .entry directives.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 #include <algorithm>
 #include <map>
@@ -13,6 +15,7 @@
 #include <set>
 
 #include "core/builder.h"
+#include "core/inputs.h"
 #include "unit/fake_toolchain.h"
 
 namespace kiln::core {
@@ -42,6 +45,7 @@ class BuilderTest : public ::testing::Test {
     options_.nvcc = "nvcc";
     options_.jobs = 2;
     options_.kiln_version = "0.1.0";
+    options_.stage_dir = (tmp_.path() / "stage").string();
   }
   Result<BuildSummary> build(const std::string& kernels = "ALL", bool clean = false) {
     options_.kernels = kernels;
@@ -528,6 +532,24 @@ TEST_F(BuilderTest, PtxSelectionErrors) {
             std::string::npos)
       << untargetable.error();
   EXPECT_EQ(tools_.nvcc_compiles, 0);
+}
+
+// nvcc reads the staged copy of the group's inputs (core/inputs.h), not the checkout: every path
+// of the command is under the stage directory, whose files carry the fixed time.
+TEST_F(BuilderTest, NvccReadsTheStagedSources) {
+  ASSERT_TRUE(build("alpha"));
+  const auto command = metadata()["variants"]["alpha_h1024_bf16"]["sms"]["90"]["command"].get<std::vector<std::string>>();
+  const fs::path source = command.back();
+  EXPECT_EQ(source.parent_path().parent_path().parent_path().parent_path(), fs::path(options_.stage_dir));
+  EXPECT_EQ(source.filename(), "k.cu");
+  EXPECT_EQ(*io::readFile(source), *io::readFile(tmp_.path() / "kernels/alpha/k.cu"));
+  struct stat st{};
+  ASSERT_EQ(::stat(source.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mtim.tv_sec, kStagedFileTime);
+  const auto include = std::find(command.begin(), command.end(), "-I");
+  ASSERT_NE(include, command.end());
+  EXPECT_EQ(*(include + 1), (source.parent_path().parent_path()).string());
+  for (const auto& arg : command) EXPECT_EQ(arg.find((tmp_.path() / "kernels").string()), std::string::npos) << arg;
 }
 
 TEST_F(BuilderTest, AbandonedStagingDirectoriesAreRemoved) {

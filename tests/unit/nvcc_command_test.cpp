@@ -1,6 +1,7 @@
 // The CUDA front end's nvcc command: the -D contract of docs/registry.md, the target choice
-// (sm_90 vs sm_90a vs compute_80 PTX, which has no -Xptxas -v), the SM constant and the CUTLASS
-// include, checked without running nvcc.
+// (sm_90 vs sm_90a vs compute_80 PTX, which has no -Xptxas -v), the SM constant, the CUTLASS
+// include, and the sources read from their staged copy, never from the checkout; checked without
+// running nvcc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +27,9 @@ Variant makeVariant() {
   return v;
 }
 
+// Where the builder staged the sources (core/inputs.h).
+constexpr char kStaged[] = "/tmp/kiln-src-0123456789abcdef";
+
 bool has(const std::vector<std::string>& argv, const std::string& arg) {
   return std::find(argv.begin(), argv.end(), arg) != argv.end();
 }
@@ -35,9 +39,10 @@ TEST(NvccCommand, PassesEveryConstantAsTheRegistryDocumentSays) {
   CudaToolchain cuda;
   cuda.nvcc = "/usr/local/cuda/bin/nvcc";
   CompileRequest request{&v, 90, "/repo", "/stage/cubins/rmsnorm_h4096_bf16.sm_90.cubin", &cuda, {}};
+  request.sources = kStaged;
   const auto argv = nvccCommand(request);
-  const std::vector<std::string> head = {"/usr/local/cuda/bin/nvcc", "-cubin", "-arch=sm_90", "-O3",
-                                         "-std=c++17", "-Xptxas", "-v", "-lineinfo", "-I", "/repo/kernels"};
+  const std::vector<std::string> head = {"/usr/local/cuda/bin/nvcc", "-cubin", "-arch=sm_90", "-O3", "-std=c++17",
+                                         "-Xptxas", "-v", "-lineinfo", "-I", std::string(kStaged) + "/kernels"};
   ASSERT_GE(argv.size(), head.size());
   EXPECT_TRUE(std::equal(head.begin(), head.end(), argv.begin()));
   EXPECT_TRUE(has(argv, "-DKILN_CONST_HIDDEN=4096"));
@@ -50,8 +55,9 @@ TEST(NvccCommand, PassesEveryConstantAsTheRegistryDocumentSays) {
   EXPECT_TRUE(has(argv, "--use_fast_math"));
   EXPECT_FALSE(has(argv, "-DKILN_TARGET_SM=90"));
   const std::vector<std::string> tail = {"-o", "/stage/cubins/rmsnorm_h4096_bf16.sm_90.cubin",
-                                         "/repo/kernels/rmsnorm/rmsnorm.cu"};
+                                         std::string(kStaged) + "/kernels/rmsnorm/rmsnorm.cu"};
   EXPECT_TRUE(std::equal(tail.begin(), tail.end(), argv.end() - 3));
+  for (const auto& arg : argv) EXPECT_EQ(arg.find("/repo"), std::string::npos) << arg;
 }
 
 TEST(NvccCommand, ArchSpecificSmConstantAndCutlass) {
@@ -79,6 +85,8 @@ TEST(NvccCommand, PtxRequestCompilesToPtxWithoutPtxas) {
                                &cuda, {}};
   CompileRequest request{&v,    80, "/repo", "/stage/cubins/rmsnorm_h4096_bf16.compute_80.ptx",
                          &cuda, {}};
+  cubin_request.sources = kStaged;
+  request.sources = kStaged;
   request.ptx = true;
   const auto argv = nvccCommand(request);
   const std::vector<std::string> head = {"/usr/local/cuda/bin/nvcc",
@@ -88,7 +96,7 @@ TEST(NvccCommand, PtxRequestCompilesToPtxWithoutPtxas) {
                                          "-std=c++17",
                                          "-lineinfo",
                                          "-I",
-                                         "/repo/kernels"};
+                                         std::string(kStaged) + "/kernels"};
   ASSERT_GE(argv.size(), head.size());
   EXPECT_TRUE(std::equal(head.begin(), head.end(), argv.begin()));
   EXPECT_FALSE(has(argv, "-cubin"));
@@ -97,7 +105,7 @@ TEST(NvccCommand, PtxRequestCompilesToPtxWithoutPtxas) {
   EXPECT_FALSE(has(argv, "-arch=sm_80"));
   EXPECT_TRUE(has(argv, "-DKILN_TARGET_SM=80"));
   const std::vector<std::string> tail = {"-o", "/stage/cubins/rmsnorm_h4096_bf16.compute_80.ptx",
-                                         "/repo/kernels/rmsnorm/rmsnorm.cu"};
+                                         std::string(kStaged) + "/kernels/rmsnorm/rmsnorm.cu"};
   EXPECT_TRUE(std::equal(tail.begin(), tail.end(), argv.end() - 3));
 
   // The cubin command less -Xptxas -v, with -ptx/-arch swapped and the output path changed.

@@ -68,6 +68,7 @@ Handler setupBuild(CLI::App& app) {
     options->cxx = env("KILN_CXX");
     options->cutlass_include = env("KILN_CUTLASS_INCLUDE");
     options->python = env("KILN_PYTHON");
+    options->stage_dir = env("KILN_SOURCE_STAGE_DIR");
     io::PosixProcessRunner runner;
     PrintingSink sink(*verbose);
     auto result = core::runBuild(*options, runner, sink);

@@ -132,6 +132,7 @@ Handler setupPackage(CLI::App& app) {
     options->build.cxx = env("KILN_CXX");
     options->build.cutlass_include = env("KILN_CUTLASS_INCLUDE");
     options->build.python = env("KILN_PYTHON");
+    options->build.stage_dir = env("KILN_SOURCE_STAGE_DIR");
     io::PosixProcessRunner runner;
     MatrixPrinter printer(*verbose);
     auto outcomes = core::runMatrix(*options, runner, printer);

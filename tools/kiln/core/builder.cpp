@@ -25,6 +25,7 @@
 #include "core/cubin_abi.h"
 #include "core/cute_dsl_frontend.h"
 #include "core/frontend.h"
+#include "core/inputs.h"
 #include "core/naming.h"
 #include "core/parallel.h"
 #include "core/plan.h"
@@ -77,10 +78,6 @@ void removeAbandoned(const fs::path& artifact_dir) {
       fs::remove_all(entry.path(), ec);
     }
   }
-}
-
-std::string relativeTo(const fs::path& path, const fs::path& base) {
-  return fs::relative(path, base).generic_string();
 }
 
 // Serialises sink calls from worker threads.
@@ -250,32 +247,42 @@ class Builder {
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
 
-  // Every file of the group directory and of kernels/common/ except documentation (*.md) and
-  // hidden files: a README that records evidence must not make the evidenced artifact stale.
-  // cmake/Kiln.cmake applies the same rule when it checks an artifact against the sources.
-  static bool isInput(const fs::path& file) {
-    const std::string name = file.filename().string();
-    return file.extension() != ".md" && !name.empty() && name[0] != '.';
+  // The input files (core/inputs.h) of the group directory and of kernels/common/.
+  Result<InputMap> groupInputs(const Group& group) {
+    InputMap inputs;
+    if (auto r = addInputs(group.dir, "kernels/" + group.name + "/", inputs); !r) return r.failure();
+    if (auto r = addInputs(root_ / "kernels" / "common", "kernels/common/", inputs); !r) return r.failure();
+    return inputs;
   }
 
-  Result<std::map<std::string, std::string>> groupInputs(const Group& group) {
-    std::map<std::string, std::string> inputs;
-    std::vector<fs::path> files = io::listFiles(group.dir);
-    for (auto& f : io::listFiles(root_ / "kernels" / "common")) files.push_back(f);
-    std::erase_if(files, [](const fs::path& f) { return !isInput(f); });
-    for (const auto& file : files) {
-      auto sha = io::sha256File(file);
-      if (!sha) return sha.failure();
-      inputs[relativeTo(file, root_)] = *sha;
+  // nvcc compiles a staged copy of the inputs (core/inputs.h), so that the path and the file
+  // times of this checkout never reach an image's line table: per group with CUDA variants, and
+  // the CUTLASS headers (pip writes them with the install's time, under the checkout's .venv).
+  Result<void> stageSources(const std::map<std::string, InputMap>& group_inputs) {
+    const fs::path stage_dir = fs::absolute(options_.stage_dir.empty() ? kDefaultStageDir : options_.stage_dir);
+    for (const Group* group : plan_.groups) {
+      if (group->kind != SourceKind::kCuda) continue;
+      auto staged = stageInputs(root_, group_inputs.at(group->name), stage_dir);
+      if (!staged) return staged.failure();
+      staged_sources_[group->name] = *staged;
     }
-    return inputs;
+    if (!cutlass_.include_dir.empty()) {
+      InputMap headers;
+      if (auto r = addInputs(cutlass_.include_dir, "", headers); !r) return r;
+      auto staged = stageInputs(cutlass_.include_dir, headers, stage_dir);
+      if (!staged) return staged.failure();
+      staged_cutlass_include_ = *staged;
+    }
+    return {};
   }
 
   Result<void> compileCubins() {
     // Records first (inputs hashed once per group), so workers only fill in their own image.
+    std::map<std::string, InputMap> group_inputs;
     for (const Group* group : plan_.groups) {
       auto inputs = groupInputs(*group);
       if (!inputs) return inputs.failure();
+      group_inputs[group->name] = *inputs;
       for (const Variant* v : plan_.variants) {
         if (v->group != group->name) continue;
         VariantRecord& record = metadata_.variants[v->name];
@@ -300,6 +307,7 @@ class Builder {
       record.fingerprint = variantFingerprint(record, *v, metadata_.provenance);
       if (v->kind == SourceKind::kCuteDsl) record.fingerprint = cuteDslFingerprint(record.fingerprint, cute_dsl_);
     }
+    if (auto staged = stageSources(group_inputs); !staged) return staged;
 
     LockedSink sink(sink_);
     int done = 0;
@@ -313,12 +321,15 @@ class Builder {
       request.sm = job.sm;
       request.ptx = job.ptx;
       request.root = root_;
+      if (auto staged = staged_sources_.find(job.variant->group); staged != staged_sources_.end()) {
+        request.sources = staged->second;
+      }
       request.cuda = &cuda_;
       request.cubin = staging_ / imagePath(job.variant->name, job.sm, job.ptx);
       request.cute_dsl = &cute_dsl_;
       request.scratch = staging_ / ".obj";
       if (std::find(job.variant->uses.begin(), job.variant->uses.end(), "cutlass") != job.variant->uses.end()) {
-        request.cutlass_include = cutlass_.include_dir;
+        request.cutlass_include = staged_cutlass_include_;
       }
       const FrontEnd* front_end = *frontEndFor(job.variant->kind);
       const auto commands = front_end->commands(request);
@@ -480,11 +491,10 @@ class Builder {
       const fs::path dir = runtime_ / "runners" / group;
       if (!fs::is_directory(dir)) continue;
       if (auto r = io::copyTree(dir / "include/kiln", staging_ / "include/kiln"); !r) return r;
-      std::error_code ec;
-      for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        if (!entry.is_regular_file() || entry.path().extension() != ".cpp") continue;
-        host_compiles_.push_back({entry.path(),
-                                  staging_ / ".obj" / fmt::format("runner_{}_{}.o", group, entry.path().stem().string()),
+      // Sorted (listFiles), so the library's members are in the same order in every checkout.
+      for (const auto& file : io::listFiles(dir)) {
+        if (file.extension() != ".cpp" || file.parent_path() != dir) continue;
+        host_compiles_.push_back({file, staging_ / ".obj" / fmt::format("runner_{}_{}.o", group, file.stem().string()),
                                   {dir / "include"}});
       }
     }
@@ -493,7 +503,10 @@ class Builder {
 
   // ---- host library -----------------------------------------------------------------------
   std::vector<std::string> hostCommand(const HostCompile& c) const {
+    // The runtime's __FILE__ (KILN_CU_CHECK) is recorded as runtime/..., not this checkout's path,
+    // so that the library's bytes do not depend on where the checkout is.
     std::vector<std::string> argv = {host_.cxx, "-std=c++20", "-O2", "-fPIC",
+                                     "-ffile-prefix-map=" + runtime_.string() + "=runtime",
                                      "-I", (staging_ / "include").string(),
                                      "-I", (runtime_ / "include").string(),
                                      "-I", (runtime_ / "src").string(),
@@ -529,7 +542,8 @@ class Builder {
 
     const int expected = host_.arch == "aarch64" ? io::kElfMachineAarch64 : io::kElfMachineX86_64;
     std::map<std::string, fs::path> owners;
-    std::vector<std::string> ar = {host_.ar, "rcs", (staging_ / kLibraryPath).string()};
+    // D: every member with time, uid and gid 0 (GNU ar's default on Debian, not everywhere).
+    std::vector<std::string> ar = {host_.ar, "rcsD", (staging_ / kLibraryPath).string()};
     for (const auto& c : host_compiles_) {
       auto machine = io::elfMachine(c.object);
       if (!machine) return machine.failure();
@@ -601,6 +615,8 @@ class Builder {
   HostToolchain host_;
   CutlassHeaders cutlass_;
   CuteDslToolchain cute_dsl_;  // detected only when a cute_dsl variant is planned
+  std::map<std::string, fs::path> staged_sources_;  // CUDA group -> its staged inputs (stageSources)
+  fs::path staged_cutlass_include_;                  // the staged CUTLASS headers, when a group uses them
   Registry registry_;
   BuildPlan plan_;
   fs::path artifact_dir_;

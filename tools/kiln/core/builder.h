@@ -30,6 +30,9 @@ struct BuildOptions {
   std::string cxx;              // KILN_CXX
   std::string cutlass_include;  // KILN_CUTLASS_INCLUDE
   std::string python;           // KILN_PYTHON (cute_dsl variants); empty: <root>/.venv/bin/python
+  std::string stage_dir;        // KILN_SOURCE_STAGE_DIR, where nvcc's sources are staged (core/inputs.h);
+                                // empty: /tmp. Images record this path, so builds compare byte for
+                                // byte only with the same one.
   std::string kiln_version = KILN_VERSION;
 };
 

@@ -114,8 +114,11 @@ std::vector<std::string> nvccCommand(const CompileRequest& request) {
     argv.push_back("-Xptxas");
     argv.push_back("-v");
   }
+  // -lineinfo for Nsight Compute's source view. The line table holds each source's directory and
+  // modification time, hence `sources`: a staged copy at a path and time that depend on nothing
+  // but the sources' content.
   for (const char* arg : {"-lineinfo", "-I"}) argv.push_back(arg);
-  argv.push_back((request.root / "kernels").string());
+  argv.push_back((request.sources / "kernels").string());
   if (!request.cutlass_include.empty()) {
     argv.push_back("-I");
     argv.push_back(request.cutlass_include.string());
@@ -128,7 +131,7 @@ std::vector<std::string> nvccCommand(const CompileRequest& request) {
   for (const auto& flag : variant.nvcc_flags) argv.push_back(flag);
   argv.push_back("-o");
   argv.push_back(request.cubin.string());
-  argv.push_back(variant.source.string());
+  argv.push_back((request.sources / variant.source.lexically_relative(request.root)).string());
   return argv;
 }
 

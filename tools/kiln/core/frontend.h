@@ -30,6 +30,9 @@ struct CompileRequest {
   const CuteDslToolchain* cute_dsl = nullptr;  // set for cute_dsl variants
   std::filesystem::path scratch{};  // a directory the front end may write helper files into
   bool ptx = false;  // compile PTX for compute_<sm> instead of a cubin for sm_<sm>
+  // Where the CUDA front end reads the sources: the staged copy of the variant's inputs
+  // (core/inputs.h), laid out as `root` (kernels/<group>/, kernels/common/).
+  std::filesystem::path sources{};
 };
 
 struct CompileOutput {
@@ -53,8 +56,9 @@ class FrontEnd {
 // The front end for a source kind; an error for a kind that has none yet.
 Result<const FrontEnd*> frontEndFor(SourceKind kind);
 
-// The CUDA C++ front end's nvcc argv (docs/registry.md): exposed for tests and --verbose. For a
-// PTX request: `-ptx -arch=compute_NN` in place of `-cubin -arch=sm_NN[a]`, and no `-Xptxas -v`.
+// The CUDA C++ front end's nvcc argv (docs/registry.md): exposed for tests and --verbose. It
+// names the files under `request.sources`, never under `request.root`. For a PTX request:
+// `-ptx -arch=compute_NN` in place of `-cubin -arch=sm_NN[a]`, and no `-Xptxas -v`.
 std::vector<std::string> nvccCommand(const CompileRequest& request);
 
 }  // namespace kiln::core
