@@ -278,10 +278,58 @@ function(_kiln_check_library out json dir)
   set(${out} "${lib}" PARENT_SCOPE)
 endfunction()
 
+# One recorded input: `path` (relative to the checkout `root`) must still hash to `expected`.
+# A macro, so that a path shared by several variants is hashed once (hashed and sha_<path> live
+# in _kiln_check_inputs' scope); `owner` names whose input it is in the error.
+macro(_kiln_check_recorded path expected owner)
+  if(NOT "${path}" IN_LIST hashed)
+    set(actual "")
+    if(EXISTS "${root}/${path}" AND NOT IS_DIRECTORY "${root}/${path}")
+      file(SHA256 "${root}/${path}" actual)
+    endif()
+    set("sha_${path}" "${actual}")
+    list(APPEND hashed "${path}")
+  endif()
+  string(TOLOWER "${expected}" recorded_sha)
+  if("${sha_${path}}" STREQUAL "")
+    set(why "is gone from ${root}")
+  elseif(NOT "${sha_${path}}" STREQUAL recorded_sha)
+    set(why "changed since the build (sha256 ${sha_${path}}, recorded ${recorded_sha})")
+  else()
+    set(why "")
+  endif()
+  if(NOT why STREQUAL "")
+    _kiln_fatal("kiln: artifact ${dir} is stale: input ${path} of ${owner} ${why}. "
+                "Rebuild it:\n  ${rebuild}")
+  endif()
+endmacro()
+
+# Every input file now under the checkout directories ARGN (relative to `root`) must be among
+# the paths listed in the variable named `recorded_var`: a file added since the build is an
+# error that says, in `unrecorded`, who did not record it.
+function(_kiln_check_unrecorded root dir rebuild recorded_var unrecorded)
+  set(globs "")
+  foreach(sub IN LISTS ARGN)
+    list(APPEND globs "${root}/${sub}/*")
+  endforeach()
+  file(GLOB_RECURSE present LIST_DIRECTORIES false RELATIVE "${root}" ${globs})
+  # Documentation (*.md) and hidden files are not inputs (the builder's rule, core/inputs.h).
+  list(FILTER present EXCLUDE REGEX "(\\.md$|(^|/)\\.[^/]*$)")
+  foreach(path IN LISTS present)
+    if(NOT path IN_LIST ${recorded_var})
+      _kiln_fatal("kiln: artifact ${dir} is stale: ${path} is new since the build "
+                  "(${unrecorded}). Rebuild it:\n  ${rebuild}")
+    endif()
+  endforeach()
+endfunction()
+
 # Staleness by content, against the kiln checkout. A variant records every file of its group
-# directory and of kernels/common/ with its sha256 (docs/artifact-format.md, `inputs`): each
-# recorded file must still hash the same (each path is hashed once), and no file may have been
-# added to those directories since. Skipped when the checkout has no kernels/.
+# directory and of kernels/common/ with its sha256 (docs/artifact-format.md, `inputs`), and the
+# artifact every file of runtime/include/, runtime/src/ and runtime/runners/<group>/ of its
+# groups (`runtime_inputs`, absent from metadata written before it existed): each recorded file
+# must still hash the same (each path is hashed once), and no file may have been added to those
+# directories since. The kernels are skipped when the checkout has no kernels/, the runtime when
+# it has no runtime/.
 function(_kiln_check_inputs json dir arch tag groups artifacts_dir)
   set(root "${KILN_SOURCE_ROOT}")
   if(root STREQUAL "" OR NOT IS_DIRECTORY "${root}/kernels")
@@ -300,24 +348,7 @@ function(_kiln_check_inputs json dir arch tag groups artifacts_dir)
     list(APPEND recorded_${group} ${paths})
     foreach(path IN LISTS paths)
       string(JSON expected GET "${inputs}" "${path}")
-      string(TOLOWER "${expected}" expected)
-      if(NOT path IN_LIST hashed)
-        set(actual "")
-        if(EXISTS "${root}/${path}" AND NOT IS_DIRECTORY "${root}/${path}")
-          file(SHA256 "${root}/${path}" actual)
-        endif()
-        set(sha_${path} "${actual}")
-        list(APPEND hashed "${path}")
-      endif()
-      if(sha_${path} STREQUAL "")
-        set(why "is gone from ${root}")
-      elseif(NOT sha_${path} STREQUAL expected)
-        set(why "changed since the build (sha256 ${sha_${path}}, recorded ${expected})")
-      else()
-        continue()
-      endif()
-      _kiln_fatal("kiln: artifact ${dir} is stale: input ${path} of variant ${variant} "
-                  "${why}. Rebuild it:\n  ${rebuild}")
+      _kiln_check_recorded("${path}" "${expected}" "variant ${variant}")
     endforeach()
   endforeach()
 
@@ -325,17 +356,31 @@ function(_kiln_check_inputs json dir arch tag groups artifacts_dir)
     if(NOT IS_DIRECTORY "${root}/kernels/${group}")
       continue()  # a group gone from the checkout was caught above (its inputs are gone)
     endif()
-    file(GLOB_RECURSE present LIST_DIRECTORIES false RELATIVE "${root}"
- "${root}/kernels/${group}/*" "${root}/kernels/common/*")
-    # Documentation (*.md) and hidden files are not inputs (the builder's rule, builder.cpp).
-    list(FILTER present EXCLUDE REGEX "(\\.md$|(^|/)\\.[^/]*$)")
-    foreach(path IN LISTS present)
-      if(NOT path IN_LIST recorded_${group})
-        _kiln_fatal("kiln: artifact ${dir} is stale: ${path} is new since the build "
-                    "(no variant of group ${group} recorded it). Rebuild it:\n  ${rebuild}")
-      endif()
-    endforeach()
+    _kiln_check_unrecorded("${root}" "${dir}" "${rebuild}" recorded_${group}
+                           "no variant of group ${group} recorded it" kernels/${group} kernels/common)
   endforeach()
+
+  string(JSON runtime_inputs ERROR_VARIABLE absent GET "${json}" runtime_inputs)
+  if(absent)
+    message(STATUS "kiln: ${file} records no runtime_inputs (an older kiln wrote it); the "
+                   "runtime's staleness is not checked")
+    return()
+  endif()
+  if(NOT IS_DIRECTORY "${root}/runtime")
+    message(STATUS "kiln: no runtime/ under '${root}'; the runtime's staleness check skipped")
+    return()
+  endif()
+  _kiln_json_list(runtime_paths MEMBER "${runtime_inputs}" "${file}")
+  foreach(path IN LISTS runtime_paths)
+    string(JSON expected GET "${runtime_inputs}" "${path}")
+    _kiln_check_recorded("${path}" "${expected}" "the runtime")
+  endforeach()
+  set(runtime_dirs runtime/include runtime/src)
+  foreach(group IN LISTS groups)
+    list(APPEND runtime_dirs runtime/runners/${group})
+  endforeach()
+  _kiln_check_unrecorded("${root}" "${dir}" "${rebuild}" runtime_paths
+                         "the artifact's runtime_inputs do not list it" ${runtime_dirs})
 endfunction()
 
 # The gating rule, in one place. A group is enabled when the artifact has it and GROUPS (if

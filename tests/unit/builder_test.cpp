@@ -552,6 +552,38 @@ TEST_F(BuilderTest, NvccReadsTheStagedSources) {
   for (const auto& arg : command) EXPECT_EQ(arg.find((tmp_.path() / "kernels").string()), std::string::npos) << arg;
 }
 
+// The artifact fingerprint covers the runtime and runner sources compiled into the library, by
+// content and relative path, with the variants' rule: a runtime-only change makes the artifact
+// stale, documentation does not, and neither touches a variant's fingerprint.
+TEST_F(BuilderTest, RuntimeSourcesAreInputsOfTheArtifactFingerprint) {
+  ASSERT_TRUE(io::writeFile(tmp_.path() / "runtime/runners/alpha/runner.cpp", "int alpha_runner;\n"));
+  ASSERT_TRUE(io::writeFile(tmp_.path() / "runtime/runners/gamma/runner.cpp", "int gamma_runner;\n"));
+  ASSERT_TRUE(build("alpha"));
+  const auto first = metadata();
+  EXPECT_EQ(first["runtime_inputs"],
+            nlohmann::json({{"runtime/include/kiln/variant.h", io::sha256Hex("#pragma once\n")},
+                            {"runtime/runners/alpha/runner.cpp", io::sha256Hex("int alpha_runner;\n")},
+                            {"runtime/src/status.cpp", io::sha256Hex("int kiln_status;\n")}}));
+  const std::string variant = first["variants"]["alpha_h1024_bf16"]["fingerprint"];
+
+  ASSERT_TRUE(io::writeFile(tmp_.path() / "runtime/src/README.md", "# the runtime\n"));
+  ASSERT_TRUE(io::writeFile(tmp_.path() / "runtime/runners/gamma/runner.cpp", "int gamma_runner_v2;\n"));
+  ASSERT_TRUE(build("alpha", /*clean=*/true));
+  EXPECT_EQ(metadata()["fingerprint"], first["fingerprint"]);  // *.md, and a group not built
+  EXPECT_EQ(metadata()["runtime_inputs"], first["runtime_inputs"]);
+
+  ASSERT_TRUE(io::writeFile(tmp_.path() / "runtime/src/status.cpp", "int kiln_status = 1;\n"));
+  ASSERT_TRUE(build("alpha", /*clean=*/true));
+  const auto changed = metadata();
+  EXPECT_NE(changed["fingerprint"], first["fingerprint"]);
+  EXPECT_EQ(changed["runtime_inputs"]["runtime/src/status.cpp"], io::sha256Hex("int kiln_status = 1;\n"));
+  EXPECT_EQ(changed["variants"]["alpha_h1024_bf16"]["fingerprint"], variant);
+
+  ASSERT_TRUE(io::writeFile(tmp_.path() / "runtime/runners/alpha/runner.cpp", "int alpha_runner_v2;\n"));
+  ASSERT_TRUE(build("alpha", /*clean=*/true));
+  EXPECT_NE(metadata()["fingerprint"], changed["fingerprint"]);
+}
+
 TEST_F(BuilderTest, AbandonedStagingDirectoriesAreRemoved) {
   const fs::path abandoned = tmp_.path() / "artifacts/x86_64/.sm_90.staging-999999999";
   ASSERT_TRUE(io::writeFile(abandoned / "metadata.json", "{}"));

@@ -1,7 +1,8 @@
 // metadata.json: every field of docs/artifact-format.md survives a write/read round trip (PTX
 // images and compute_NN gpu_archs included; an image without `format` is a cubin, an unknown
-// format is refused), other schema versions are rejected, the tag rule, and the merge rule
-// accepts and refuses what contract 6 says.
+// format is refused; metadata without `runtime_inputs` records none), other schema versions are
+// rejected, the fingerprint's inputs, the tag rule, and the merge rule accepts and refuses what
+// contract 6 says.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@ ArtifactMetadata makeMetadata() {
   p.host_compiler_version = "g++ 12.2.0";
   m.build_date = "2025-01-01T00:00:00Z";
   m.library = {"lib/libkiln.a", "11", 42};
+  m.runtime_inputs = {{"runtime/include/kiln/status.h", "dd"}, {"runtime/src/loader.cpp", "ee"}};
   VariantRecord v;
   v.name = "rmsnorm_h4096_bf16";
   v.group = "rmsnorm";
@@ -56,11 +58,12 @@ TEST(Metadata, HasEveryDocumentedField) {
   const auto j = nlohmann::json::parse(toJson(makeMetadata()));
   for (const char* field : {"schema_version", "kiln_version", "arch", "host_target", "tag", "gpu_archs",
                             "compile_targets", "cuda_version", "host_compiler", "cutlass_version", "build_date",
-                            "library", "fingerprint", "groups", "variants"}) {
+                            "library", "fingerprint", "runtime_inputs", "groups", "variants"}) {
     EXPECT_TRUE(j.contains(field)) << field;
   }
   EXPECT_EQ(j["gpu_archs"][0], "sm_90");
   EXPECT_TRUE(j["cutlass_version"].is_null());
+  EXPECT_EQ(j["runtime_inputs"]["runtime/src/loader.cpp"], "ee");
   const auto& v = j["variants"]["rmsnorm_h4096_bf16"];
   for (const char* field : {"group", "kind", "object", "header", "entries", "constants", "inputs", "fingerprint", "sms"}) {
     EXPECT_TRUE(v.contains(field)) << field;
@@ -99,6 +102,19 @@ TEST(Metadata, RejectsOtherSchemaVersionsAndMissingFields) {
   EXPECT_NE(r.error().find("'cuda_version'"), std::string::npos) << r.error();
 }
 
+// Metadata written before `runtime_inputs` existed reads as recording none, and its fingerprint
+// is computed as it was then: provenance and variants only.
+TEST(Metadata, MetadataWithoutRuntimeInputsRecordsNone) {
+  ArtifactMetadata m = makeMetadata();
+  m.runtime_inputs.clear();
+  auto j = nlohmann::json::parse(toJson(m));
+  j.erase("runtime_inputs");
+  auto back = parseMetadata(j.dump());
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_TRUE(back->runtime_inputs.empty());
+  EXPECT_EQ(artifactFingerprint(*back), artifactFingerprint(m));
+}
+
 TEST(Metadata, FingerprintDependsOnVariantsAndProvenance) {
   ArtifactMetadata m = makeMetadata();
   const std::string before = artifactFingerprint(m);
@@ -108,6 +124,12 @@ TEST(Metadata, FingerprintDependsOnVariantsAndProvenance) {
   EXPECT_NE(artifactFingerprint(m), before);
   m = makeMetadata();
   m.provenance.cuda_version = "13.1.0";
+  EXPECT_NE(artifactFingerprint(m), before);
+  m = makeMetadata();
+  m.runtime_inputs["runtime/src/loader.cpp"] = "ef";  // a runtime-only change
+  EXPECT_NE(artifactFingerprint(m), before);
+  m = makeMetadata();
+  m.runtime_inputs["runtime/src/launch.cpp"] = "ff";  // a runtime file added
   EXPECT_NE(artifactFingerprint(m), before);
 }
 

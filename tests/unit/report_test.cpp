@@ -1,5 +1,6 @@
 // The read-only reports on artifacts built by hand: the build's resource table and inspect's
-// table (a PTX image's resources read "ptx (JIT)" and "-", the size column is the "image"'s),
+// table (a PTX image's resources read "ptx (JIT)" and "-", the size column is the "image"'s, the
+// runtime inputs counted or "not recorded"),
 // and `kiln doctor`'s runDoctor, which rebuilds the variant tables from the files (a PTX image
 // NUL-terminated, marked ptx) and asks the runtime, here on the fake driver of tests/runtime.
 #include <gtest/gtest.h>
@@ -72,6 +73,14 @@ TEST(Report, PtxImagesShowJitInsteadOfResources) {
   EXPECT_NE(inspect.find("rmsnorm_h4096_bf16  compute_80  hidden=4096  ptx (JIT)  -"),
             std::string::npos)
       << inspect;
+}
+
+TEST(Report, InspectCountsTheRuntimeInputs) {
+  ArtifactMetadata m = makeMetadata(std::string(2048, 'c'), std::string(1024, 'p'));
+  EXPECT_NE(inspectTable(m).find("runtime        inputs not recorded (metadata of an older kiln)\n"),
+            std::string::npos);
+  m.runtime_inputs = {{"runtime/src/status.cpp", "aa"}, {"runtime/src/loader.cpp", "bb"}};
+  EXPECT_NE(inspectTable(m).find("runtime        2 input files (runtime_inputs)\n"), std::string::npos);
 }
 
 TEST(Report, DoctorRunsAPtxImageFromTheArtifactFiles) {

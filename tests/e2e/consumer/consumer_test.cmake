@@ -80,14 +80,18 @@ endfunction()
 # kernels/common/ files, as kiln records them) and softmax (absent from the checkout). Each of
 # FX_SCHEMA, FX_LIB_SHA, FX_META_TAG, FX_FINGERPRINT, FX_CUDA_VERSION, FX_BUILD_DATE overrides
 # one field; FX_INPUT_SHA the recorded sha256 of
-# kernels/rmsnorm/kiln.toml; FX_DROP_INPUT leaves one path out of the inputs.
+# kernels/rmsnorm/kiln.toml; FX_DROP_INPUT leaves one path out of the inputs. The runtime_inputs
+# are the checkout's runtime/include/, runtime/src/ and runtime/runners/rmsnorm/ files, as kiln
+# records them; FX_RUNTIME_SHA is the recorded sha256 of runtime/src/status.cpp, and
+# FX_NO_RUNTIME_INPUTS leaves the field out (metadata of a kiln that predates it).
 
-# `"path": "sha256"` entries for every file under the given kernels/ subdirectories.
+# `"path": "sha256"` entries for every file under the given subdirectories of the checkout.
 function(fixture_inputs out)
   set(entries "")
   foreach(sub IN LISTS ARGN)
     file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE "${REPO_DIR}"
-         "${REPO_DIR}/kernels/${sub}/*")
+         "${REPO_DIR}/${sub}/*")
+    list(FILTER files EXCLUDE REGEX "(\\.md$|(^|/)\\.[^/]*$)")  # not inputs, as kiln records
     foreach(path IN LISTS files)
       if(path STREQUAL "${FX_DROP_INPUT}")
         continue()
@@ -95,6 +99,8 @@ function(fixture_inputs out)
       file(SHA256 "${REPO_DIR}/${path}" sha)
       if(path STREQUAL "kernels/rmsnorm/kiln.toml" AND DEFINED FX_INPUT_SHA)
         set(sha "${FX_INPUT_SHA}")
+      elseif(path STREQUAL "runtime/src/status.cpp" AND DEFINED FX_RUNTIME_SHA)
+        set(sha "${FX_RUNTIME_SHA}")
       endif()
       list(APPEND entries "\"${path}\": \"${sha}\"")
     endforeach()
@@ -119,8 +125,13 @@ function(write_fixture root arch tag)
       set(${lower} "${FX_${field}}")
     endif()
   endforeach()
-  fixture_inputs(rmsnorm_inputs rmsnorm common)
-  fixture_inputs(softmax_inputs common)
+  fixture_inputs(rmsnorm_inputs kernels/rmsnorm kernels/common)
+  fixture_inputs(softmax_inputs kernels/common)
+  fixture_inputs(runtime_inputs runtime/include runtime/src runtime/runners/rmsnorm)
+  set(runtime_field "\n  \"runtime_inputs\": ${runtime_inputs},")
+  if(FX_NO_RUNTIME_INPUTS)
+    set(runtime_field "")
+  endif()
 
   # The tag's entries, sm_NN (a cubin) or compute_NN (PTX): "sm_87_compute_90" -> sm_87;compute_90.
   string(REGEX REPLACE "_(sm|compute)_" ";\\1_" entries "${tag}")
@@ -159,7 +170,7 @@ function(write_fixture root arch tag)
   \"tag\": \"${meta_tag}\",
   \"gpu_archs\": [${gpu_archs}],
   \"library\": {\"path\": \"lib/libkiln.a\", \"sha256\": \"${lib_sha}\", \"size\": 1},
-  \"fingerprint\": \"${fingerprint}\",
+  \"fingerprint\": \"${fingerprint}\",${runtime_field}
   \"groups\": {
     \"rmsnorm\": {\"kind\": \"cuda\",
                  \"variants\": [\"rmsnorm_h1024_bf16\", \"rmsnorm_h4096_bf16\"]},
@@ -345,6 +356,34 @@ function(case_fixture_new_input)
   configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
   expect_failure("is stale: kernels/rmsnorm/kiln.toml is new since the build"
                  "kiln build --gpu-arch sm_90 --arch x86_64 --kernels rmsnorm,softmax --clean")
+endfunction()
+
+# A runtime source changed since the build: the artifact's library is stale even though every
+# kernel input is as recorded.
+function(case_fixture_runtime_stale)
+  set(FX_RUNTIME_SHA "2222222222222222222222222222222222222222222222222222222222222222")
+  write_fixture("${FIXTURES}" x86_64 sm_90)
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_failure("is stale: input runtime/src/status.cpp of the runtime changed since the build"
+                 "recorded ${FX_RUNTIME_SHA}"
+                 "kiln build --gpu-arch sm_90 --arch x86_64 --kernels rmsnorm,softmax --clean")
+endfunction()
+
+# A runtime file added since the build, and metadata of a kiln that recorded no runtime_inputs
+# (accepted, saying the runtime is not checked).
+function(case_fixture_runtime_new_input)
+  set(FX_DROP_INPUT "runtime/src/status.cpp")
+  write_fixture("${FIXTURES}" x86_64 sm_90)
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_failure("is stale: runtime/src/status.cpp is new since the build (the artifact's "
+                 "runtime_inputs do not list it)"
+                 "kiln build --gpu-arch sm_90 --arch x86_64 --kernels rmsnorm,softmax --clean")
+  set(FX_NO_RUNTIME_INPUTS ON)
+  write_fixture("${FIXTURES}" x86_64 sm_90)
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  expect_success()
+  expect_output("records no runtime_inputs (an older kiln wrote it); the runtime's staleness is "
+                "not checked")
 endfunction()
 
 # metadata.json whose tag disagrees with its directory (a renamed directory).

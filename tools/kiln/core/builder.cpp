@@ -255,6 +255,21 @@ class Builder {
     return inputs;
   }
 
+  // The runtime and runner sources compiled into lib/libkiln.a (generate()), keyed as in a kiln
+  // checkout ("runtime/src/loader.cpp") wherever --runtime-dir points: the artifact's
+  // `runtime_inputs`, which its fingerprint covers.
+  Result<InputMap> runtimeInputs() const {
+    InputMap inputs;
+    for (const char* dir : {"include", "src"}) {
+      if (auto r = addInputs(runtime_ / dir, fmt::format("runtime/{}/", dir), inputs); !r) return r.failure();
+    }
+    for (const auto& [group, g] : metadata_.groups) {
+      auto r = addInputs(runtime_ / "runners" / group, fmt::format("runtime/runners/{}/", group), inputs);
+      if (!r) return r.failure();
+    }
+    return inputs;
+  }
+
   // nvcc compiles a staged copy of the inputs (core/inputs.h), so that the path and the file
   // times of this checkout never reach an image's line table: per group with CUDA variants, and
   // the CUTLASS headers (pip writes them with the install's time, under the checkout's .venv).
@@ -451,6 +466,9 @@ class Builder {
         }
       }
     }
+    auto runtime = runtimeInputs();
+    if (!runtime) return runtime.failure();
+    metadata_.runtime_inputs = std::move(runtime).value();
     metadata_.fingerprint = artifactFingerprint(metadata_);
     return {};
   }

@@ -1,6 +1,7 @@
 // The files a build reads, by content. One rule says which files are inputs and one helper
-// hashes them, for a variant's `inputs` (docs/artifact-format.md), recorded by paths relative to
-// the repository, so a moved checkout records the same map.
+// hashes them, for a variant's `inputs` and for the artifact's `runtime_inputs`
+// (docs/artifact-format.md); both record paths relative to the repository, so a moved checkout
+// records the same map.
 //
 // nvcc does not compile the checkout's files themselves: with -lineinfo, the line table it writes
 // into a cubin (and the `.file` lines of PTX) holds the absolute directory of every source with

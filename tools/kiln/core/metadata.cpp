@@ -62,6 +62,7 @@ std::string toJson(const ArtifactMetadata& m) {
   j["build_date"] = m.build_date;
   j["library"] = {{"path", m.library.path}, {"sha256", m.library.sha256}, {"size", m.library.size}};
   j["fingerprint"] = m.fingerprint;
+  j["runtime_inputs"] = m.runtime_inputs;
   Json groups = Json::object();
   for (const auto& [name, g] : m.groups) {
     groups[name] = {{"kind", g.kind}, {"supported_sms", g.supported_sms}, {"variants", g.variants}};
@@ -144,6 +145,9 @@ Result<ArtifactMetadata> parseMetadata(const std::string& json_text) {
     m.library.size = j.at(field).at("size").get<std::uint64_t>();
     field = "fingerprint";
     m.fingerprint = j.at(field).get<std::string>();
+    field = "runtime_inputs";
+    // Absent in metadata written before it existed: nothing recorded, nothing to check.
+    if (j.contains(field)) m.runtime_inputs = j.at(field).get<std::map<std::string, std::string>>();
     field = "groups";
     for (const auto& [name, g] : j.at(field).items()) {
       GroupRecord record;
@@ -230,8 +234,8 @@ std::string variantFingerprint(const VariantRecord& record, const Variant& varia
 
 std::string artifactFingerprint(const ArtifactMetadata& m) {
   const Provenance& p = m.provenance;
-  // An sm_NN entry is written as its number, as before compute_NN entries existed, so the
-  // fingerprint of an artifact without PTX is what it always was.
+  // An sm_NN entry is written as its number, as before compute_NN entries existed, so adding
+  // them changed no fingerprint of an artifact without PTX.
   std::vector<std::string> archs;
   for (const GpuArch& arch : p.gpu_archs) archs.push_back(arch.ptx ? gpuArchName(arch) : std::to_string(arch.sm));
   std::string text = fmt::format(
@@ -240,6 +244,7 @@ std::string artifactFingerprint(const ArtifactMetadata& m) {
       p.kiln_version, p.arch, p.host_target, p.tag, fmt::join(archs, ","),
       fmt::join(p.compile_targets, ","), p.cuda_version, p.host_compiler_command,
       p.host_compiler_version, p.cutlass_version.value_or("none"));
+  for (const auto& [path, sha] : m.runtime_inputs) text += fmt::format("runtime_input {} {}\n", path, sha);
   for (const auto& [name, v] : m.variants) text += fmt::format("variant {} {}\n", name, v.fingerprint);
   return io::sha256Hex(text);
 }

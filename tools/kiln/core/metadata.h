@@ -81,6 +81,9 @@ struct ArtifactMetadata {
   std::string build_date;
   LibraryRecord library;
   std::string fingerprint;
+  // Path as in a kiln checkout ("runtime/src/loader.cpp") -> sha256 of every runtime and runner
+  // source compiled into the library; empty in metadata written before the field existed.
+  std::map<std::string, std::string> runtime_inputs;
   std::map<std::string, GroupRecord> groups;
   std::map<std::string, VariantRecord> variants;
 };
@@ -92,7 +95,7 @@ Result<ArtifactMetadata> parseMetadata(const std::string& json_text);
 // sha256 over the variant's inputs, constants, entries, targets, flags and tool versions.
 std::string variantFingerprint(const VariantRecord& record, const Variant& variant,
                                const Provenance& provenance);
-// sha256 over the provenance fields and every variant's fingerprint, by name.
+// sha256 over the provenance fields, the runtime inputs and every variant's fingerprint, by name.
 std::string artifactFingerprint(const ArtifactMetadata& metadata);
 
 // The tag is the gpu_archs joined ("sm_87_sm_90", "compute_80"), and gpu_archs are ascending

@@ -107,6 +107,9 @@ std::string inspectTable(const ArtifactMetadata& m) {
   out += fmt::format("library        {} ({}, sha256 {})\n", m.library.path, humanBytes(m.library.size),
                      m.library.sha256);
   out += fmt::format("fingerprint    {}\n", m.fingerprint);
+  out += m.runtime_inputs.empty()
+             ? "runtime        inputs not recorded (metadata of an older kiln)\n"
+             : fmt::format("runtime        {} input files (runtime_inputs)\n", m.runtime_inputs.size());
   std::vector<std::string> groups;
   for (const auto& [name, g] : m.groups) groups.push_back(fmt::format("{} ({})", name, g.variants.size()));
   out += fmt::format("groups         {}\n\n", fmt::join(groups, ", "));
