@@ -89,13 +89,15 @@ KILN_BENCH_EXPORT int kiln_bench_gdn(const int* shape, float scale, const void* 
   return static_cast<int>(s.code());
 }
 
-// One multi-token verify step (T = shape[7] tokens per sequence): outputs and every intermediate
-// state into `cache`, the pool `state` only read. Returns as kiln_bench_gdn.
+// One multi-token verify step (T = shape[7] tokens per sequence): outputs, and the intermediate
+// states into `cache`: cache[b, t] when cache_slots is null, else cache[cache_slots[b, t]] of a
+// cache of cache_entries states (which may be the pool `state` itself). Returns as kiln_bench_gdn.
 KILN_BENCH_EXPORT int kiln_bench_gdn_mtp(const int* shape, float scale, const void* q,
                                          const void* k, const void* v, const float* g,
                                          const float* beta, const void* const* gating, void* out,
                                          const float* state, const std::int32_t* slots,
-                                         float* cache, void* stream, char* message,
+                                         float* cache, const std::int32_t* cache_slots,
+                                         long long cache_entries, void* stream, char* message,
                                          std::size_t message_bytes) {
   if (badDtype(shape[0], message, message_bytes))
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
@@ -119,6 +121,8 @@ KILN_BENCH_EXPORT int kiln_bench_gdn_mtp(const int* shape, float scale, const vo
   p.state = state;
   p.slots = slots;
   p.cache = cache;
+  p.cache_slots = cache_slots;
+  p.cache_entries = cache_entries;
   const kiln::Status s = kiln::gdn::run(p, nullptr, 0, static_cast<kiln::Stream>(stream));
   kiln_bench::copyMessage(s.toString(), message, message_bytes);
   return static_cast<int>(s.code());

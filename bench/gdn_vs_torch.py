@@ -9,6 +9,9 @@ H = 16 query/key heads, Hv = 32 value heads, d_k = d_v = 128, a float32 state po
   decode (gdn_decode, one token per sequence, the state updated in place), batch 1, 8, 32, 256;
   mtp (gdn_decode_mtp, T = 4 draft tokens per sequence, every intermediate state written to a
   cache [B, T, Hv, 128, 128], the pool only read), batch 1, 8, 32, 256;
+  final (gdn_decode_mtp over T = 4 tokens with cache_slots (-1, -1, -1, slots[b]) into the pool:
+  only the last token's state is kept, in the sequence's own slot, which is the work of
+  flash-linear-attention's one call over the T tokens), batch 1, 8, 32, 256;
   gating (gdn_decode_gating: decode from the gating inputs a, b [B, Hv] and A_log, dt_bias [Hv],
   g = -exp(A_log) softplus(a + dt_bias) and beta = sigmoid(b) computed in the kernel), batch 1, 8,
   32, 256, against the same step with the gates computed by a separate kernel first.
@@ -41,8 +44,8 @@ Per row:
        torch_gates_kiln  the gates in eager PyTorch + kiln's gdn_decode,
        fla               the Triton gating kernel + fla's fused recurrent kernel;
      their reference takes the gates in float64 from the same inputs;
-  3. reports TB/s of state bytes (decode: read + written, 2 B Hv 128^2 4; mtp: the pool read once
-     and T states written, (1 + T) B Hv 128^2 4), % of the device-to-device copy bandwidth
+  3. reports TB/s of state bytes (decode and final: read + written, 2 B Hv 128^2 4; mtp: the pool
+     read once and T states written, (1 + T) B Hv 128^2 4), % of the device-to-device copy bandwidth
      measured in this run, the floor (state bytes / copy bandwidth), and peer / kiln ratios
      (> 1: kiln is faster).
 
@@ -96,7 +99,7 @@ class Kiln(kb.Bridge):
         f.restype = ctypes.c_int
         f = self.lib.kiln_bench_gdn_mtp
         f.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_float] + [ctypes.c_void_p] * 11 + [
-            ctypes.c_char_p, ctypes.c_size_t]
+            ctypes.c_longlong, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         f.restype = ctypes.c_int
         self.variants = []  # (name, dk, dv, dtype code, max_tokens, fused_gating)
         i = 0
@@ -147,12 +150,18 @@ class Kiln(kb.Bridge):
         if rc != 0:
             raise RuntimeError(f"kiln gdn: {self.message.value.decode()}")
 
-    def mtp(self, shape, scale, s):
+    def mtp(self, shape, scale, s, final=False):
+        """Every token's state into s["cache"] [B, T, ...], or with final only the last one, into
+        the pool at the sequence's own slot (cache_slots s["final_slots"])."""
         stream = torch.cuda.current_stream().cuda_stream
+        cache, cache_slots, entries = ((s["state"].data_ptr(), s["final_slots"].data_ptr(),
+                                        s["num_slots"]) if final else
+                                       (s["cache"].data_ptr(), None, 0))
         rc = self.lib.kiln_bench_gdn_mtp(
             shape, scale, s["q"].data_ptr(), s["k"].data_ptr(), s["v"].data_ptr(),
             *self.gates(s, False), s["out"].data_ptr(), s["state"].data_ptr(),
-            s["slots"].data_ptr(), s["cache"].data_ptr(), stream, self.message, len(self.message))
+            s["slots"].data_ptr(), cache, cache_slots, entries, stream, self.message,
+            len(self.message))
         if rc != 0:
             raise RuntimeError(f"kiln gdn mtp: {self.message.value.decode()}")
 
@@ -260,8 +269,9 @@ def triton_gates_into(s):
 
 # ---- inputs and checks ------------------------------------------------------------------------
 
-def make_set(batch, dtype, gen, tokens=None, gating=False):
-    """One input set; tokens None: the decode layouts, else [B, T, ...] and a cache; gating: also
+def make_set(batch, dtype, gen, tokens=None, gating=False, final=False):
+    """One input set; tokens None: the decode layouts, else [B, T, ...] and a cache, or with final
+    the cache_slots (-1, .., -1, slots[b]) that keep only the last state, in place; gating: also
     the gating inputs (a, b in the activation dtype, every 97th a past the softplus threshold;
     A_log and dt_bias float32 in [-2, 1]), whose gates the split peers write into g and beta."""
     num_slots = batch + batch // 4 + 2
@@ -277,7 +287,10 @@ def make_set(batch, dtype, gen, tokens=None, gating=False):
          "slots": perm.to(torch.int32).contiguous(), "slots64": perm.contiguous(),
          "out": torch.empty(*lead, HEADS_V, DV, dtype=dtype, device="cuda"),
          "num_slots": num_slots}
-    if tokens is not None:
+    if tokens is not None and final:
+        s["final_slots"] = torch.full((batch, tokens), -1, dtype=torch.int32, device="cuda")
+        s["final_slots"][:, -1] = s["slots"]
+    elif tokens is not None:
         s["cache"] = torch.empty(batch, tokens, HEADS_V, DK, DV, device="cuda")
     if gating:
         for name in ("a", "b"):
@@ -382,17 +395,24 @@ def decode_peers(kiln, fla_fn, shape, scale, fused):
     return peers
 
 
-def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles, fused=False):
-    """One decode row: given gates (gdn_decode), or with fused True the gating inputs (the
-    fused-gating gdn_decode against the gates computed separately)."""
+def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles, fused=False,
+              tokens=1):
+    """One row that updates the state in place: decode, given gates (gdn_decode), or with fused
+    True the gating inputs (the fused-gating gdn_decode against the gates computed separately);
+    or with tokens > 1 final (gdn_decode_mtp over the T tokens keeping only the last state, in
+    the sequence's own slot, against fla's one call)."""
     scale = 1.0 / math.sqrt(DK)
+    final = tokens > 1
     state_bytes = 2 * batch * HEADS_V * DK * DV * 4  # read + written
     nsets = kb.rotation_sets(state_bytes // 2, l2_bytes, 8)
-    sets = [make_set(batch, dtype, gen, gating=fused) for _ in range(nsets)]
+    sets = [make_set(batch, dtype, gen, tokens if final else None, gating=fused, final=final)
+            for _ in range(nsets)]
     s0 = sets[0]
-    shape = kiln.shape(dtype, batch, s0["num_slots"])
-    row = {"op": "gating" if fused else "decode", "dtype": DTYPE_NAME[dtype], "batch": batch,
-           "tokens": 1, "heads_qk": HEADS_QK, "heads_v": HEADS_V, "head_dim_k": DK,
+    shape = (kiln.mtp_shape(dtype, batch, s0["num_slots"], tokens) if final else
+             kiln.shape(dtype, batch, s0["num_slots"]))
+    row = {"op": "final" if final else "gating" if fused else "decode",
+           "dtype": DTYPE_NAME[dtype], "batch": batch,
+           "tokens": tokens, "heads_qk": HEADS_QK, "heads_v": HEADS_V, "head_dim_k": DK,
            "head_dim_v": DV, "num_slots": s0["num_slots"], "state_bytes": state_bytes,
            "input_sets": nsets, "floor_us": state_bytes / (copy_tbps * 1e12) * 1e6}
 
@@ -403,9 +423,16 @@ def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles,
         ref_g, ref_beta = torch_gates(*(s0[n] for n in GATING_INPUTS), compute=torch.float64)
     else:
         ref_g, ref_beta = s0["g"], s0["beta"]
-    ref_out = torch_gdn(s0["q"], s0["k"], s0["v"], ref_g, ref_beta, ref_state, s0["slots64"],
-                        scale, compute=torch.float64)
     live = s0["slots64"]
+    if final:  # the states after each token, of which the last is kept
+        ref_cache = torch.empty(batch, tokens, HEADS_V, DK, DV, dtype=torch.float64, device="cuda")
+        ref_out = torch_mtp(s0["q"], s0["k"], s0["v"], ref_g, ref_beta, ref_state, live, scale,
+                            ref_cache, compute=torch.float64)
+        ref_final = ref_cache[:, -1]
+    else:
+        ref_out = torch_gdn(s0["q"], s0["k"], s0["v"], ref_g, ref_beta, ref_state, live, scale,
+                            compute=torch.float64)
+        ref_final = ref_state[live]
     bound = REL_L2_BOUND[dtype]
     # Slots no sequence owns must stay bit-identical.
     unowned = torch.ones(s0["num_slots"], dtype=torch.bool, device="cuda")
@@ -422,7 +449,7 @@ def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles,
             row[f"{name}_error"] = f"check: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
             return False
         out, state = (s0["out"], s0["state"][live]) if got is None else got
-        out_rel, st_rel = rel_l2(out, ref_out), rel_l2(state, ref_state[live])
+        out_rel, st_rel = rel_l2(out, ref_out), rel_l2(state, ref_final)
         untouched = bool(torch.equal(s0["state"][unowned], state0[unowned]))
         row.update({f"{name}_rel_l2": out_rel, f"{name}_state_rel_l2": st_rel})
         return record_check(
@@ -433,15 +460,19 @@ def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles,
     if fla_fn is not None:  # fla's initial states, gathered once, before any check or timing
         for s in sets:
             s["h0"] = s["state"].index_select(0, s["slots64"])
-    kiln_fn = lambda s: kiln(shape, scale, s, fused)  # noqa: E731
+    if final:
+        kiln_fn = lambda s: kiln.mtp(shape, scale, s, final=True)  # noqa: E731
+        peers = {} if fla_fn is None else {"fla": lambda s: fla_mtp(fla_fn, s, scale)}
+    else:
+        kiln_fn = lambda s: kiln(shape, scale, s, fused)  # noqa: E731
+        peers = decode_peers(kiln, fla_fn, shape, scale, fused)
     ok = check("kiln", kiln_fn)
     row["correct"] = ok
     if not ok:
         row["why"] = row["kiln_why"]
-    peers = decode_peers(kiln, fla_fn, shape, scale, fused)
     passed = [name for name, fn in peers.items() if check(name, fn)]
     s0["state"].copy_(state0)
-    del ref_state, ref_out, state0
+    del ref_state, ref_out, ref_final, state0
 
     if ok:
         timed_into(row, "kiln", kiln_fn, sets, busy_cycles, state_bytes)
@@ -449,7 +480,7 @@ def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles,
     for name in passed:
         timed_into(row, name, peers[name], sets, busy_cycles, state_bytes)
     graphs = {}
-    if not fused:  # the PyTorch recurrence in a CUDA graph: the same ops as torch, checked there
+    if "torch" in peers:  # the PyTorch recurrence in a CUDA graph: the same ops, checked there
         replay, graphs = graph_peer(row, sets, peers["torch"])
         row["torch_graph_rel_l2_note"] = "same ops as torch (eager), checked there"
         if replay is not None and "torch" in passed:
@@ -604,7 +635,8 @@ def main():
     ap.add_argument("--lib", required=True, help="path of libkiln_bench_gdn.so")
     ap.add_argument("--json", required=True, help="where to write the results")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
-    ap.add_argument("--ops", default="decode,mtp,gating", help="comma list of decode, mtp, gating")
+    ap.add_argument("--ops", default="decode,mtp,final,gating",
+                    help="comma list of decode, mtp, final, gating")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
     ops = [o for o in args.ops.split(",") if o]
@@ -630,8 +662,9 @@ def main():
     # op: (tokens, the variants it needs as (tokens, fused_gating, family))
     needs = {"decode": (1, [(1, False, "gdn_decode")]),
              "mtp": (MTP_TOKENS, [(MTP_TOKENS, False, "gdn_decode_mtp")]),
+             "final": (MTP_TOKENS, [(MTP_TOKENS, False, "gdn_decode_mtp")]),
              "gating": (1, [(1, True, "gdn_decode_gating"), (1, False, "gdn_decode")])}
-    for op in ("decode", "mtp", "gating"):
+    for op in ("decode", "mtp", "final", "gating"):
         if op not in ops:
             continue
         tokens, variants = needs[op]
@@ -647,12 +680,13 @@ def main():
                                     busy_cycles))
             else:
                 rows.append(bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen,
-                                      busy_cycles, fused=op == "gating"))
+                                      busy_cycles, fused=op == "gating", tokens=tokens))
     result["rows"] = rows
     result["clocks_after"] = kb.clocks()
 
     decode_rows = [r for r in rows if r["op"] == "decode"]
     mtp_rows = [r for r in rows if r["op"] == "mtp"]
+    final_rows = [r for r in rows if r["op"] == "final"]
     gating_rows = [r for r in rows if r["op"] == "gating"]
     if decode_rows:
         print_table("decode (gdn_decode: one token, state in place; bytes: the state read + "
@@ -661,6 +695,10 @@ def main():
         print_table(f"mtp (gdn_decode_mtp: T = {MTP_TOKENS} tokens, every state to the cache; "
                     "bytes: the pool read + T states written; fla writes the final state only)",
                     mtp_rows, ["fla", "fla_steps", "torch", "torch_graph"])
+    if final_rows:
+        print_table(f"final (gdn_decode_mtp: T = {MTP_TOKENS} tokens, only the last state kept, in "
+                    "place, by cache_slots; bytes as decode; fla: the same work in one call)",
+                    final_rows, ["fla"])
     if gating_rows:
         print_table("gating (gdn_decode_gating: the gates from a, b, A_log, dt_bias in the kernel; "
                     "peers compute them in a separate kernel first; bytes as decode)",

@@ -4,10 +4,13 @@
 # S = state[slots[b], hv] (float32, d_k x d_v, row-major), for t = 0..T-1 one token of the gated
 # delta rule (gdn_rule.py, shared with gdn_decode.py):
 #   q, k <- L2-normalised;  S <- exp(g) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = scale S^T q
-# then cache[b, t, hv] = S (the state after token t) and o[b, t, hv] = o. The pool state is only
-# read (SGLang's verify with disable_state_update): the runtime accepts n tokens and copies
-# cache[b, n - 1] into the slot itself. A negative slot skips the sequence (neither its outputs nor
-# its cache entries are written).
+# then the state after token t goes to cache entry e = b * T + t ([batch, T] order: SGLang's
+# verify with disable_state_update, and the runtime copies the accepted entry into the slot), or,
+# when `slotted`, to e = cache_slots[b, t] (vLLM's one slot per draft position: the cache may be the
+# pool itself, and accepting n tokens makes cache_slots[b, n - 1] the sequence's slot, no copy; a
+# negative entry keeps no state for that token): cache[e, hv] = S, and o[b, t, hv] = o. The states
+# are read from the pool only at slots[b], once, before any token; a negative slot skips the
+# sequence (neither its outputs nor its cache entries are written).
 #
 # Launch: the decode shape (kernels/gdn/launch.h), grid = (d_v / (tile_v tiles_per_block), Hv,
 # batch), block = (tile_v, row_split, tiles_per_block) = (32, 4, 1 or 2); lane j of warp w owns
@@ -20,10 +23,11 @@
 #
 # Arguments (plain pointers and 32-bit integers, as gdn_decode.py):
 #   q, k  [batch, T, H, d_k] dtype      v, o  [batch, T, Hv, d_v] dtype
-#   g, beta [batch, T, Hv] float32      state [num_slots, Hv, d_k, d_v] float32 (read only)
+#   g, beta [batch, T, Hv] float32      state [num_slots, Hv, d_k, d_v] float32 (read at slots[b])
 #   a, b [batch, T, Hv] dtype           a_log, dt_bias [Hv] float32
-#   slots [batch] int32                 cache [batch, T, Hv, d_k, d_v] float32
-#   scale float32; heads_qk (H), heads_v (Hv), tokens (T) int32
+#   slots [batch] int32                 cache [entries, Hv, d_k, d_v] float32
+#   cache_slots [batch, T] int32 (read only when slotted; may be null otherwise)
+#   scale float32; heads_qk (H), heads_v (Hv), tokens (T), slotted (0 or 1) int32
 # The gates as in gdn_decode.py: g and beta read as given, or (fused_gating) computed from a, b,
 # a_log and dt_bias per token; the parameters are the same in both forms.
 import cutlass
@@ -69,8 +73,9 @@ def kiln_export(kiln):
     def decode_mtp(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
                    beta: cute.Pointer, a: cute.Pointer, b_gate: cute.Pointer, a_log: cute.Pointer,
                    dt_bias: cute.Pointer, o: cute.Pointer, state: cute.Pointer,
-                   slots: cute.Pointer, cache: cute.Pointer, scale: cutlass.Float32,
-                   heads_qk: cutlass.Int32, heads_v: cutlass.Int32, tokens: cutlass.Int32):
+                   slots: cute.Pointer, cache: cute.Pointer, cache_slots: cute.Pointer,
+                   scale: cutlass.Float32, heads_qk: cutlass.Int32, heads_v: cutlass.Int32,
+                   tokens: cutlass.Int32, slotted: cutlass.Int32):
         j, w, z = cute.arch.thread_idx()
         bx, hv, b, = cute.arch.block_idx()
         smem = rule.Smem(dk, tile_v, row_split, w, z, tiles)
@@ -103,14 +108,20 @@ def kiln_export(kiln):
                 gates = (ngb[0], ngb[1])
                 _fetch(nxt, ins, cutlass.min(t + 1, tokens - 1), dk, dv)
                 head = (i64(b) * tokens + t) * heads_v + hv
-                C = rule.vector(cache + head * (dk * dv) + (w * rows) * dv + col, rows, dv)
+                entry = b * tokens + t  # the state's cache entry: [batch, T] order, or mapped
+                if slotted != 0:
+                    entry = rule.scalar(cache_slots + entry)
                 # Every lane is done with the previous token's slices; on token 0 this also keeps
                 # the pool loads ahead of the norm code.
                 cute.arch.sync_warp()
                 rule.stage_qk(smem, qv, kv, j)
                 cute.arch.sync_warp()
                 decay, bt = rule.gate_values(fused, gates, head_params)
-                out = rule.step(column, C, smem, j, w, v_j, decay, bt, scale)
+                out = rule.step(column, None, smem, j, w, v_j, decay, bt, scale)
+                if entry >= 0:  # a negative mapped entry: this token's state is not kept
+                    rule.store_column(
+                        rule.vector(cache + (i64(entry) * heads_v + hv) * (dk * dv)
+                                    + (w * rows) * dv + col, rows, dv), column, rows)
                 if w == 0:
                     rule.scalar_store(o + head * dv + col, out.to(dtype))
 
@@ -118,10 +129,11 @@ def kiln_export(kiln):
     def launch(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
                beta: cute.Pointer, a: cute.Pointer, b_gate: cute.Pointer, a_log: cute.Pointer,
                dt_bias: cute.Pointer, o: cute.Pointer, state: cute.Pointer, slots: cute.Pointer,
-               cache: cute.Pointer, scale: cutlass.Float32, heads_qk: cutlass.Int32,
-               heads_v: cutlass.Int32, tokens: cutlass.Int32, batch: cutlass.Int32):
-        decode_mtp(q, k, v, g, beta, a, b_gate, a_log, dt_bias, o, state, slots, cache, scale,
-                   heads_qk, heads_v, tokens).launch(
+               cache: cute.Pointer, cache_slots: cute.Pointer, scale: cutlass.Float32,
+               heads_qk: cutlass.Int32, heads_v: cutlass.Int32, tokens: cutlass.Int32,
+               slotted: cutlass.Int32, batch: cutlass.Int32):
+        decode_mtp(q, k, v, g, beta, a, b_gate, a_log, dt_bias, o, state, slots, cache,
+                   cache_slots, scale, heads_qk, heads_v, tokens, slotted).launch(
             grid=[dv // (tile_v * tiles), heads_v, batch], block=[tile_v, row_split, tiles])
 
     kiln.entry("kiln_gdn_decode_mtp", decode_mtp)
@@ -133,5 +145,6 @@ def kiln_export(kiln):
     return cute.compile(launch, ptr(dtype, 16), ptr(dtype, 16), ptr(dtype, 16), ptr(f32, 4),
                         ptr(f32, 4), ptr(dtype, 2), ptr(dtype, 2), ptr(f32, 4), ptr(f32, 4),
                         ptr(dtype, 16), ptr(f32, 16), ptr(cutlass.Int32, 4),
-                        ptr(f32, 16), f32(1.0), cutlass.Int32(1), cutlass.Int32(1),
-                        cutlass.Int32(2), cutlass.Int32(1), options=kiln.options)
+                        ptr(f32, 16), ptr(cutlass.Int32, 4), f32(1.0), cutlass.Int32(1),
+                        cutlass.Int32(1), cutlass.Int32(2), cutlass.Int32(0), cutlass.Int32(1),
+                        options=kiln.options)

@@ -135,7 +135,8 @@ def step(column, dst, smem, lane, warp, v_j, decay, beta, scale):
     """One token of the rule on the thread's R rows of its state column (`column`, registers),
     with the token's normalised q and k rows in smem (stage_qk): decays the rows, applies the delta
     update with u_j = beta (v_j - S^T k), stores the updated rows to `dst` (a strided global view:
-    the pool in place, or the token's cache entry) and returns o_j = scale S^T q in float32 (the
+    the pool in place, or the token's cache entry; None: not stored here, the caller stores
+    `column` with store_column when it decides to) and returns o_j = scale S^T q in float32 (the
     same value in every warp; warp 0 writes it).
 
     The per-thread partials run as CHAINS independent sums (rows i = c mod CHAINS), added
@@ -159,9 +160,16 @@ def step(column, dst, smem, lane, warp, v_j, decay, beta, scale):
     for i in range(n):
         s = column[i] + smem.k[i] * u
         column[i] = s
-        dst[i] = s
+        if dst is not None:
+            dst[i] = s
         out[i % CHAINS] = out[i % CHAINS] + s * smem.q[i]
     return _cross_warp_sum(smem.red_o, _sum(out), lane, warp, smem) * scale
+
+
+def store_column(dst, column, n):
+    """dst[i] = column[i] for the thread's n rows (dst: a strided global view)."""
+    for i in range(n):
+        dst[i] = column[i]
 
 
 def _sum(parts):

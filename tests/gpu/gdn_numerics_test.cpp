@@ -19,11 +19,16 @@
 // leaving out and state untouched.
 //
 // Multi-token cases: the same inputs per token ([batch, T, ...] layouts), the output, the cache
-// [batch, T, Hv, d_k, d_v] and guards past both poisoned (the cache with 0xffffffff, a float
-// NaN). After one run(): every output and every cache entry (the state after each token) of a
-// live sequence written, finite and, per token t, within the bounds against the reference; every
-// output and cache entry of a skipped sequence still poison; both guards untouched; the whole
-// state pool (and its guard) bit-identical to what was uploaded, since the pool is only read.
+// and guards past both poisoned (the cache with 0xffffffff, a float NaN), in the three cache
+// layouts of MtpProblem: [batch, T, Hv, d_k, d_v]; entries mapped by cache_slots into a larger
+// cache; entries mapped into the state pool itself; only the last token's state, into the
+// sequence's own slot (cache_slots -1, ..., -1, slots[b]); the mapped ones with some tokens' entries
+// negative (not kept). After one run(): every output and every kept cache entry (the state after
+// each token) of a live sequence written, finite and, per token t, within the bounds against the
+// reference; every output of a skipped sequence still poison, and every cache entry no live token
+// keeps as it was (poison, or in the pool its uploaded state: the slots the batch reads among
+// them); the guards untouched; outside the pool layouts the whole state pool bit-identical to what
+// was uploaded, since the pool is only read.
 // The runner's multi-token errors (tokens 0 and 9, null / misaligned / pool-overlapping cache,
 // unbuilt head dims, batch 0) are checked on the device too, each leaving every buffer untouched.
 //
@@ -229,6 +234,14 @@ const std::vector<CaseSpec>& cases() {
   return c;
 }
 
+// 0 .. n - 1 in a random order.
+std::vector<std::int32_t> permutation(Rng& rng, int n) {
+  std::vector<std::int32_t> perm(static_cast<std::size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  for (int i = n - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
+  return perm;
+}
+
 struct CaseResult {
   double out_rel = 0.0, state_rel = 0.0;
 };
@@ -242,9 +255,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
   const int num_slots = batch + batch / 4 + 2;  // unused slots must stay as they were
 
   // Slots: a random permutation of the pool; some sequences skipped with assorted negatives.
-  std::vector<std::int32_t> perm(static_cast<std::size_t>(num_slots));
-  std::iota(perm.begin(), perm.end(), 0);
-  for (int i = num_slots - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
+  const std::vector<std::int32_t> perm = permutation(rng, num_slots);
   std::vector<std::int32_t> slots(static_cast<std::size_t>(batch));
   for (int b = 0; b < batch; ++b) {
     const bool skip = spec.skip_every > 0 && b % spec.skip_every == spec.skip_every - 1;
@@ -602,6 +613,14 @@ INSTANTIATE_TEST_SUITE_P(Artifact, GdnRunnerErrors,
 
 // ---- multi-token decode (gdn_decode_mtp) -----------------------------------------------------
 
+// Where the multi-token states go (MtpProblem): cache[b, t] of a [batch, T, ...] cache; a mapped
+// entry cache[cache_slots[b, t]] of a larger cache (a random permutation of its entries, three
+// left unmapped, every third token's entry negative: not kept); a mapped entry of the state pool
+// itself (cache == state: the slots the batch reads, the slots it writes and some unused ones, all
+// distinct; every fourth token's entry negative); or in the pool the last token's state alone,
+// into the sequence's own slot (entries -1, ..., -1, slots[b]: T tokens decoded in place).
+enum class CacheLayout { kBatch, kMapped, kPool, kPoolFinal };
+
 struct MtpCaseSpec {
   const char* name;
   int tokens;  // T
@@ -609,18 +628,33 @@ struct MtpCaseSpec {
   int heads_qk;    // H
   int heads_v;     // Hv
   int skip_every;  // every n-th sequence (b % n == n - 1) gets a negative slot; 0: none
+  CacheLayout layout = CacheLayout::kBatch;
 };
 
-// Every T in 1 .. 8, batches 1 .. 256, Hv / H = 1, 2, 4, skipped and permuted slots. The cache of
-// the two batch-256 cases is 512 MiB each (T x Hv x 64 KiB per sequence).
+// Every T in 1 .. 8, batches 1 .. 256, Hv / H = 1, 2, 4, skipped and permuted slots, the three
+// cache layouts. The cache of the two batch-256 cases is 512 MiB each (T x Hv x 64 KiB per
+// sequence).
 const std::vector<MtpCaseSpec>& mtpCases() {
   static const std::vector<MtpCaseSpec> c = {
-      {"t1_b1_h16_hv16", 1, 1, 16, 16, 0},      {"t8_b1_h16_hv32", 8, 1, 16, 32, 0},
-      {"t2_b3_h16_hv64", 2, 3, 16, 64, 0},      {"t3_b7_h16_hv32_skip", 3, 7, 16, 32, 3},
-      {"t4_b8_h8_hv8_skip", 4, 8, 8, 8, 4},     {"t5_b32_h16_hv16_skip", 5, 32, 16, 16, 4},
-      {"t6_b32_h8_hv32_skip", 6, 32, 8, 32, 5}, {"t7_b64_h4_hv8_skip", 7, 64, 4, 8, 3},
-      {"t8_b32_h4_hv16_skip", 8, 32, 4, 16, 6}, {"t2_b256_h4_hv16_skip", 2, 256, 4, 16, 7},
+      {"t1_b1_h16_hv16", 1, 1, 16, 16, 0},
+      {"t8_b1_h16_hv32", 8, 1, 16, 32, 0},
+      {"t2_b3_h16_hv64", 2, 3, 16, 64, 0},
+      {"t3_b7_h16_hv32_skip", 3, 7, 16, 32, 3},
+      {"t4_b8_h8_hv8_skip", 4, 8, 8, 8, 4},
+      {"t5_b32_h16_hv16_skip", 5, 32, 16, 16, 4},
+      {"t6_b32_h8_hv32_skip", 6, 32, 8, 32, 5},
+      {"t7_b64_h4_hv8_skip", 7, 64, 4, 8, 3},
+      {"t8_b32_h4_hv16_skip", 8, 32, 4, 16, 6},
+      {"t2_b256_h4_hv16_skip", 2, 256, 4, 16, 7},
       {"t4_b256_h8_hv8_skip", 4, 256, 8, 8, 5},
+      {"t3_b5_h16_hv32_skip_mapped", 3, 5, 16, 32, 2, CacheLayout::kMapped},
+      {"t8_b32_h8_hv16_skip_mapped", 8, 32, 8, 16, 5, CacheLayout::kMapped},
+      {"t1_b7_h16_hv32_skip_pool", 1, 7, 16, 32, 3, CacheLayout::kPool},
+      {"t4_b32_h16_hv32_skip_pool", 4, 32, 16, 32, 4, CacheLayout::kPool},
+      {"t8_b64_h4_hv16_skip_pool", 8, 64, 4, 16, 7, CacheLayout::kPool},
+      {"t1_b3_h16_hv32_final", 1, 3, 16, 32, 0, CacheLayout::kPoolFinal},
+      {"t4_b32_h16_hv32_skip_final", 4, 32, 16, 32, 5, CacheLayout::kPoolFinal},
+      {"t8_b256_h4_hv16_skip_final", 8, 256, 4, 16, 9, CacheLayout::kPoolFinal},
   };
   return c;
 }
@@ -645,23 +679,48 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
   const bool fp16 = isFp16(v.dtype);
   const int dk = v.head_dim_k, dv = v.head_dim_v;
   const int tokens = spec.tokens, batch = spec.batch, hq = spec.heads_qk, hv = spec.heads_v;
-  const int num_slots = batch + batch / 4 + 2;
+  const std::size_t T = static_cast<std::size_t>(tokens);
+  const std::size_t rows = static_cast<std::size_t>(batch) * T;  // [batch, T]
+  const bool mapped = spec.layout != CacheLayout::kBatch;
+  const bool in_pool = spec.layout == CacheLayout::kPool || spec.layout == CacheLayout::kPoolFinal;
+  // The pool: the batch's slots, in the pool layout one slot per (b, t) besides, and spare ones.
+  const int num_slots = batch + batch / 4 + 2 + (in_pool ? static_cast<int>(rows) : 0);
 
-  std::vector<std::int32_t> perm(static_cast<std::size_t>(num_slots));
-  std::iota(perm.begin(), perm.end(), 0);
-  for (int i = num_slots - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
+  const std::vector<std::int32_t> perm = permutation(rng, num_slots);
   std::vector<std::int32_t> slots(static_cast<std::size_t>(batch));
   for (int b = 0; b < batch; ++b) {
     const bool skip = spec.skip_every > 0 && b % spec.skip_every == spec.skip_every - 1;
     slots[b] = skip ? (b % 2 ? -1 : -1 - rng.below(1 << 20)) : perm[b];
   }
+  // Cache entries: [batch, T] order, or cache_slots[b, t] (slots no sequence reads, in the pool).
+  const std::size_t entries =
+      in_pool ? static_cast<std::size_t>(num_slots) : rows + (mapped ? 3 : 0);
+  std::vector<std::int32_t> cache_slots;
+  auto notKept = [&]() { return -1 - static_cast<std::int32_t>(rng.below(1 << 20)); };
+  if (spec.layout == CacheLayout::kMapped) {
+    const std::vector<std::int32_t> map = permutation(rng, static_cast<int>(entries));
+    cache_slots.assign(map.begin(), map.begin() + static_cast<std::ptrdiff_t>(rows));
+    for (std::size_t r = 1; r < rows; r += 3) cache_slots[r] = notKept();
+  } else if (spec.layout == CacheLayout::kPool) {
+    cache_slots.assign(perm.begin() + batch,
+                       perm.begin() + batch + static_cast<std::ptrdiff_t>(rows));
+    for (std::size_t r = 2; r < rows; r += 4) cache_slots[r] = notKept();
+  } else if (spec.layout == CacheLayout::kPoolFinal) {  // a skipped sequence's perm[b]: untouched
+    for (std::size_t r = 0; r < rows; ++r) {
+      cache_slots.push_back(r % T == T - 1 ? perm[r / T] : notKept());
+    }
+  }
+  // A token row's cache entry; negative: its state is not kept.
+  auto entryOf = [&](std::size_t row) -> std::int64_t {
+    return mapped ? cache_slots[row] : static_cast<std::int64_t>(row);
+  };
 
-  const std::size_t rows = static_cast<std::size_t>(batch) * tokens;  // [batch, T]
   const std::size_t qk_elems = rows * hq * dk;
   const std::size_t out_elems = rows * hv * dv;
   const std::size_t head_state = static_cast<std::size_t>(dk) * dv;
-  const std::size_t state_elems = static_cast<std::size_t>(num_slots) * hv * head_state;
-  const std::size_t cache_elems = rows * hv * head_state;
+  const std::size_t entry_elems = static_cast<std::size_t>(hv) * head_state;
+  const std::size_t state_elems = static_cast<std::size_t>(num_slots) * entry_elems;
+  const std::size_t cache_elems = entries * entry_elems;
   std::vector<std::uint16_t> q(qk_elems), k(qk_elems), vv(out_elems);
   for (auto& x : q) x = randomBits(rng, formatOf(fp16), -4, 0);
   for (auto& x : k) x = randomBits(rng, formatOf(fp16), -4, 0);
@@ -672,7 +731,7 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
   for (auto& x : state) x = uniform(rng, -1.0f, 1.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
 
-  DeviceBuffer d_q, d_k, d_v, d_out, d_state, d_slots, d_cache;
+  DeviceBuffer d_q, d_k, d_v, d_out, d_state, d_slots, d_cache, d_cache_slots;
   const std::size_t guard = 64;  // elements past out / state / cache that must stay poisoned
   for (const std::string& e :
        {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
@@ -680,7 +739,10 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
         allocate(&d_v, vv.size() * 2, vv.data(), vv.size() * 2), gates.upload(),
         allocate(&d_slots, slots.size() * 4, slots.data(), slots.size() * 4),
         allocate(&d_state, (state_elems + guard) * 4, state.data(), state_elems * 4),
-        allocate(&d_cache, (cache_elems + guard) * 4, nullptr, 0),
+        in_pool ? std::string() : allocate(&d_cache, (cache_elems + guard) * 4, nullptr, 0),
+        mapped ? allocate(&d_cache_slots, cache_slots.size() * 4, cache_slots.data(),
+                          cache_slots.size() * 4)
+               : std::string(),
         allocate(&d_out, (out_elems + guard) * 2, nullptr, 0)}) {
     if (!e.empty()) return e;
   }
@@ -702,7 +764,11 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
   p.out = d_out.ptr;
   p.state = static_cast<const float*>(d_state.ptr);
   p.slots = static_cast<const std::int32_t*>(d_slots.ptr);
-  p.cache = static_cast<float*>(d_cache.ptr);
+  p.cache = static_cast<float*>(in_pool ? d_state.ptr : d_cache.ptr);
+  if (mapped) {
+    p.cache_slots = static_cast<const std::int32_t*>(d_cache_slots.ptr);
+    p.cache_entries = static_cast<std::int64_t>(entries);
+  }
   if (gdn::workspaceSize(p) != 0) return "workspaceSize is not 0";
   const kiln::Status s = gdn::run(p, nullptr, 0, reinterpret_cast<kiln::Stream>(stream));
   if (!s.ok()) return "run: " + s.toString();
@@ -711,7 +777,8 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
   }
   const std::vector<std::uint16_t> out = download<std::uint16_t>(d_out);
   const std::vector<float> got_state = download<float>(d_state);
-  const std::vector<float> cache = download<float>(d_cache);
+  const std::vector<float> got_cache = in_pool ? std::vector<float>() : download<float>(d_cache);
+  const std::vector<float>& cache = in_pool ? got_state : got_cache;
   if (out.size() < out_elems + guard) return "download of out failed";
   if (got_state.size() < state_elems + guard) return "download of state failed";
   if (cache.size() < cache_elems + guard) return "download of cache failed";
@@ -722,8 +789,7 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
       c_den(tokens, 0.0);
   std::size_t unwritten = 0, nonfinite = 0, skipped_written = 0, cache_unwritten = 0,
               cache_nonfinite = 0;
-  std::size_t skipped_cache_written = 0;
-  const std::size_t T = static_cast<std::size_t>(tokens);
+  std::vector<bool> written(entries, false);  // the cache entries of live tokens
   std::vector<double> hq_(T * dk), hk_(T * dk), hv_(T * dv), hg(T), hb(T), hstate(head_state);
   std::vector<double> hcache(T * head_state), hout(T * dv);
   const int group = hv / hq;
@@ -734,10 +800,12 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
         for (std::size_t i = 0; i < static_cast<std::size_t>(hv) * dv; ++i) {
           skipped_written += out[row * hv * dv + i] != kPoison;
         }
-        const std::size_t c0 = row * hv * head_state;
-        skipped_cache_written += changedFloats(cache, c0, c0 + hv * head_state, 0xffffffffu);
       }
       continue;
+    }
+    for (std::size_t t = 0; t < T; ++t) {
+      const std::int64_t e = entryOf(static_cast<std::size_t>(b) * T + t);
+      if (e >= 0) written[static_cast<std::size_t>(e)] = true;
     }
     for (int h = 0; h < hv; ++h) {
       for (std::size_t t = 0; t < T; ++t) {
@@ -771,7 +839,9 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
           out_num[t] += (o - r) * (o - r);
           out_den[t] += r * r;
         }
-        const std::size_t co = (row * hv + h) * head_state;
+        if (entryOf(row) < 0) continue;  // not kept: checked with the untouched entries below
+        const std::size_t co = static_cast<std::size_t>(entryOf(row)) * entry_elems +
+                               static_cast<std::size_t>(h) * head_state;
         for (std::size_t i = 0; i < head_state; ++i) {
           const float c = cache[co + i];
           std::uint32_t u;
@@ -788,13 +858,22 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
       }
     }
   }
-  // The pool is only read: every slot and the guard bit-identical.
-  const std::size_t pool_changed =
-      std::memcmp(state.data(), got_state.data(), state_elems * 4) != 0;
+  // Every cache entry no live token owns (a skipped sequence's, an unmapped one) as it was: poison,
+  // or in the pool its uploaded state (the slots the batch reads among them); outside the pool
+  // layout the whole pool is only read. The guards past everything are untouched.
+  std::size_t foreign_changed = 0;
+  for (std::size_t e = 0; e < entries; ++e) {
+    if (written[e]) continue;
+    const std::size_t base = e * entry_elems;
+    foreign_changed += in_pool ? std::memcmp(&state[base], &got_state[base], entry_elems * 4) != 0
+                               : changedFloats(cache, base, base + entry_elems, 0xffffffffu) != 0;
+  }
+  const bool pool_changed =
+      !in_pool && std::memcmp(state.data(), got_state.data(), state_elems * 4) != 0;
   const std::size_t state_guard_changed =
       changedFloats(got_state, state_elems, state_elems + guard, 0xffffffffu);
   const std::size_t cache_guard_changed =
-      changedFloats(cache, cache_elems, cache_elems + guard, 0xffffffffu);
+      in_pool ? 0 : changedFloats(cache, cache_elems, cache_elems + guard, 0xffffffffu);
   const std::size_t out_guard_changed = countChanged(out, out_elems, out_elems + guard);
 
   if (unwritten) err << unwritten << " outputs of live sequences not written (still poison); ";
@@ -802,8 +881,7 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
   if (cache_unwritten) err << cache_unwritten << " cache elements of live sequences not written; ";
   if (cache_nonfinite) err << cache_nonfinite << " cache elements not finite; ";
   if (skipped_written) err << skipped_written << " outputs of skipped sequences written; ";
-  if (skipped_cache_written)
-    err << skipped_cache_written << " cache elements of skipped sequences written; ";
+  if (foreign_changed) err << foreign_changed << " cache entries that no live token owns changed; ";
   if (out_guard_changed) err << out_guard_changed << " elements written past the end of out; ";
   if (cache_guard_changed)
     err << cache_guard_changed << " elements written past the end of the cache; ";

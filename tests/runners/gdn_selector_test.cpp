@@ -41,8 +41,8 @@ const kiln_variant* mtpGatingBf16() {
 }
 // The decode variant alone, and the artifact's shape: decode bf16 plus multi-token bf16 and fp16
 // (so fp16 decode is not built, fp16 multi-token is).
-// (name, d_k, d_v, tile_v, row_split, tiles_per_block, max_tokens, fused_gating, dtype, variant): kiln.toml's
-// constants.
+// (name, d_k, d_v, tile_v, row_split, tiles_per_block, max_tokens, fused_gating, dtype, variant):
+// kiln.toml's constants.
 const VariantInfo kTable[] = {
     {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &bf16}};
 const VariantInfo kMixed[] = {
@@ -96,7 +96,7 @@ TEST(GdnSelector, LaunchShapeRefusesBlocksTheKernelCannotHave) {
   EXPECT_FALSE(launchShape(128, 128, 48, 4, 1, 32, 8).valid);    // tile_v must divide d_v
   EXPECT_FALSE(launchShape(2048, 128, 32, 64, 1, 32, 8).valid);  // 2048 threads > 1024
   EXPECT_FALSE(launchShape(128, 128, 32, 4, 0, 32, 8).valid);
-  EXPECT_FALSE(launchShape(128, 128, 32, 4, 3, 32, 8).valid);  // 3 tiles of 32 do not tile 128
+  EXPECT_FALSE(launchShape(128, 128, 32, 4, 3, 32, 8).valid);   // 3 tiles of 32 do not tile 128
   EXPECT_FALSE(launchShape(128, 128, 32, 16, 4, 32, 8).valid);  // 2048 threads > 1024
   const LaunchShape two = launchShape(128, 128, 32, 4, 2, 32, 8);
   ASSERT_TRUE(two.valid);
@@ -227,6 +227,8 @@ TEST(GdnSelector, MtpPlansTheDecodeGridAndPassesTheArguments) {
   EXPECT_EQ(plan.args.heads_v, 32);
   EXPECT_EQ(plan.args.state, p.state);
   EXPECT_EQ(plan.args.cache, p.cache);
+  EXPECT_EQ(plan.args.cache_slots, nullptr);  // cache[b, t]
+  EXPECT_EQ(plan.args.slotted, 0);
   EXPECT_EQ(plan.args.scale, p.scale);
 }
 
@@ -341,6 +343,61 @@ TEST(GdnSelector, MtpRefusesACacheOverlappingThePool) {
   EXPECT_TRUE(select(kMixed, p, nullptr, &plan).ok());
   p.cache = reinterpret_cast<float*>(pool - cache_bytes + 16);
   EXPECT_FALSE(select(kMixed, p, nullptr, &plan).ok());
+}
+
+// With cache_slots, token t's state goes to cache[cache_slots[b, t]] of a cache of cache_entries
+// states, which may be the pool itself (vLLM's slot per draft position): the selector passes the
+// map and checks the cache's extent against the pool.
+TEST(GdnSelector, MtpCacheSlotsMapTheStatesIntoACacheOrThePool) {
+  alignas(4) static const std::int32_t kCacheSlots[8 * 4] = {};
+  MtpPlan plan;
+  MtpProblem p = validMtp();
+  p.cache_slots = kCacheSlots;
+  p.cache = const_cast<float*>(p.state);  // the pool
+  p.cache_entries = 64;
+  ASSERT_TRUE(select(kMixed, p, nullptr, &plan).ok());
+  EXPECT_EQ(plan.args.cache, p.state);
+  EXPECT_EQ(plan.args.cache_slots, kCacheSlots);
+  EXPECT_EQ(plan.args.slotted, 1);
+
+  auto refusal = [&](const MtpProblem& bad) {
+    const Status s = select(kMixed, bad, nullptr, &plan);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    return s.message();
+  };
+  MtpProblem bad = p;
+  bad.cache_entries = 63;
+  EXPECT_NE(refusal(bad).find(
+                "gdn: the cache is the state pool, but cache_entries 63 is not num_slots 64"),
+            std::string::npos)
+      << refusal(bad);
+  bad = p;
+  bad.cache_entries = 0;
+  EXPECT_NE(refusal(bad).find("gdn: cache_entries 0 must be >= 1 with cache_slots"),
+            std::string::npos)
+      << refusal(bad);
+  bad = p;
+  bad.cache_slots = reinterpret_cast<const std::int32_t*>(kBuffer + 2);
+  EXPECT_NE(refusal(bad).find("pointer cache_slots"), std::string::npos) << refusal(bad);
+  EXPECT_NE(refusal(bad).find("is not 4-byte aligned"), std::string::npos) << refusal(bad);
+  bad = validMtp();
+  bad.cache_entries = 5;  // the [batch, T] cache has no entry count
+  EXPECT_NE(refusal(bad).find("gdn: cache_entries 5 is given without cache_slots"),
+            std::string::npos)
+      << refusal(bad);
+
+  // A cache of its own: 100 states (200 MiB) must end before the pool or start after it.
+  p.cache_entries = 100;
+  const std::uintptr_t pool = reinterpret_cast<std::uintptr_t>(p.state);
+  const std::uintptr_t cache_bytes = std::uintptr_t{100} * 32 * 128 * 128 * 4;
+  p.cache = reinterpret_cast<float*>(pool - cache_bytes);
+  EXPECT_TRUE(select(kMixed, p, nullptr, &plan).ok());
+  EXPECT_EQ(plan.args.slotted, 1);
+  p.cache = reinterpret_cast<float*>(pool - cache_bytes + 16);
+  EXPECT_NE(refusal(p).find("gdn: cache [cache_entries 100, ...] overlaps the state pool "
+                            "[num_slots 64, ...] without being it (cache == state)"),
+            std::string::npos)
+      << refusal(p);
 }
 
 TEST(GdnSelector, MtpEmptyBatchIsANoOpWithoutPointers) {

@@ -83,9 +83,9 @@ Status run(const MtpProblem& problem, void* /*workspace*/, std::size_t /*workspa
   if (plan.no_op) return Status::Ok();
   DecodeMtpArgs& a = plan.args;
   // One pointer per kernel parameter, in the entry's order (DecodeMtpArgs mirrors it).
-  void* args[] = {&a.q,     &a.k,     &a.v,        &a.g,       &a.beta,  &a.a,
-                  &a.b,     &a.a_log, &a.dt_bias,  &a.out,     &a.state, &a.slots,
-                  &a.cache, &a.scale, &a.heads_qk, &a.heads_v, &a.tokens};
+  void* args[] = {&a.q,     &a.k,        &a.v,       &a.g,      &a.beta,   &a.a,     &a.b,
+                  &a.a_log, &a.dt_bias,  &a.out,     &a.state,  &a.slots,  &a.cache, &a.cache_slots,
+                  &a.scale, &a.heads_qk, &a.heads_v, &a.tokens, &a.slotted};
   return launch(*plan.variant, plan.entry, plan.config, stream, args);
 }
 

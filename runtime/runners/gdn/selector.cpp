@@ -170,6 +170,51 @@ bool overlaps(const void* a, std::uintptr_t a_bytes, const void* b, std::uintptr
   return pa < b_end && pb < a_end;
 }
 
+// The multi-token cache, for a batch > 0: where the states go, sized and apart from the pool that
+// is read (or, with cache_slots, the pool itself).
+Status checkCache(const MtpProblem& p) {
+  KILN_RETURN_IF_ERROR(checkPointer("cache", p.cache, kActivationAlignment));
+  const std::uintptr_t pool_bytes =
+      floatBytes({p.num_slots, p.heads_v, p.head_dim_k, p.head_dim_v});
+  if (p.cache_slots == nullptr) {
+    if (p.cache_entries != 0) {
+      return invalid("cache_entries " + std::to_string(p.cache_entries) +
+                     " is given without cache_slots (the cache is then [batch, tokens, ...])");
+    }
+    const std::uintptr_t cache_bytes =
+        floatBytes({p.batch, p.tokens, p.heads_v, p.head_dim_k, p.head_dim_v});
+    if (overlaps(p.cache, cache_bytes, p.state, pool_bytes)) {
+      return invalid("cache [batch " + std::to_string(p.batch) + ", tokens " +
+                     std::to_string(p.tokens) + ", ...] overlaps the state pool [num_slots " +
+                     std::to_string(p.num_slots) +
+                     ", ...]; the pool is read while the cache is written (with cache_slots the "
+                     "cache may be the pool)");
+    }
+    return Status::Ok();
+  }
+  KILN_RETURN_IF_ERROR(checkPointer("cache_slots", p.cache_slots, alignof(std::int32_t)));
+  if (p.cache_entries < 1) {
+    return invalid("cache_entries " + std::to_string(p.cache_entries) +
+                   " must be >= 1 with cache_slots");
+  }
+  if (p.cache == p.state) {
+    if (p.cache_entries != p.num_slots) {
+      return invalid("the cache is the state pool, but cache_entries " +
+                     std::to_string(p.cache_entries) + " is not num_slots " +
+                     std::to_string(p.num_slots));
+    }
+    return Status::Ok();
+  }
+  const std::uintptr_t cache_bytes =
+      floatBytes({p.cache_entries, p.heads_v, p.head_dim_k, p.head_dim_v});
+  if (overlaps(p.cache, cache_bytes, p.state, pool_bytes)) {
+    return invalid("cache [cache_entries " + std::to_string(p.cache_entries) +
+                   ", ...] overlaps the state pool [num_slots " + std::to_string(p.num_slots) +
+                   ", ...] without being it (cache == state)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status select(std::span<const VariantInfo> table, const Problem& p, const DeviceQuery* device,
@@ -218,17 +263,7 @@ Status select(std::span<const VariantInfo> table, const MtpProblem& p, const Dev
   KILN_RETURN_IF_ERROR(plan(*info, shape, out));
   if (!out->no_op) {
     KILN_RETURN_IF_ERROR(checkInputs(p));
-    KILN_RETURN_IF_ERROR(checkPointer("cache", p.cache, kActivationAlignment));
-    const std::uintptr_t pool_bytes =
-        floatBytes({p.num_slots, p.heads_v, p.head_dim_k, p.head_dim_v});
-    const std::uintptr_t cache_bytes =
-        floatBytes({p.batch, p.tokens, p.heads_v, p.head_dim_k, p.head_dim_v});
-    if (overlaps(p.cache, cache_bytes, p.state, pool_bytes)) {
-      return invalid("cache [batch " + std::to_string(p.batch) + ", tokens " +
-                     std::to_string(p.tokens) + ", ...] overlaps the state pool [num_slots " +
-                     std::to_string(p.num_slots) +
-                     ", ...]; the pool is read while the cache is written");
-    }
+    KILN_RETURN_IF_ERROR(checkCache(p));
     out->args = DecodeMtpArgs{p.q,
                               p.k,
                               p.v,
@@ -242,10 +277,12 @@ Status select(std::span<const VariantInfo> table, const MtpProblem& p, const Dev
                               p.state,
                               p.slots,
                               p.cache,
+                              p.cache_slots,
                               p.scale,
                               static_cast<std::int32_t>(p.heads_qk),
                               static_cast<std::int32_t>(p.heads_v),
-                              static_cast<std::int32_t>(p.tokens)};
+                              static_cast<std::int32_t>(p.tokens),
+                              p.cache_slots != nullptr ? 1 : 0};
   }
   return checkDevice(device, out->variant);
 }

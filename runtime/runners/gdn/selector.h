@@ -24,12 +24,12 @@ struct VariantInfo {
   const char* name;
   int head_dim_k;
   int head_dim_v;
-  int tile_v;         // state columns per block (block.x)
-  int row_split;      // warps per block splitting the d_k rows (block.y)
+  int tile_v;           // state columns per block (block.x)
+  int row_split;        // warps per block splitting the d_k rows (block.y)
   int tiles_per_block;  // column tiles of one value head per block (block.z)
-  int max_tokens;     // tokens per sequence per launch: 1 (gdn_decode), 8 (gdn_decode_mtp)
-  bool fused_gating;  // computes g, beta from Gating's inputs (the `_gating` families)
-  const char* dtype;  // "fp16" | "bf16"
+  int max_tokens;       // tokens per sequence per launch: 1 (gdn_decode), 8 (gdn_decode_mtp)
+  bool fused_gating;    // computes g, beta from Gating's inputs (the `_gating` families)
+  const char* dtype;    // "fp16" | "bf16"
   const kiln_variant* (*variant)();
 };
 
@@ -74,10 +74,12 @@ struct DecodeMtpArgs {
   const float* state;
   const std::int32_t* slots;
   float* cache;
+  const std::int32_t* cache_slots;
   float scale;
   std::int32_t heads_qk;
   std::int32_t heads_v;
   std::int32_t tokens;
+  std::int32_t slotted;  // 1: token t's state goes to cache[cache_slots[b, t]], 0: cache[b, t]
 };
 
 // A planned launch: the variant, its entry, the grid and the kernel's arguments (DecodeArgs for
@@ -102,8 +104,10 @@ using MtpPlan = LaunchPlan<DecodeMtpArgs>;
 Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
               Plan* plan);
 // The same for the multi-token problem, against the variants with kDecodeMtpEntry; after the head
-// dims it checks 1 <= tokens <= the variant's max_tokens, and after the pointers that the cache
-// [batch, T, Hv, d_k, d_v] does not overlap the pool [num_slots, Hv, d_k, d_v].
+// dims it checks 1 <= tokens <= the variant's max_tokens, and after the pointers the cache: without
+// cache_slots, cache_entries 0 and the cache [batch, T, Hv, d_k, d_v] not overlapping the pool
+// [num_slots, Hv, d_k, d_v]; with them, cache_slots aligned, cache_entries >= 1 and the cache
+// [cache_entries, Hv, d_k, d_v] either the pool itself (cache_entries == num_slots) or apart.
 Status select(std::span<const VariantInfo> table, const MtpProblem& problem,
               const DeviceQuery* device, MtpPlan* plan);
 

@@ -76,18 +76,29 @@ Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes,
 // Multi-token decode, the verify step of speculative decoding (MTP / EAGLE draft tokens): per live
 // sequence b and value head hv, starting from S = state[slots[b], hv], for t = 0 .. tokens - 1 the
 // same rule as Problem on token t, then
-//   cache[b, t, hv] = S (the state after token t)   and   out[b, t, hv] = o.
-// The pool is NOT updated (SGLang's verify with disable_state_update; vLLM instead writes each
-// step into a slot of its own): after accepting n of the T tokens (n >= 1), the caller copies
-// cache[b, n - 1] (Hv * d_k * d_v floats, contiguous, the pool's layout) into state[slots[b]] and
-// continues from out[b, 0 .. n - 1]. A negative slot skips the sequence: neither its outputs nor
+//   cache[e, hv] = S (the state after token t)   and   out[b, t, hv] = o,
+// with the cache entry e of (b, t) in one of two layouts:
+//   - cache_slots null (SGLang's verify with disable_state_update): e = b * T + t, the cache is
+//     [batch, T, Hv, d_k, d_v], sized by the batch, and must not overlap the pool. After accepting
+//     n of the T tokens (n >= 1), the caller copies cache[b, n - 1] (Hv * d_k * d_v floats,
+//     contiguous, the pool's layout) into state[slots[b]].
+//   - cache_slots given (vLLM's slot per draft position): e = cache_slots[b, t], the cache is
+//     [cache_entries, Hv, d_k, d_v] and may be the pool itself (cache == state, cache_entries ==
+//     num_slots). Accepting n tokens is then the caller making cache_slots[b, n - 1] the sequence's
+//     slot: nothing is copied. A negative entry keeps no state for that token: with every entry
+//     but the last negative and the last slots[b], the T tokens are decoded in place, as T decode
+//     steps would leave the pool, at one read and one write of the state. The caller promises that
+//     the non-negative entries of live sequences are < cache_entries and distinct and, in the pool,
+//     none of them another live sequence's slot (each sequence's blocks read its slot, once,
+//     before writing any entry; other sequences' blocks may run at any time).
+// The pool is read at slots[b] only. A negative slot skips the sequence: neither its outputs nor
 // its cache entries are touched. tokens = 1 is a decode step whose new state goes to the cache.
 //
 // Layouts (contiguous, row-major): q, k [batch, T, H, d_k] and v, out [batch, T, Hv, d_v] in the
 // dtype; g, beta [batch, T, Hv] float32 (or Gating, with a and b [batch, T, Hv] in the dtype);
-// state [num_slots, Hv, d_k, d_v] float32 (read only); slots [batch] int32; cache [batch, T, Hv,
-// d_k, d_v] float32 (indexed by b, not by slot, so it is sized by the batch; it must not overlap
-// the pool). T is a run-time value in 1 .. max_tokens, which kiln.toml bakes per variant (8).
+// state [num_slots, Hv, d_k, d_v] float32; slots [batch] int32; cache as above, float32;
+// cache_slots [batch, T] int32. T is a run-time value in 1 .. max_tokens, which kiln.toml bakes per
+// variant (8).
 struct MtpProblem {
   DType dtype = DType::kBFloat16;
   std::int64_t batch = 0;     // 0 is a no-op: pointers are not checked and nothing is touched
@@ -105,14 +116,18 @@ struct MtpProblem {
   const float* beta = nullptr;  // null when the gating inputs are given instead
   Gating gating;                // or: the inputs g and beta are computed from, per token
   void* out = nullptr;
-  const float* state = nullptr;
+  const float* state = nullptr;  // read only, unless it is also the cache
   const std::int32_t* slots = nullptr;
   float* cache = nullptr;
+  const std::int32_t* cache_slots = nullptr;  // null: cache[b, t]; else cache[cache_slots[b, t]]
+  std::int64_t cache_entries = 0;             // the states the cache holds; with cache_slots only
 };
 
 // Admission as for Problem, and: a gdn_decode_mtp variant built for (d_k, d_v, dtype), 1 <= tokens
 // <= its max_tokens ("gdn: tokens 9 exceeds max_tokens 8 of gdn_decode_mtp_dk128_dv128_bf16"),
-// cache non-null, 16-byte aligned and not overlapping the pool.
+// cache non-null and 16-byte aligned; without cache_slots, cache_entries 0 and the cache not
+// overlapping the pool; with them, cache_slots 4-byte aligned, cache_entries >= 1, and the cache
+// either the pool (cache_entries == num_slots) or not overlapping it.
 Status canImplement(const MtpProblem& problem);
 Status canImplement(const MtpProblem& problem, int device_sm);
 // 0: the cache is the caller's output, not scratch.
