@@ -22,11 +22,11 @@
 // and guards past both poisoned (the cache with 0xffffffff, a float NaN), in the three cache
 // layouts of MtpProblem: [batch, T, Hv, d_k, d_v]; entries mapped by cache_slots into a larger
 // cache; entries mapped into the state pool itself; only the last token's state, into the
-// sequence's own slot (cache_slots -1, ..., -1, slots[b]); the mapped ones with some tokens' entries
-// negative (not kept). After one run(): every output and every kept cache entry (the state after
-// each token) of a live sequence written, finite and, per token t, within the bounds against the
-// reference; every output of a skipped sequence still poison, and every cache entry no live token
-// keeps as it was (poison, or in the pool its uploaded state: the slots the batch reads among
+// sequence's own slot (cache_slots -1, ..., -1, slots[b]); the mapped ones with some tokens'
+// entries negative (not kept). After one run(): every output and every kept cache entry (the state
+// after each token) of a live sequence written, finite and, per token t, within the bounds against
+// the reference; every output of a skipped sequence still poison, and every cache entry no live
+// token keeps as it was (poison, or in the pool its uploaded state: the slots the batch reads among
 // them); the guards untouched; outside the pool layouts the whole state pool bit-identical to what
 // was uploaded, since the pool is only read.
 // The runner's multi-token errors (tokens 0 and 9, null / misaligned / pool-overlapping cache,
@@ -621,6 +621,20 @@ INSTANTIATE_TEST_SUITE_P(Artifact, GdnRunnerErrors,
 // into the sequence's own slot (entries -1, ..., -1, slots[b]: T tokens decoded in place).
 enum class CacheLayout { kBatch, kMapped, kPool, kPoolFinal };
 
+const char* layoutName(CacheLayout layout) {
+  switch (layout) {
+    case CacheLayout::kBatch:
+      return "batch";
+    case CacheLayout::kMapped:
+      return "mapped";
+    case CacheLayout::kPool:
+      return "pool";
+    case CacheLayout::kPoolFinal:
+      return "pool_final";
+  }
+  return "?";
+}
+
 struct MtpCaseSpec {
   const char* name;
   int tokens;  // T
@@ -1155,7 +1169,8 @@ ReportFormat reportFormat() {
     const MtpCaseSpec& c = mtpCases()[i];
     json << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"tokens\": " << c.tokens
          << ", \"batch\": " << c.batch << ", \"heads_qk\": " << c.heads_qk
-         << ", \"heads_v\": " << c.heads_v << ", \"skip_every\": " << c.skip_every << "}";
+         << ", \"heads_v\": " << c.heads_v << ", \"skip_every\": " << c.skip_every
+         << ", \"cache_layout\": \"" << layoutName(c.layout) << "\"}";
   }
   json << "]";
   f.extra_json = json.str();
