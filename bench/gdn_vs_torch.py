@@ -212,19 +212,20 @@ def torch_gdn(q, k, v, g, beta, state, slots, scale, compute=torch.float32):
     return o
 
 
-def torch_mtp(q, k, v, g, beta, state, slots, scale, cache, compute=torch.float32):
+def torch_mtp(q, k, v, g, beta, state, slots, scale, cache=None, compute=torch.float32):
     """Multi-token verify: q, k [B, T, H, dk]; v [B, T, Hv, dv]; g, beta [B, T, Hv]; state [N, Hv,
-    dk, dv] only read; cache [B, T, Hv, dk, dv] gets the state after each token. Returns o [B, T,
-    Hv, dv] in `compute`."""
+    dk, dv] only read; cache [B, T, Hv, dk, dv], if given, gets the state after each token. Returns
+    o [B, T, Hv, dv] and the final state [B, Hv, dk, dv], both in `compute`."""
     group = v.shape[2] // q.shape[2]
     qf, kf = normalise(q, group, compute), normalise(k, group, compute)
     S = state.index_select(0, slots).to(compute)
     outs = []
     for t in range(q.shape[1]):
         S, o = rule_step(S, qf[:, t], kf[:, t], v[:, t], g[:, t], beta[:, t], scale, compute)
-        cache[:, t].copy_(S)
+        if cache is not None:
+            cache[:, t].copy_(S)
         outs.append(o)
-    return torch.stack(outs, dim=1)
+    return torch.stack(outs, dim=1), S
 
 
 # ---- the gates from the gating inputs ---------------------------------------------------------
@@ -424,11 +425,9 @@ def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles,
     else:
         ref_g, ref_beta = s0["g"], s0["beta"]
     live = s0["slots64"]
-    if final:  # the states after each token, of which the last is kept
-        ref_cache = torch.empty(batch, tokens, HEADS_V, DK, DV, dtype=torch.float64, device="cuda")
-        ref_out = torch_mtp(s0["q"], s0["k"], s0["v"], ref_g, ref_beta, ref_state, live, scale,
-                            ref_cache, compute=torch.float64)
-        ref_final = ref_cache[:, -1]
+    if final:  # T tokens, of which only the last state is kept
+        ref_out, ref_final = torch_mtp(s0["q"], s0["k"], s0["v"], ref_g, ref_beta, ref_state, live,
+                                       scale, compute=torch.float64)
     else:
         ref_out = torch_gdn(s0["q"], s0["k"], s0["v"], ref_g, ref_beta, ref_state, live, scale,
                             compute=torch.float64)
@@ -495,7 +494,7 @@ def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles,
 
 def torch_mtp_eager(s, scale):
     s["out"].copy_(torch_mtp(s["q"], s["k"], s["v"], s["g"], s["beta"], s["state"], s["slots64"],
-                             scale, s["cache"]))
+                             scale, s["cache"])[0])
 
 
 def fla_mtp(fla_fn, s, scale):
@@ -535,8 +534,8 @@ def mtp_row(kiln, fla_fn, batch, tokens, dtype, copy_tbps, l2_bytes, gen, busy_c
 
     state0 = s0["state"].clone()
     ref_cache = torch.empty(batch, tokens, HEADS_V, DK, DV, dtype=torch.float64, device="cuda")
-    ref_out = torch_mtp(s0["q"], s0["k"], s0["v"], s0["g"], s0["beta"], state0.double(),
-                        s0["slots64"], scale, ref_cache, compute=torch.float64)
+    ref_out, _ = torch_mtp(s0["q"], s0["k"], s0["v"], s0["g"], s0["beta"], state0.double(),
+                           s0["slots64"], scale, ref_cache, compute=torch.float64)
     bound = REL_L2_BOUND[dtype]
 
     def check(name, fn):
