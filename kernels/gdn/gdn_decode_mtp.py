@@ -107,11 +107,10 @@ def kiln_export(kiln):
                 v_j = nv[0].to(f32)
                 gates = (ngb[0], ngb[1])
                 _fetch(nxt, ins, cutlass.min(t + 1, tokens - 1), dk, dv)
-                row = b * tokens + t  # of the [batch, T] inputs and outputs
-                head = i64(row) * heads_v + hv
-                entry = row  # the state's cache entry: [batch, T] order, or mapped
+                head = (i64(b) * tokens + t) * heads_v + hv
+                entry = b * tokens + t  # the state's cache entry: [batch, T] order, or mapped
                 if slotted != 0:
-                    entry = rule.scalar(cache_slots + row)
+                    entry = rule.scalar(cache_slots + entry)
                 # Every lane is done with the previous token's slices; on token 0 this also keeps
                 # the pool loads ahead of the norm code.
                 cute.arch.sync_warp()
