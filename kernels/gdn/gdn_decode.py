@@ -92,13 +92,5 @@ def kiln_export(kiln):
             grid=[dv // (tile_v * tiles), heads_v, batch], block=[tile_v, row_split, tiles])
 
     kiln.entry("kiln_gdn_decode", decode)
-    gmem = cute.AddressSpace.gmem
-
-    def ptr(t, align):
-        return cute.runtime.make_ptr(t, 0, gmem, assumed_align=align)
-
-    return cute.compile(launch, ptr(dtype, 16), ptr(dtype, 16), ptr(dtype, 16), ptr(f32, 4),
-                        ptr(f32, 4), ptr(dtype, 2), ptr(dtype, 2), ptr(f32, 4), ptr(f32, 4),
-                        ptr(dtype, 16), ptr(f32, 16), ptr(cutlass.Int32, 4),
-                        f32(1.0), cutlass.Int32(1), cutlass.Int32(1), cutlass.Int32(1),
-                        options=kiln.options)
+    return cute.compile(launch, *rule.input_placeholders(dtype), f32(1.0), cutlass.Int32(1),
+                        cutlass.Int32(1), cutlass.Int32(1), options=kiln.options)

@@ -47,6 +47,20 @@ def check_tile(tile_v, row_split, tiles, dk, dv):
             f"{row_split}, tiles_per_block {tiles}, d_k {dk}, d_v {dv}")
 
 
+def placeholder(t, align):
+    """A storage-free global pointer to `t` for tracing, aligned as the runner admits it."""
+    return cute.runtime.make_ptr(t, 0, cute.AddressSpace.gmem, assumed_align=align)
+
+
+def input_placeholders(dtype):
+    """The placeholders of the parameters both kernels open with, in their order: q, k, v, g,
+    beta, a, b, a_log, dt_bias, o, state, slots."""
+    ptr, i32 = placeholder, cutlass.Int32
+    return (ptr(dtype, 16), ptr(dtype, 16), ptr(dtype, 16), ptr(F32, 4), ptr(F32, 4),
+            ptr(dtype, 2), ptr(dtype, 2), ptr(F32, 4), ptr(F32, 4), ptr(dtype, 16), ptr(F32, 16),
+            ptr(i32, 4))
+
+
 def scalar(ptr):
     """The value at a pointer (a one-element tensor view)."""
     return cute.make_tensor(ptr, cute.make_layout(1))[0]
