@@ -47,6 +47,31 @@ kiln::gdn::Gating gatingOf(const void* const* gating) {
   return g;
 }
 
+// The fields both problems share: shape[0..6] (dtype code, batch, H, Hv, d_k, d_v, num_slots)
+// and the common inputs.
+template <typename P, typename State>
+void fillCommon(const int* shape, float scale, const void* q, const void* k, const void* v,
+                const float* g, const float* beta, const void* const* gating, void* out,
+                State* state, const std::int32_t* slots, P* p) {
+  p->dtype = dtypeOf(shape[0]);
+  p->batch = shape[1];
+  p->heads_qk = shape[2];
+  p->heads_v = shape[3];
+  p->head_dim_k = shape[4];
+  p->head_dim_v = shape[5];
+  p->num_slots = shape[6];
+  p->scale = scale;
+  p->q = q;
+  p->k = k;
+  p->v = v;
+  p->g = g;
+  p->beta = beta;
+  p->gating = gatingOf(gating);
+  p->out = out;
+  p->state = state;
+  p->slots = slots;
+}
+
 }  // namespace
 
 KILN_BENCH_EXPORT int kiln_bench_gdn_shape_fields(void) {
@@ -67,23 +92,7 @@ KILN_BENCH_EXPORT int kiln_bench_gdn(const int* shape, float scale, const void* 
   if (badDtype(shape[0], message, message_bytes))
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
   kiln::gdn::Problem p;
-  p.dtype = dtypeOf(shape[0]);
-  p.batch = shape[1];
-  p.heads_qk = shape[2];
-  p.heads_v = shape[3];
-  p.head_dim_k = shape[4];
-  p.head_dim_v = shape[5];
-  p.num_slots = shape[6];
-  p.scale = scale;
-  p.q = q;
-  p.k = k;
-  p.v = v;
-  p.g = g;
-  p.beta = beta;
-  p.gating = gatingOf(gating);
-  p.out = out;
-  p.state = state;
-  p.slots = slots;
+  fillCommon(shape, scale, q, k, v, g, beta, gating, out, state, slots, &p);
   const kiln::Status s = kiln::gdn::run(p, nullptr, 0, static_cast<kiln::Stream>(stream));
   kiln_bench::copyMessage(s.toString(), message, message_bytes);
   return static_cast<int>(s.code());
@@ -102,24 +111,8 @@ KILN_BENCH_EXPORT int kiln_bench_gdn_mtp(const int* shape, float scale, const vo
   if (badDtype(shape[0], message, message_bytes))
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
   kiln::gdn::MtpProblem p;
-  p.dtype = dtypeOf(shape[0]);
-  p.batch = shape[1];
-  p.heads_qk = shape[2];
-  p.heads_v = shape[3];
-  p.head_dim_k = shape[4];
-  p.head_dim_v = shape[5];
-  p.num_slots = shape[6];
+  fillCommon(shape, scale, q, k, v, g, beta, gating, out, state, slots, &p);
   p.tokens = shape[7];
-  p.scale = scale;
-  p.q = q;
-  p.k = k;
-  p.v = v;
-  p.g = g;
-  p.beta = beta;
-  p.gating = gatingOf(gating);
-  p.out = out;
-  p.state = state;
-  p.slots = slots;
   p.cache = cache;
   p.cache_slots = cache_slots;
   p.cache_entries = cache_entries;
