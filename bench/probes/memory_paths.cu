@@ -5,7 +5,8 @@
 // the GPU busy while the host enqueues, CUDA events bracket the launch, median of the runs.
 //
 //   nvcc -O3 -std=c++20 -arch=sm_90 -o memory_paths bench/probes/memory_paths.cu
-//   ./memory_paths > memory_paths.json       (one JSON object per line)
+//   ./memory_paths [gdn|decodeattn|all|timeline|locality] > memory_paths.json
+//   (one JSON object per line; default: all)
 //
 // gdn (state [slots, Hv = 32, 128, 128] float32, read and written in place, batch 1..256):
 //   copy       cudaMemcpyAsync of one set's state bytes (the same bytes read and written)
@@ -27,11 +28,15 @@
 // head), each warp a 3-stage cp.async pipeline of 16-key subtiles, as kernels/decodeattn), three
 // layouts each:
 //   paged_random / paged_sequential   the page table a permutation / in order
+//   paged_windowW                     (`memory_paths locality`) permuted within runs of W pages
 //   contiguous                        K, V as [batch, Hkv, keys, 128] (what the peers read)
 // and five consumers of each subtile: `read` (one word), `read+smem` (every byte through shared
 // memory, as ldmatrix reads it), `+chainN` (then N dependent FMAs: the latency of a subtile's
 // math), `ringH+chainN` (H half-stage slots per warp instead of 3 stages: 7 keeps 2.5 subtiles in
-// flight instead of 2).
+// flight instead of 2). `memory_paths timeline` times no launch: it records when each block of
+// the read starts and ends (%globaltimer) and prints, per shape and layout, the median over 11
+// launches of the last start and of the 10th, 50th, 90th percentile and last block end: how long
+// the launch's tail is, in which fewer blocks than the GPU holds are left streaming.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -384,11 +389,30 @@ __device__ __forceinline__ unsigned consume(const unsigned char* k_tile,
   return word ^ __float_as_uint(x);
 }
 
+__device__ __forceinline__ unsigned long long globalTimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+// times: nullptr, or [blocks][2] nanoseconds (%globaltimer) at the block's start and at its end
+// (after every warp's last subtile): the timeline mode's per-block spans.
+__device__ __forceinline__ void recordSpan(unsigned long long* times, unsigned long long start) {
+  if (times == nullptr) return;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
+    times[2 * block] = start;
+    times[2 * block + 1] = globalTimer();
+  }
+}
+
 template <int kWork, bool kReadAll>
 __global__ void __launch_bounds__(128, 2)
     kvRead(const unsigned char* k, const unsigned char* v, const int* table, int subtiles, int mode,
-           unsigned* out) {
+           unsigned* out, unsigned long long* times = nullptr) {
   extern __shared__ __align__(16) unsigned char smem[];
+  const unsigned long long start = times != nullptr ? globalTimer() : 0;
   SubtileSource source(table, subtiles, mode);
   unsigned char* mine = smem + source.warp * kStages * 2 * kTileBytes;
   auto issue = [&](int t) {  // K and V of subtile t into stage t % kStages
@@ -411,6 +435,7 @@ __global__ void __launch_bounds__(128, 2)
   }
   cpAsyncWait<0>();
   out[(blockIdx.y * gridDim.x + blockIdx.x) * 128 + threadIdx.x] = acc;
+  recordSpan(times, start);
 }
 
 // The same read with a ring of kHalves half-stages (K or V of one subtile, 4 KiB at d128) per
@@ -419,8 +444,9 @@ __global__ void __launch_bounds__(128, 2)
 template <int kWork, int kHalves>
 __global__ void __launch_bounds__(128, 2)
     kvRing(const unsigned char* k, const unsigned char* v, const int* table, int subtiles, int mode,
-           unsigned* out) {
+           unsigned* out, unsigned long long* times = nullptr) {
   extern __shared__ __align__(16) unsigned char smem[];
+  const unsigned long long start = times != nullptr ? globalTimer() : 0;
   constexpr int kAhead = kHalves - 2;  // halves in flight while one subtile (2 halves) is consumed
   SubtileSource source(table, subtiles, mode);
   unsigned char* mine = smem + source.warp * kHalves * kTileBytes;
@@ -442,6 +468,7 @@ __global__ void __launch_bounds__(128, 2)
   }
   cpAsyncWait<0>();
   out[(blockIdx.y * gridDim.x + blockIdx.x) * 128 + threadIdx.x] = acc;
+  recordSpan(times, start);
 }
 
 // ---- timing
@@ -571,8 +598,49 @@ void gdnRows(int sms, std::size_t l2) {
   }
 }
 
+// The timeline of one kvRead launch: when its blocks end, counted from the first block's start
+// (median over the runs of each statistic, in us): how much of the kernel is a tail in which
+// fewer blocks than the GPU holds are left streaming.
+struct Timeline {
+  double span, start_max, end_p10, end_p50, end_p90, end_max;
+};
+Timeline timelineOf(std::vector<unsigned long long> t) {
+  const std::size_t blocks = t.size() / 2;
+  unsigned long long t0 = ~0ull;
+  for (std::size_t i = 0; i < blocks; ++i) t0 = std::min(t0, t[2 * i]);
+  std::vector<double> starts(blocks), ends(blocks);
+  for (std::size_t i = 0; i < blocks; ++i) {
+    starts[i] = (t[2 * i] - t0) * 1e-3;
+    ends[i] = (t[2 * i + 1] - t0) * 1e-3;
+  }
+  std::sort(ends.begin(), ends.end());
+  auto at = [&](double q) { return ends[static_cast<std::size_t>(q * (blocks - 1))]; };
+  return {ends.back(), *std::max_element(starts.begin(), starts.end()), at(0.1), at(0.5), at(0.9),
+          ends.back()};
+}
+
+// Where the pages of the cache lie: `window` consecutive page-table entries are a permutation of
+// the same `window` pages (aligned runs of the pool; 0: in order; the pool's size: anywhere), or
+// K and V are contiguous [batch, Hkv, keys, d] tensors instead of a paged cache.
+struct Layout {
+  const char* name;
+  int window;
+  bool contiguous;
+};
+constexpr int kAnywhere = 1 << 30;
+constexpr Layout kLayouts[] = {
+    {"paged_random", kAnywhere, false}, {"paged_sequential", 0, false}, {"contiguous", 0, true}};
+// The locality sweep: pages shuffled within runs of 8 / 64 / 512 pages (256 KiB / 2 MiB / 16 MiB
+// of K at d128 bf16, 8 KV heads, 32 KiB a page), between the random and in-order tables.
+constexpr Layout kLocalityLayouts[] = {{"paged_random", kAnywhere, false},
+                                       {"paged_window512", 512, false},
+                                       {"paged_window64", 64, false},
+                                       {"paged_window8", 8, false},
+                                       {"paged_sequential", 0, false},
+                                       {"contiguous", 0, true}};
+
 template <int kWork, bool kReadAll, int kHalves = 0>
-void kvRows(const char* variant) {
+void kvRows(const char* variant, bool timeline = false, bool locality = false) {
   const int smem = kHalves ? 4 * kHalves * kTileBytes : 4 * kStages * 2 * kTileBytes;
   auto kvRead_ = [] {
     if constexpr (kHalves > 0)
@@ -594,21 +662,57 @@ void kvRows(const char* variant) {
     CHECK(cudaMemset(v, 2, bytes));
     CHECK(cudaMalloc(&table, sizeof(int) * batch * subtiles));
     CHECK(cudaMalloc(&out, sizeof(unsigned) * batch * kHkv * 128));
-    for (int order = 0; order < 3; ++order) {
+    const int blocks = kHkv * batch;
+    unsigned long long* times = nullptr;
+    if (timeline) CHECK(cudaMalloc(&times, sizeof(unsigned long long) * 2 * blocks));
+    const auto layouts = locality ? std::vector<Layout>(std::begin(kLocalityLayouts),
+                                                        std::end(kLocalityLayouts))
+                                  : std::vector<Layout>(std::begin(kLayouts), std::end(kLayouts));
+    for (const Layout& layout : layouts) {
       std::vector<int> h(static_cast<std::size_t>(batch) * subtiles);
       std::iota(h.begin(), h.end(), 0);
-      if (order == 0) std::shuffle(h.begin(), h.end(), std::mt19937(7));
+      std::mt19937 rng(7);
+      for (std::size_t at = 0; layout.window > 1 && at < h.size(); at += layout.window) {
+        const auto end = h.begin() + std::min(h.size(), at + layout.window);
+        std::shuffle(h.begin() + at, end, rng);
+      }
       CHECK(cudaMemcpy(table, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
-      const int mode = order == 2 ? 1 : 0;
+      const int mode = layout.contiguous ? 1 : 0;
+      if (timeline) {
+        std::vector<Timeline> runs;
+        std::vector<unsigned long long> t(2 * static_cast<std::size_t>(blocks));
+        for (int run = 0; run < 16; ++run) {
+          kvRead_<<<dim3(kHkv, batch), 128, smem>>>(k, v, table, subtiles, mode, out, times);
+          CHECK(cudaMemcpy(t.data(), times, t.size() * sizeof(t[0]), cudaMemcpyDeviceToHost));
+          if (run >= 5) runs.push_back(timelineOf(t));
+        }
+        auto median = [&](double Timeline::*field) {
+          std::vector<double> x;
+          for (const Timeline& r : runs) x.push_back(r.*field);
+          std::nth_element(x.begin(), x.begin() + x.size() / 2, x.end());
+          return x[x.size() / 2];
+        };
+        std::printf(
+            "{\"probe\": \"decodeattn_timeline\", \"variant\": \"%s\", \"path\": \"%s\", "
+            "\"batch\": %d, \"keys\": %d, \"blocks\": %d, \"span_us\": %.2f, "
+            "\"last_start_us\": %.2f, \"end_p10_us\": %.2f, \"end_p50_us\": %.2f, "
+            "\"end_p90_us\": %.2f, \"end_max_us\": %.2f}\n",
+            variant, layout.name, batch, keys, blocks, median(&Timeline::span),
+            median(&Timeline::start_max), median(&Timeline::end_p10), median(&Timeline::end_p50),
+            median(&Timeline::end_p90), median(&Timeline::end_max));
+        continue;
+      }
       const double us = medianUs(
-          [&](int) { kvRead_<<<dim3(kHkv, batch), 128, smem>>>(k, v, table, subtiles, mode, out); },
+          [&](int) {
+            kvRead_<<<dim3(kHkv, batch), 128, smem>>>(k, v, table, subtiles, mode, out, nullptr);
+          },
           1, 30, 5);
-      const char* names[] = {"paged_random", "paged_sequential", "contiguous"};
       std::printf(
           "{\"probe\": \"decodeattn\", \"variant\": \"%s\", \"path\": \"%s\", "
           "\"batch\": %d, \"keys\": %d, \"us\": %.2f, \"tbps\": %.3f}\n",
-          variant, names[order], batch, keys, us, 2.0 * bytes / (us * 1e-6) / 1e12);
+          variant, layout.name, batch, keys, us, 2.0 * bytes / (us * 1e-6) / 1e12);
     }
+    if (times != nullptr) CHECK(cudaFree(times));
     CHECK(cudaFree(k));
     CHECK(cudaFree(v));
     CHECK(cudaFree(table));
@@ -651,6 +755,13 @@ int main(int argc, char** argv) {
     kvRows<128, true, 7>("ring7+chain128");
     kvRows<256, true>("read+smem+chain256");
     kvRows<256, true, 7>("ring7+chain256");
+  }
+  if (which == "locality") {  // how the read's rate falls as the pages scatter
+    kvRows<128, true>("read+smem+chain128", false, true);
+  }
+  if (which == "timeline") {  // when the blocks of a launch end (decodeattn's read, two consumers)
+    kvRows<0, true>("read+smem", true);
+    kvRows<128, true>("read+smem+chain128", true);
   }
   return 0;
 }
