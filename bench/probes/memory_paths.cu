@@ -33,10 +33,12 @@
 // and five consumers of each subtile: `read` (one word), `read+smem` (every byte through shared
 // memory, as ldmatrix reads it), `+chainN` (then N dependent FMAs: the latency of a subtile's
 // math), `ringH+chainN` (H half-stage slots per warp instead of 3 stages: 7 keeps 2.5 subtiles in
-// flight instead of 2). `memory_paths timeline` times no launch: it records when each block of
-// the read starts and ends (%globaltimer) and prints, per shape and layout, the median over 11
-// launches of the last start and of the 10th, 50th, 90th percentile and last block end: how long
-// the launch's tail is, in which fewer blocks than the GPU holds are left streaming.
+// flight instead of 2), `two_heads+chain128` (`memory_paths locality` only: a block of 8 warps
+// reads two KV heads of a sequence, which share its pages, on one SM).
+// `memory_paths timeline` times no launch: it records when each block of the read starts and ends
+// (%globaltimer) and prints, per shape and layout, the median over 11 launches of the last start
+// and of the 10th, 50th, 90th percentile and last block end: how long the launch's tail is, in
+// which fewer blocks than the GPU holds are left streaming.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -326,14 +328,17 @@ constexpr int kTileBytes = kSubtile * kRowBytes;
 // Where a warp's t-th subtile (subtile warp + 4 t of the block's sequence and KV head) lies:
 // mode 0 through the page table, page ids 32 subtiles at a time, one per lane, taken by shuffle
 // (as kernels/decodeattn); mode 1 in contiguous [B, Hkv, S, d]. Warp-uniform calls, t increasing.
+// A block reads `heads` KV heads of one sequence (blockIdx.x * heads + threadIdx.x / 128), 4 warps
+// each; warp is the warp's index within its head's 4, slot its index within the block.
 struct SubtileSource {
-  int lane, warp, kvh, b, subtiles, mode, count;  // count: the warp's subtiles
+  int lane, warp, slot, kvh, b, subtiles, mode, count;  // count: the warp's subtiles
   const int* row;
   int pages = 0, pages_batch = -1;
-  __device__ SubtileSource(const int* table, int subtiles_, int mode_)
+  __device__ SubtileSource(const int* table, int subtiles_, int mode_, int heads = 1)
       : lane(static_cast<int>(threadIdx.x) & 31),
-        warp(static_cast<int>(threadIdx.x) >> 5),
-        kvh(static_cast<int>(blockIdx.x)),
+        warp((static_cast<int>(threadIdx.x) >> 5) & 3),
+        slot(static_cast<int>(threadIdx.x) >> 5),
+        kvh(static_cast<int>(blockIdx.x) * heads + (static_cast<int>(threadIdx.x) >> 7)),
         b(static_cast<int>(blockIdx.y)),
         subtiles(subtiles_),
         mode(mode_),
@@ -407,14 +412,14 @@ __device__ __forceinline__ void recordSpan(unsigned long long* times, unsigned l
   }
 }
 
-template <int kWork, bool kReadAll>
-__global__ void __launch_bounds__(128, 2)
+template <int kWork, bool kReadAll, int kHeads = 1>
+__global__ void __launch_bounds__(128 * kHeads, 2 / kHeads)
     kvRead(const unsigned char* k, const unsigned char* v, const int* table, int subtiles, int mode,
            unsigned* out, unsigned long long* times = nullptr) {
   extern __shared__ __align__(16) unsigned char smem[];
   const unsigned long long start = times != nullptr ? globalTimer() : 0;
-  SubtileSource source(table, subtiles, mode);
-  unsigned char* mine = smem + source.warp * kStages * 2 * kTileBytes;
+  SubtileSource source(table, subtiles, mode, kHeads);
+  unsigned char* mine = smem + source.slot * kStages * 2 * kTileBytes;
   auto issue = [&](int t) {  // K and V of subtile t into stage t % kStages
     if (t < source.count) {
       unsigned char* stage = mine + (t % kStages) * 2 * kTileBytes;
@@ -434,7 +439,7 @@ __global__ void __launch_bounds__(128, 2)
     __syncwarp();
   }
   cpAsyncWait<0>();
-  out[(blockIdx.y * gridDim.x + blockIdx.x) * 128 + threadIdx.x] = acc;
+  out[(blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x] = acc;
   recordSpan(times, start);
 }
 
@@ -632,22 +637,25 @@ constexpr Layout kLayouts[] = {
     {"paged_random", kAnywhere, false}, {"paged_sequential", 0, false}, {"contiguous", 0, true}};
 // The locality sweep: pages shuffled within runs of 8 / 64 / 512 pages (256 KiB / 2 MiB / 16 MiB
 // of K at d128 bf16, 8 KV heads, 32 KiB a page), between the random and in-order tables.
-constexpr Layout kLocalityLayouts[] = {{"paged_random", kAnywhere, false},
-                                       {"paged_window512", 512, false},
-                                       {"paged_window64", 64, false},
-                                       {"paged_window8", 8, false},
-                                       {"paged_sequential", 0, false},
-                                       {"contiguous", 0, true}};
+constexpr Layout kLocalityLayouts[] = {
+    {"paged_random", kAnywhere, false}, {"paged_window512", 512, false},
+    {"paged_window64", 64, false},      {"paged_window8", 8, false},
+    {"paged_sequential", 0, false},     {"contiguous", 0, true}};
 
-template <int kWork, bool kReadAll, int kHalves = 0>
+// kHeads: KV heads per block (kvRead only): 2 puts a sequence's two heads, which read the same
+// pages (NHD), in one block of 8 warps on one SM.
+template <int kWork, bool kReadAll, int kHalves = 0, int kHeads = 1>
 void kvRows(const char* variant, bool timeline = false, bool locality = false) {
-  const int smem = kHalves ? 4 * kHalves * kTileBytes : 4 * kStages * 2 * kTileBytes;
+  static_assert(kHeads == 1 || kHalves == 0, "kvRing reads one KV head per block");
+  const int smem = kHalves ? 4 * kHalves * kTileBytes : kHeads * 4 * kStages * 2 * kTileBytes;
   auto kvRead_ = [] {
     if constexpr (kHalves > 0)
       return kvRing<kWork, kHalves>;
     else
-      return kvRead<kWork, kReadAll>;
+      return kvRead<kWork, kReadAll, kHeads>;
   }();
+  const int heads_x = kHkv / kHeads;  // the grid's x: blocks per sequence
+  const dim3 block(128 * kHeads);
   CHECK(cudaFuncSetAttribute(kvRead_, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int shapes[][2] = {{32, 4096}, {64, 2048}, {256, 1024}, {8, 8192}};
   for (const auto& shape : shapes) {
@@ -662,12 +670,12 @@ void kvRows(const char* variant, bool timeline = false, bool locality = false) {
     CHECK(cudaMemset(v, 2, bytes));
     CHECK(cudaMalloc(&table, sizeof(int) * batch * subtiles));
     CHECK(cudaMalloc(&out, sizeof(unsigned) * batch * kHkv * 128));
-    const int blocks = kHkv * batch;
+    const int blocks = heads_x * batch;
     unsigned long long* times = nullptr;
     if (timeline) CHECK(cudaMalloc(&times, sizeof(unsigned long long) * 2 * blocks));
-    const auto layouts = locality ? std::vector<Layout>(std::begin(kLocalityLayouts),
-                                                        std::end(kLocalityLayouts))
-                                  : std::vector<Layout>(std::begin(kLayouts), std::end(kLayouts));
+    const auto layouts =
+        locality ? std::vector<Layout>(std::begin(kLocalityLayouts), std::end(kLocalityLayouts))
+                 : std::vector<Layout>(std::begin(kLayouts), std::end(kLayouts));
     for (const Layout& layout : layouts) {
       std::vector<int> h(static_cast<std::size_t>(batch) * subtiles);
       std::iota(h.begin(), h.end(), 0);
@@ -682,7 +690,7 @@ void kvRows(const char* variant, bool timeline = false, bool locality = false) {
         std::vector<Timeline> runs;
         std::vector<unsigned long long> t(2 * static_cast<std::size_t>(blocks));
         for (int run = 0; run < 16; ++run) {
-          kvRead_<<<dim3(kHkv, batch), 128, smem>>>(k, v, table, subtiles, mode, out, times);
+          kvRead_<<<dim3(heads_x, batch), block, smem>>>(k, v, table, subtiles, mode, out, times);
           CHECK(cudaMemcpy(t.data(), times, t.size() * sizeof(t[0]), cudaMemcpyDeviceToHost));
           if (run >= 5) runs.push_back(timelineOf(t));
         }
@@ -702,11 +710,10 @@ void kvRows(const char* variant, bool timeline = false, bool locality = false) {
             median(&Timeline::end_p90), median(&Timeline::end_max));
         continue;
       }
-      const double us = medianUs(
-          [&](int) {
-            kvRead_<<<dim3(kHkv, batch), 128, smem>>>(k, v, table, subtiles, mode, out, nullptr);
-          },
-          1, 30, 5);
+      const auto launch = [&](int) {
+        kvRead_<<<dim3(heads_x, batch), block, smem>>>(k, v, table, subtiles, mode, out, nullptr);
+      };
+      const double us = medianUs(launch, 1, 30, 5);
       std::printf(
           "{\"probe\": \"decodeattn\", \"variant\": \"%s\", \"path\": \"%s\", "
           "\"batch\": %d, \"keys\": %d, \"us\": %.2f, \"tbps\": %.3f}\n",
@@ -758,6 +765,7 @@ int main(int argc, char** argv) {
   }
   if (which == "locality") {  // how the read's rate falls as the pages scatter
     kvRows<128, true>("read+smem+chain128", false, true);
+    kvRows<128, true, 0, 2>("two_heads+chain128", false, true);
   }
   if (which == "timeline") {  // when the blocks of a launch end (decodeattn's read, two consumers)
     kvRows<0, true>("read+smem", true);
