@@ -18,8 +18,9 @@
 #   <group>-racecheck    compute-sanitizer racecheck (shared memory) over the same filter
 #   <group>-bench[-quick] python3 bench/<group>_vs_torch.py [--quick] $KILN_BENCH_ARGS
 #                        (JSON: $OUT/<group>_bench_<label>.json)
-#   probe-<which>        $KILN_GPU_DIR/memory_paths <which> (gdn, decodeattn or all: the access-pattern
-#                        probe, bench/probes/memory_paths.cu built with the nvcc line in its header;
+#   probe-<which>        $KILN_GPU_DIR/memory_paths <which> (gdn, decodeattn, all, locality or
+#                        timeline: the access-pattern probe, bench/probes/memory_paths.cu built with
+#                        the nvcc line in its header;
 #                        JSON lines: $OUT/memory_paths_<which>_<label>.json)
 # <label> is the last component of $KILN_GPU_DIR, so one call can run two builds side by side.
 # Each step runs under a timeout ($KILN_STEP_TIMEOUT seconds, default 240) so that a hung kernel
