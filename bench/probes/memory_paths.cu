@@ -631,16 +631,22 @@ struct Layout {
   const char* name;
   int window;
   bool contiguous;
+  bool sorted = false;  // each sequence's row of the table in ascending page order: its own pages,
+                        // read in address order, so that all blocks sweep the pool together
 };
 constexpr int kAnywhere = 1 << 30;
 constexpr Layout kLayouts[] = {
     {"paged_random", kAnywhere, false}, {"paged_sequential", 0, false}, {"contiguous", 0, true}};
 // The locality sweep: pages shuffled within runs of 8 / 64 / 512 pages (256 KiB / 2 MiB / 16 MiB
-// of K at d128 bf16, 8 KV heads, 32 KiB a page), between the random and in-order tables.
-constexpr Layout kLocalityLayouts[] = {
-    {"paged_random", kAnywhere, false}, {"paged_window512", 512, false},
-    {"paged_window64", 64, false},      {"paged_window8", 8, false},
-    {"paged_sequential", 0, false},     {"contiguous", 0, true}};
+// of K at d128 bf16, 8 KV heads, 32 KiB a page), between the random and in-order tables; and the
+// random table with each sequence's pages sorted (attention does not depend on the key order).
+constexpr Layout kLocalityLayouts[] = {{"paged_random", kAnywhere, false},
+                                       {"paged_random_sorted", kAnywhere, false, true},
+                                       {"paged_window512", 512, false},
+                                       {"paged_window64", 64, false},
+                                       {"paged_window8", 8, false},
+                                       {"paged_sequential", 0, false},
+                                       {"contiguous", 0, true}};
 
 // kHeads: KV heads per block (kvRead only): 2 puts a sequence's two heads, which read the same
 // pages (NHD), in one block of 8 warps on one SM.
@@ -684,6 +690,8 @@ void kvRows(const char* variant, bool timeline = false, bool locality = false) {
         const auto end = h.begin() + std::min(h.size(), at + layout.window);
         std::shuffle(h.begin() + at, end, rng);
       }
+      for (std::size_t row = 0; layout.sorted && row < h.size(); row += subtiles)
+        std::sort(h.begin() + row, h.begin() + row + subtiles);
       CHECK(cudaMemcpy(table, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
       const int mode = layout.contiguous ? 1 : 0;
       if (timeline) {
