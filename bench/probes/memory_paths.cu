@@ -29,6 +29,7 @@
 // layouts each:
 //   paged_random / paged_sequential   the page table a permutation / in order
 //   paged_windowW                     (`memory_paths locality`) permuted within runs of W pages
+//   paged_random_sorted               (`memory_paths locality`) random, each sequence's sorted
 //   contiguous                        K, V as [batch, Hkv, keys, 128] (what the peers read)
 // and five consumers of each subtile: `read` (one word), `read+smem` (every byte through shared
 // memory, as ldmatrix reads it), `+chainN` (then N dependent FMAs: the latency of a subtile's
