@@ -26,7 +26,7 @@
 //              computes the current one from registers; `depth` items ahead
 // decodeattn (K and V [pages, 16, Hkv = 8, 128] bf16, read once; 4 warps per (sequence, KV
 // head), each warp a 3-stage cp.async pipeline of 16-key subtiles, as kernels/decodeattn), three
-// layouts each:
+// layouts each (seven in `memory_paths locality`):
 //   paged_random / paged_sequential   the page table a permutation / in order
 //   paged_windowW                     (`memory_paths locality`) permuted within runs of W pages
 //   paged_random_sorted               (`memory_paths locality`) random, each sequence's sorted
