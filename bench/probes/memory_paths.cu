@@ -36,10 +36,10 @@
 // math), `ringH+chainN` (H half-stage slots per warp instead of 3 stages: 7 keeps 2.5 subtiles in
 // flight instead of 2), `two_heads+chain128` (`memory_paths locality` only: a block of 8 warps
 // reads two KV heads of a sequence, which share its pages, on one SM).
-// `memory_paths timeline` times no launch: it records when each block of the read starts and ends
-// (%globaltimer) and prints, per shape and layout, the median over 11 launches of the last start
-// and of the 10th, 50th, 90th percentile and last block end: how long the launch's tail is, in
-// which fewer blocks than the GPU holds are left streaming.
+// `memory_paths timeline` records when each block of the read starts and ends (%globaltimer; the
+// launches back to back behind a spin kernel) and prints, per shape and layout, the median over 11
+// launches of the last start and of the 10th, 50th, 90th percentile and last block end: how long
+// the launch's tail is, in which fewer blocks than the GPU holds are left streaming.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -608,10 +608,10 @@ void gdnRows(int sms, std::size_t l2) {
 // (median over the runs of each statistic, in us): how much of the kernel is a tail in which
 // fewer blocks than the GPU holds are left streaming.
 struct Timeline {
-  double span, start_max, end_p10, end_p50, end_p90, end_max;
+  double start_max, end_p10, end_p50, end_p90, end_max;  // end_max: the launch's span
 };
-Timeline timelineOf(std::vector<unsigned long long> t) {
-  const std::size_t blocks = t.size() / 2;
+// t: one launch's [blocks][2] start and end times.
+Timeline timelineOf(const unsigned long long* t, std::size_t blocks) {
   unsigned long long t0 = ~0ull;
   for (std::size_t i = 0; i < blocks; ++i) t0 = std::min(t0, t[2 * i]);
   std::vector<double> starts(blocks), ends(blocks);
@@ -621,8 +621,7 @@ Timeline timelineOf(std::vector<unsigned long long> t) {
   }
   std::sort(ends.begin(), ends.end());
   auto at = [&](double q) { return ends[static_cast<std::size_t>(q * (blocks - 1))]; };
-  return {ends.back(), *std::max_element(starts.begin(), starts.end()), at(0.1), at(0.5), at(0.9),
-          ends.back()};
+  return {*std::max_element(starts.begin(), starts.end()), at(0.1), at(0.5), at(0.9), ends.back()};
 }
 
 // Where the pages of the cache lie: `window` consecutive page-table entries are a permutation of
@@ -678,8 +677,13 @@ void kvRows(const char* variant, bool timeline = false, bool locality = false) {
     CHECK(cudaMalloc(&table, sizeof(int) * batch * subtiles));
     CHECK(cudaMalloc(&out, sizeof(unsigned) * batch * kHkv * 128));
     const int blocks = heads_x * batch;
+    // The timeline's launches: 5 warm-up, then 11 recorded, back to back behind a spin kernel as
+    // medianUs times them, each into its own slice; copied back once, after the last.
+    constexpr int kWarmLaunches = 5, kTimelineLaunches = 16;
+    const std::size_t per_launch = 2 * static_cast<std::size_t>(blocks);
     unsigned long long* times = nullptr;
-    if (timeline) CHECK(cudaMalloc(&times, sizeof(unsigned long long) * 2 * blocks));
+    if (timeline)
+      CHECK(cudaMalloc(&times, sizeof(unsigned long long) * per_launch * kTimelineLaunches));
     const auto layouts =
         locality ? std::vector<Layout>(std::begin(kLocalityLayouts), std::end(kLocalityLayouts))
                  : std::vector<Layout>(std::begin(kLayouts), std::end(kLayouts));
@@ -696,13 +700,16 @@ void kvRows(const char* variant, bool timeline = false, bool locality = false) {
       CHECK(cudaMemcpy(table, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
       const int mode = layout.contiguous ? 1 : 0;
       if (timeline) {
-        std::vector<Timeline> runs;
-        std::vector<unsigned long long> t(2 * static_cast<std::size_t>(blocks));
-        for (int run = 0; run < 16; ++run) {
-          kvRead_<<<dim3(heads_x, batch), block, smem>>>(k, v, table, subtiles, mode, out, times);
-          CHECK(cudaMemcpy(t.data(), times, t.size() * sizeof(t[0]), cudaMemcpyDeviceToHost));
-          if (run >= 5) runs.push_back(timelineOf(t));
+        for (int run = 0; run < kTimelineLaunches; ++run) {
+          spin<<<1, 1>>>(400000);
+          kvRead_<<<dim3(heads_x, batch), block, smem>>>(k, v, table, subtiles, mode, out,
+                                                         times + run * per_launch);
         }
+        std::vector<unsigned long long> t(per_launch * kTimelineLaunches);
+        CHECK(cudaMemcpy(t.data(), times, t.size() * sizeof(t[0]), cudaMemcpyDeviceToHost));
+        std::vector<Timeline> runs;
+        for (int run = kWarmLaunches; run < kTimelineLaunches; ++run)
+          runs.push_back(timelineOf(t.data() + run * per_launch, blocks));
         auto median = [&](double Timeline::*field) {
           std::vector<double> x;
           for (const Timeline& r : runs) x.push_back(r.*field);
@@ -711,12 +718,12 @@ void kvRows(const char* variant, bool timeline = false, bool locality = false) {
         };
         std::printf(
             "{\"probe\": \"decodeattn_timeline\", \"variant\": \"%s\", \"path\": \"%s\", "
-            "\"batch\": %d, \"keys\": %d, \"blocks\": %d, \"span_us\": %.2f, "
+            "\"batch\": %d, \"keys\": %d, \"blocks\": %d, "
             "\"last_start_us\": %.2f, \"end_p10_us\": %.2f, \"end_p50_us\": %.2f, "
             "\"end_p90_us\": %.2f, \"end_max_us\": %.2f}\n",
-            variant, layout.name, batch, keys, blocks, median(&Timeline::span),
-            median(&Timeline::start_max), median(&Timeline::end_p10), median(&Timeline::end_p50),
-            median(&Timeline::end_p90), median(&Timeline::end_max));
+            variant, layout.name, batch, keys, blocks, median(&Timeline::start_max),
+            median(&Timeline::end_p10), median(&Timeline::end_p50), median(&Timeline::end_p90),
+            median(&Timeline::end_max));
         continue;
       }
       const auto launch = [&](int) {
