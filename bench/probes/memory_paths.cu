@@ -26,10 +26,13 @@
 //              computes the current one from registers; `depth` items ahead
 // decodeattn (K and V [pages, 16, Hkv = 8, 128] bf16, read once; 4 warps per (sequence, KV
 // head), each warp a 3-stage cp.async pipeline of 16-key subtiles, as kernels/decodeattn), three
-// layouts each (seven in `memory_paths locality`):
+// layouts each (nine in `memory_paths locality`):
 //   paged_random / paged_sequential   the page table a permutation / in order
 //   paged_windowW                     (`memory_paths locality`) permuted within runs of W pages
 //   paged_random_sorted               (`memory_paths locality`) random, each sequence's sorted
+//   paged_{random,sequential}_kvpool  (`memory_paths locality`) K and V of a page side by side in
+//                                     one pool ([pages][2][16][Hkv][d], TensorRT-LLM's and
+//                                     FlashInfer's one-tensor cache), random / in-order pages
 //   contiguous                        K, V as [batch, Hkv, keys, 128] (what the peers read)
 // and five consumers of each subtile: `read` (one word), `read+smem` (every byte through shared
 // memory, as ldmatrix reads it), `+chainN` (then N dependent FMAs: the latency of a subtile's
@@ -323,9 +326,12 @@ constexpr int kHkv = 8;
 constexpr int kSubtile = 16;
 constexpr int kStages = 3;
 constexpr int kRowBytes = kD * 2;
+constexpr int kPageBytes = kSubtile * kHkv * kRowBytes;  // one page of K (or V): 16 keys
 constexpr int kTileBytes = kSubtile * kRowBytes;
 
-// mode 0: paged NHD [pages][16][Hkv][d] through table[b][t]; mode 1: contiguous [B][Hkv][S][d].
+// mode 0: paged NHD [pages][16][Hkv][d] through table[b][t]; mode 1: contiguous [B][Hkv][S][d];
+// mode 2: paged NHD with K and V of a page side by side in one pool, [pages][2][16][Hkv][d] (the
+// caller passes v = k + one page): a page's K and V bytes in one 64 KiB run.
 // Where a warp's t-th subtile (subtile warp + 4 t of the block's sequence and KV head) lies:
 // mode 0 through the page table, page ids 32 subtiles at a time, one per lane, taken by shuffle
 // (as kernels/decodeattn); mode 1 in contiguous [B, Hkv, S, d]. Warp-uniform calls, t increasing.
@@ -348,14 +354,15 @@ struct SubtileSource {
   // Copies K (or V: src) rows of subtile t into the [16][d] tile at dst.
   __device__ void copy(unsigned char* dst, const unsigned char* src, int t) {
     long long base, row_stride;
-    if (mode == 0) {
+    if (mode != 1) {
       if ((t >> 5) != pages_batch) {
         pages_batch = t >> 5;
         const int mine = 32 * pages_batch + lane;
         pages = mine < count ? row[warp + 4 * mine] : 0;
       }
       const int page = __shfl_sync(0xffffffffu, pages, t & 31);
-      base = (static_cast<long long>(page) * kSubtile * kHkv + kvh) * kRowBytes;
+      base = static_cast<long long>(page) * (mode == 2 ? 2 : 1) * kPageBytes +
+             static_cast<long long>(kvh) * kRowBytes;
       row_stride = kHkv * kRowBytes;
     } else {
       base = ((static_cast<long long>(b) * kHkv + kvh) * subtiles +
@@ -633,6 +640,7 @@ struct Layout {
   bool contiguous;
   bool sorted = false;  // each sequence's row of the table in ascending page order: its own pages,
                         // read in address order, so that all blocks sweep the pool together
+  bool kv_pool = false;  // K and V of a page side by side in one pool (mode 2), not two caches
 };
 constexpr int kAnywhere = 1 << 30;
 constexpr Layout kLayouts[] = {
@@ -642,6 +650,8 @@ constexpr Layout kLayouts[] = {
 // random table with each sequence's pages sorted (attention does not depend on the key order).
 constexpr Layout kLocalityLayouts[] = {{"paged_random", kAnywhere, false},
                                        {"paged_random_sorted", kAnywhere, false, true},
+                                       {"paged_random_kvpool", kAnywhere, false, false, true},
+                                       {"paged_sequential_kvpool", 0, false, false, true},
                                        {"paged_window512", 512, false},
                                        {"paged_window64", 64, false},
                                        {"paged_window8", 8, false},
@@ -667,11 +677,13 @@ void kvRows(const char* variant, bool timeline = false, bool locality = false) {
   for (const auto& shape : shapes) {
     const int batch = shape[0], keys = shape[1], subtiles = keys / kSubtile;
     const std::size_t bytes = static_cast<std::size_t>(batch) * keys * kHkv * kRowBytes;  // of K
-    unsigned char *k = nullptr, *v = nullptr;
+    // K and V: the two halves of one allocation (K, then V), or in the kvpool layouts one pool
+    // of pages holding K and V side by side.
+    unsigned char* pool = nullptr;
     int* table = nullptr;
     unsigned* out = nullptr;
-    CHECK(cudaMalloc(&k, bytes));
-    CHECK(cudaMalloc(&v, bytes));
+    CHECK(cudaMalloc(&pool, 2 * bytes));
+    unsigned char *const k = pool, *const v = pool + bytes;
     CHECK(cudaMemset(k, 1, bytes));
     CHECK(cudaMemset(v, 2, bytes));
     CHECK(cudaMalloc(&table, sizeof(int) * batch * subtiles));
@@ -698,11 +710,14 @@ void kvRows(const char* variant, bool timeline = false, bool locality = false) {
       for (std::size_t row = 0; layout.sorted && row < h.size(); row += subtiles)
         std::sort(h.begin() + row, h.begin() + row + subtiles);
       CHECK(cudaMemcpy(table, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
-      const int mode = layout.contiguous ? 1 : 0;
+      const int mode = layout.contiguous ? 1 : (layout.kv_pool ? 2 : 0);
+      // The pool layout: K of page p at 2 p pages into the allocation, V one page after it.
+      unsigned char* const kk = layout.kv_pool ? pool : k;
+      unsigned char* const vv = layout.kv_pool ? pool + kPageBytes : v;
       if (timeline) {
         for (int run = 0; run < kTimelineLaunches; ++run) {
           spin<<<1, 1>>>(400000);
-          kvRead_<<<dim3(heads_x, batch), block, smem>>>(k, v, table, subtiles, mode, out,
+          kvRead_<<<dim3(heads_x, batch), block, smem>>>(kk, vv, table, subtiles, mode, out,
                                                          times + run * per_launch);
         }
         std::vector<unsigned long long> t(per_launch * kTimelineLaunches);
@@ -727,7 +742,7 @@ void kvRows(const char* variant, bool timeline = false, bool locality = false) {
         continue;
       }
       const auto launch = [&](int) {
-        kvRead_<<<dim3(heads_x, batch), block, smem>>>(k, v, table, subtiles, mode, out, nullptr);
+        kvRead_<<<dim3(heads_x, batch), block, smem>>>(kk, vv, table, subtiles, mode, out, nullptr);
       };
       const double us = medianUs(launch, 1, 30, 5);
       std::printf(
@@ -736,8 +751,7 @@ void kvRows(const char* variant, bool timeline = false, bool locality = false) {
           variant, layout.name, batch, keys, us, 2.0 * bytes / (us * 1e-6) / 1e12);
     }
     if (times != nullptr) CHECK(cudaFree(times));
-    CHECK(cudaFree(k));
-    CHECK(cudaFree(v));
+    CHECK(cudaFree(pool));
     CHECK(cudaFree(table));
     CHECK(cudaFree(out));
   }
