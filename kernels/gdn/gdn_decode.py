@@ -58,6 +58,8 @@ def kiln_export(kiln):
         smem = rule.Smem(dk, tile_v, row_split, w, z, tiles)
         rows = smem.rows
         slot = rule.scalar(slots + b)
+        # The integer division, not rule.qk_head: the float head index made this kernel 5% slower
+        # at batch 8 (H100 run 2026-12-06-10; the multi-token kernel gains 1.5-2.6% from it).
         h = hv // (heads_v // heads_qk)
         col = (bx * tiles + z) * tile_v + j
         head = i64(b) * heads_v + hv  # (sequence, value head): g, beta, v, o

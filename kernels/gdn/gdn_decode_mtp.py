@@ -81,7 +81,7 @@ def kiln_export(kiln):
         smem = rule.Smem(dk, tile_v, row_split, w, z, tiles)
         rows = smem.rows
         slot = rule.scalar(slots + b)
-        h = hv // (heads_v // heads_qk)
+        h = rule.qk_head(hv, heads_qk, heads_v)
         col = (bx * tiles + z) * tile_v + j
         # The next token's inputs, raw (registers: a tensor indexed only by constants).
         nq = cute.make_rmem_tensor(cute.make_layout(per_lane), dtype)

@@ -61,6 +61,16 @@ def input_placeholders(dtype):
             ptr(i32, 4))
 
 
+def qk_head(hv, heads_qk, heads_v):
+    """The query/key head of value head hv, hv // (Hv / H) (Hv a multiple of H), in float32: three
+    instructions where the two integer divisions take ~60 dependent ones, on the path to the
+    q / k loads' addresses. Exact: (hv + 1/2) H / Hv is at least 1 / (2 Hv / H) from an integer,
+    more than the ~2^-22 relative error of the rounded product and rcp.approx for hv < 2^21 (the
+    grid's y is < 2^16)."""
+    x = (hv.to(F32) + F32(0.5)) * heads_qk.to(F32) * cute.arch.rcp_approx(heads_v.to(F32))
+    return x.to(cutlass.Int32)
+
+
 def scalar(ptr):
     """The value at a pointer (a one-element tensor view)."""
     return cute.make_tensor(ptr, cute.make_layout(1))[0]
