@@ -329,12 +329,16 @@ constexpr int kRowBytes = kD * 2;
 constexpr int kPageBytes = kSubtile * kHkv * kRowBytes;  // one page of K (or V): 16 keys
 constexpr int kTileBytes = kSubtile * kRowBytes;
 
-// mode 0: paged NHD [pages][16][Hkv][d] through table[b][t]; mode 1: contiguous [B][Hkv][S][d];
-// mode 2: paged NHD with K and V of a page side by side in one pool, [pages][2][16][Hkv][d] (the
-// caller passes v = k + one page): a page's K and V bytes in one 64 KiB run.
-// Where a warp's t-th subtile (subtile warp + 4 t of the block's sequence and KV head) lies:
-// mode 0 through the page table, page ids 32 subtiles at a time, one per lane, taken by shuffle
-// (as kernels/decodeattn); mode 1 in contiguous [B, Hkv, S, d]. Warp-uniform calls, t increasing.
+// Where the K and V bytes lie (the read kernels' `mode`):
+enum : int {
+  kPaged = 0,       // paged NHD [pages][16][Hkv][d], K and V two caches, through table[b][t]
+  kContiguous = 1,  // contiguous [B][Hkv][S][d]
+  kPagedPool = 2,   // paged NHD with K and V of a page side by side in one pool,
+                    // [pages][2][16][Hkv][d] (the caller passes v = k + one page)
+};
+// Where a warp's t-th subtile (subtile warp + 4 t of the block's sequence and KV head) lies: the
+// paged modes through the page table, page ids 32 subtiles at a time, one per lane, taken by
+// shuffle (as kernels/decodeattn); kContiguous in [B, Hkv, S, d]. Warp-uniform calls, t increasing.
 // A block reads `heads` KV heads of one sequence (blockIdx.x * heads + threadIdx.x / 128), 4 warps
 // each; warp is the warp's index within its head's 4, slot its index within the block.
 struct SubtileSource {
@@ -354,14 +358,14 @@ struct SubtileSource {
   // Copies K (or V: src) rows of subtile t into the [16][d] tile at dst.
   __device__ void copy(unsigned char* dst, const unsigned char* src, int t) {
     long long base, row_stride;
-    if (mode != 1) {
+    if (mode != kContiguous) {
       if ((t >> 5) != pages_batch) {
         pages_batch = t >> 5;
         const int mine = 32 * pages_batch + lane;
         pages = mine < count ? row[warp + 4 * mine] : 0;
       }
       const int page = __shfl_sync(0xffffffffu, pages, t & 31);
-      base = static_cast<long long>(page) * (mode == 2 ? 2 : 1) * kPageBytes +
+      base = static_cast<long long>(page) * (mode == kPagedPool ? 2 : 1) * kPageBytes +
              static_cast<long long>(kvh) * kRowBytes;
       row_stride = kHkv * kRowBytes;
     } else {
@@ -640,7 +644,7 @@ struct Layout {
   bool contiguous;
   bool sorted = false;  // each sequence's row of the table in ascending page order: its own pages,
                         // read in address order, so that all blocks sweep the pool together
-  bool kv_pool = false;  // K and V of a page side by side in one pool (mode 2), not two caches
+  bool kv_pool = false;  // K and V of a page side by side in one pool (kPagedPool), not two caches
 };
 constexpr int kAnywhere = 1 << 30;
 constexpr Layout kLayouts[] = {
@@ -710,7 +714,7 @@ void kvRows(const char* variant, bool timeline = false, bool locality = false) {
       for (std::size_t row = 0; layout.sorted && row < h.size(); row += subtiles)
         std::sort(h.begin() + row, h.begin() + row + subtiles);
       CHECK(cudaMemcpy(table, h.data(), h.size() * sizeof(int), cudaMemcpyHostToDevice));
-      const int mode = layout.contiguous ? 1 : (layout.kv_pool ? 2 : 0);
+      const int mode = layout.contiguous ? kContiguous : (layout.kv_pool ? kPagedPool : kPaged);
       // The pool layout: K of page p at 2 p pages into the allocation, V one page after it.
       unsigned char* const kk = layout.kv_pool ? pool : k;
       unsigned char* const vv = layout.kv_pool ? pool + kPageBytes : v;
