@@ -1,6 +1,6 @@
 // GPU numerics of the gdn group (Gated DeltaNet decode): every variant of the linked artifact
 // against the float64 reference in kernels/gdn/reference.h. gdn_decode variants (one token, state
-// in place) over batches 1 / 7 / 32 / 256 and Hv / H ratios 1 / 2 / 4; gdn_decode_mtp variants
+// in place) over batches 1 .. 256 and Hv / H ratios 1 / 2 / 3 / 4 / 24; gdn_decode_mtp variants
 // (T draft tokens, every intermediate state into a cache, the pool only read) over T = 1 .. 8,
 // batches 1 .. 256 and the same ratios (the second half of this file).
 //
@@ -230,6 +230,10 @@ const std::vector<CaseSpec>& cases() {
       {"b7_h16_hv32_skip", 7, 16, 32, 3},   {"b32_h16_hv64_skip", 32, 16, 64, 5},
       {"b32_h16_hv16_skip", 32, 16, 16, 4}, {"b256_h16_hv32_skip", 256, 16, 32, 7},
       {"b256_h4_hv16_skip", 256, 4, 16, 2},
+      // Ratios that are not powers of two: the multi-token kernel computes a value head's query /
+      // key head as a float32 product (gdn_rule.qk_head), exact only if rounding never crosses
+      // an integer.
+      {"b5_h6_hv18_skip", 5, 6, 18, 2},     {"b3_h2_hv48", 3, 2, 48, 0},
   };
   return c;
 }
@@ -645,8 +649,8 @@ struct MtpCaseSpec {
   CacheLayout layout = CacheLayout::kBatch;
 };
 
-// Every T in 1 .. 8, batches 1 .. 256, Hv / H = 1, 2, 4, skipped and permuted slots, the three
-// cache layouts. The cache of the two batch-256 cases is 512 MiB each (T x Hv x 64 KiB per
+// Every T in 1 .. 8, batches 1 .. 256, Hv / H = 1, 2, 3, 4, 24, skipped and permuted slots, the
+// three cache layouts. The cache of the two batch-256 cases is 512 MiB each (T x Hv x 64 KiB per
 // sequence).
 const std::vector<MtpCaseSpec>& mtpCases() {
   static const std::vector<MtpCaseSpec> c = {
@@ -669,6 +673,8 @@ const std::vector<MtpCaseSpec>& mtpCases() {
       {"t1_b3_h16_hv32_final", 1, 3, 16, 32, 0, CacheLayout::kPoolFinal},
       {"t4_b32_h16_hv32_skip_final", 4, 32, 16, 32, 5, CacheLayout::kPoolFinal},
       {"t8_b256_h4_hv16_skip_final", 8, 256, 4, 16, 9, CacheLayout::kPoolFinal},
+      {"t3_b5_h6_hv18_skip", 3, 5, 6, 18, 2},  // Hv / H 3 and 24: the float head index (qk_head)
+      {"t2_b3_h2_hv48", 2, 3, 2, 48, 0},
   };
   return c;
 }
