@@ -38,6 +38,14 @@ Status checkHeads(const char* group, std::int64_t q_heads, std::int64_t kv_heads
   return Status::Ok();
 }
 
+Status dtypeOf(const char* group, DType dtype, const char** name) {
+  *name = dtypeName(dtype);
+  if (*name != nullptr) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument,
+                std::string(group) + ": dtype " + std::to_string(static_cast<int>(dtype)) +
+                    " is not a DType value (fp16 or bf16)");
+}
+
 int findEntry(const kiln_variant& variant, const char* entry) {
   for (int i = 0; i < variant.num_entries; ++i) {
     if (variant.entries[i] != nullptr && std::strcmp(variant.entries[i], entry) == 0) return i;

@@ -126,4 +126,32 @@ TEST(RunnerSupport, NotBuiltMessagesListWhatTheTableHolds) {
   EXPECT_EQ(runner::builtFor(table, "bf16", [](const Row& r) { return r.size; }), "4096, 8192");
 }
 
+TEST(RunnerSupport, FindBuiltReturnsTheRowOrNamesWhatIsBuilt) {
+  const Row rows[] = {{"bf16", 4096}, {"fp16", 1024}, {"bf16", 8192}};
+  const std::span<const Row> table(rows);
+  const auto size = [](const Row& r) { return r.size; };
+  const Row* found = nullptr;
+  ASSERT_TRUE(runner::findBuilt("grp", table, "bf16", "hidden", 8192, size, &found).ok());
+  EXPECT_EQ(found, &rows[2]);
+  ASSERT_TRUE(runner::findBuilt("grp", table, "fp16", "hidden", 1024, size, &found).ok());
+  EXPECT_EQ(found, &rows[1]);
+
+  Status s = runner::findBuilt("grp", table, "fp16", "hidden", 4096, size, &found);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_EQ(s.message(), "grp: hidden 4096 is not built for fp16; built for fp16: 1024");
+  EXPECT_EQ(found, nullptr);
+  s = runner::findBuilt("grp", table, "fp8", "hidden", 4096, size, &found);
+  EXPECT_EQ(s.message(), "grp: dtype fp8 is not built; built dtypes: bf16, fp16");
+}
+
+TEST(RunnerSupport, DtypeOfNamesTheEnumOrRefusesOtherValues) {
+  const char* name = nullptr;
+  ASSERT_TRUE(runner::dtypeOf("grp", DType::kBFloat16, &name).ok());
+  EXPECT_STREQ(name, "bf16");
+  const Status s = runner::dtypeOf("grp", static_cast<DType>(7), &name);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "grp: dtype 7 is not a DType value (fp16 or bf16)");
+  EXPECT_EQ(name, nullptr);
+}
+
 }  // namespace

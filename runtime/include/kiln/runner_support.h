@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/dtype.h"
 #include "kiln/status.h"
 #include "kiln/variant.h"
 
@@ -48,6 +49,10 @@ Status checkPointer(const char* group, const char* name, const void* p, std::siz
 // GQA heads: kv_heads >= 1 and q_heads a positive multiple of it; kInvalidArgument "<group>:
 // kv_heads 0 is not positive" / "<group>: q_heads 12 is not a positive multiple of kv_heads 8".
 Status checkHeads(const char* group, std::int64_t q_heads, std::int64_t kv_heads);
+
+// The name of `dtype` ("fp16", "bf16") in *name; kInvalidArgument "<group>: dtype 7 is not a
+// DType value (fp16 or bf16)" for a value outside the enum.
+Status dtypeOf(const char* group, DType dtype, const char** name);
 
 // The index of entry kernel `entry` in `variant.entries`, or -1.
 int findEntry(const kiln_variant& variant, const char* entry);
@@ -88,6 +93,30 @@ std::string builtFor(std::span<const Info> table, const char* dtype, Value value
     list += (list.empty() ? "" : ", ") + std::to_string(value(v));
   }
   return list;
+}
+
+// The row of `table` built for `dtype` whose `key(v)` is `want`, in *found: the lookup of a runner
+// whose variants differ by dtype and one number. kNotSupported otherwise, naming what is built:
+// "<group>: dtype fp16 is not built; built dtypes: bf16" when no row has the dtype, else
+// "<group>: <key_name> 96 is not built for bf16; built for bf16: 128, 64".
+template <typename Info, typename Key>
+Status findBuilt(const char* group, std::span<const Info> table, const char* dtype,
+                 const char* key_name, std::int64_t want, Key key, const Info** found) {
+  *found = nullptr;
+  bool dtype_built = false;
+  for (const Info& v : table) {
+    if (std::strcmp(v.dtype, dtype) != 0) continue;
+    dtype_built = true;
+    if (key(v) == want) {
+      *found = &v;
+      return Status::Ok();
+    }
+  }
+  if (!dtype_built) return dtypeNotBuilt(group, dtype, table);
+  return Status(StatusCode::kNotSupported, std::string(group) + ": " + key_name + " " +
+                                               std::to_string(want) + " is not built for " +
+                                               dtype + "; built for " + dtype + ": " +
+                                               builtFor(table, dtype, key));
 }
 
 }  // namespace kiln::runner

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -69,27 +68,11 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   if (plan == nullptr) return Status(StatusCode::kInternal, "decodeattn: select without a plan");
   *plan = Plan{};
 
-  const char* dtype = dtypeName(problem.dtype);
-  if (dtype == nullptr) {
-    return invalid("dtype " + std::to_string(static_cast<int>(problem.dtype)) +
-                   " is not a DType value (fp16 or bf16)");
-  }
+  const char* dtype = nullptr;
+  KILN_RETURN_IF_ERROR(runner::dtypeOf("decodeattn", problem.dtype, &dtype));
   const VariantInfo* info = nullptr;
-  bool dtype_built = false;
-  for (const VariantInfo& v : table) {
-    if (std::strcmp(v.dtype, dtype) != 0) continue;
-    dtype_built = true;
-    if (v.head_dim == problem.head_dim) {
-      info = &v;
-      break;
-    }
-  }
-  if (!dtype_built) return runner::dtypeNotBuilt("decodeattn", dtype, table);
-  if (info == nullptr) {
-    return Status(StatusCode::kNotSupported,
-                  "decodeattn: head_dim " + std::to_string(problem.head_dim) + " is not built for " +
-                      dtype + "; built for " + dtype + ": " + runner::builtFor(table, dtype, [](const VariantInfo& v) { return v.head_dim; }));
-  }
+  KILN_RETURN_IF_ERROR(runner::findBuilt("decodeattn", table, dtype, "head_dim", problem.head_dim,
+                                         [](const VariantInfo& v) { return v.head_dim; }, &info));
   int rows16_entry = -1, rows32_entry = -1;
   KILN_RETURN_IF_ERROR(runner::resolveEntry("decodeattn", info->name, info->variant,
                                             kAttentionEntry, &plan->variant, &rows16_entry));

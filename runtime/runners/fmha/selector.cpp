@@ -113,11 +113,8 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   if (plan == nullptr) return Status(StatusCode::kInternal, "fmha: select without a plan");
   *plan = Plan{};
 
-  const char* dtype = dtypeName(problem.dtype);
-  if (dtype == nullptr) {
-    return invalid("dtype " + std::to_string(static_cast<int>(problem.dtype)) +
-                   " is not a DType value (fp16 or bf16)");
-  }
+  const char* dtype = nullptr;
+  KILN_RETURN_IF_ERROR(runner::dtypeOf("fmha", problem.dtype, &dtype));
   const char* mask = maskName(problem.mask);
   if (mask == nullptr) {
     return invalid("mask " + std::to_string(static_cast<int>(problem.mask)) +

@@ -73,10 +73,8 @@ Status checkGateForm(const P& p) {
 
 // dtype, head dims, heads, batch, scale and grid; on success *info is the variant.
 Status admitShape(std::span<const VariantInfo> table, const Shape& p, const VariantInfo** info) {
-  const char* dtype = dtypeName(p.dtype);
-  if (dtype == nullptr) {
-    return invalid("dtype " + std::to_string(static_cast<int>(p.dtype)) + " is not fp16 or bf16");
-  }
+  const char* dtype = nullptr;
+  KILN_RETURN_IF_ERROR(runner::dtypeOf("gdn", p.dtype, &dtype));
   *info = nullptr;
   for (const VariantInfo& v : table) {
     if (std::strcmp(v.dtype, dtype) == 0 && v.head_dim_k == p.head_dim_k &&

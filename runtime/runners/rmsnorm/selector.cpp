@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -42,27 +41,11 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   if (plan == nullptr) return Status(StatusCode::kInternal, "rmsnorm: select without a plan");
   *plan = Plan{};
 
-  const char* dtype = dtypeName(problem.dtype);
-  if (dtype == nullptr) {
-    return invalid("dtype " + std::to_string(static_cast<int>(problem.dtype)) +
-                   " is not a DType value (fp16 or bf16)");
-  }
+  const char* dtype = nullptr;
+  KILN_RETURN_IF_ERROR(runner::dtypeOf("rmsnorm", problem.dtype, &dtype));
   const VariantInfo* info = nullptr;
-  bool dtype_built = false;
-  for (const VariantInfo& v : table) {
-    if (std::strcmp(v.dtype, dtype) != 0) continue;
-    dtype_built = true;
-    if (v.hidden == problem.hidden) {
-      info = &v;
-      break;
-    }
-  }
-  if (!dtype_built) return runner::dtypeNotBuilt("rmsnorm", dtype, table);
-  if (info == nullptr) {
-    return Status(StatusCode::kNotSupported, "rmsnorm: hidden " + std::to_string(problem.hidden) +
-                                                 " is not built for " + dtype + "; built for " +
-                                                 dtype + ": " + runner::builtFor(table, dtype, [](const VariantInfo& v) { return v.hidden; }));
-  }
+  KILN_RETURN_IF_ERROR(runner::findBuilt("rmsnorm", table, dtype, "hidden", problem.hidden,
+                                         [](const VariantInfo& v) { return v.hidden; }, &info));
   if (problem.rows < 0) return invalid("rows " + std::to_string(problem.rows) + " is negative");
   if (!std::isfinite(problem.eps) || problem.eps <= 0.0f) {
     return invalid("eps " + formatFloat(problem.eps) + " is not a finite positive number");
