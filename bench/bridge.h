@@ -20,11 +20,15 @@ inline void copyMessage(const std::string& text, char* message, std::size_t mess
 }
 
 // The dtype code the Python side uses: 0 fp16, 1 bf16.
-inline int dtypeCode(const char* dtype) { return std::strcmp(dtype, "fp16") == 0 ? 0 : 1; }
+inline int dtypeCode(const char* dtype) {
+  return std::strcmp(dtype, "fp16") == 0 ? 0 : 1;
+}
 
 }  // namespace kiln_bench
 
-KILN_BENCH_EXPORT const char* kiln_bench_artifact_tag(void) { return kiln_artifact_tag(); }
+KILN_BENCH_EXPORT const char* kiln_bench_artifact_tag(void) {
+  return kiln_artifact_tag();
+}
 
 KILN_BENCH_EXPORT const char* kiln_bench_artifact_fingerprint(void) {
   return kiln_artifact_fingerprint();

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <string>
 
-#include "kiln/groups/decodeattn.h"
 #include "bridge.h"
+#include "kiln/groups/decodeattn.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/decodeattn.h"
 
@@ -37,7 +37,8 @@ kiln::decodeattn::Problem problemOf(const int* shape, float scale) {
   p.max_pages_per_seq = shape[7];
   p.max_seq_len = shape[8];
   p.multiprocessors = shape[9];
-  p.kv_layout = shape[10] == 1 ? kiln::decodeattn::KvLayout::kHND : kiln::decodeattn::KvLayout::kNHD;
+  p.kv_layout =
+      shape[10] == 1 ? kiln::decodeattn::KvLayout::kHND : kiln::decodeattn::KvLayout::kNHD;
   p.query_tokens = shape[11];
   p.scale = scale;
   return p;
@@ -58,13 +59,15 @@ KILN_BENCH_EXPORT int kiln_bench_decodeattn(const int* shape, float scale, void*
                                             std::size_t workspace_bytes, void* stream,
                                             char* message, std::size_t message_bytes) {
   if (shape[0] != 0 && shape[0] != 1) {
-    kiln_bench::copyMessage("dtype code " + std::to_string(shape[0]) + " is not 0 (fp16) or 1 (bf16)", message,
-                message_bytes);
+    kiln_bench::copyMessage(
+        "dtype code " + std::to_string(shape[0]) + " is not 0 (fp16) or 1 (bf16)", message,
+        message_bytes);
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
   }
   if (shape[10] != 0 && shape[10] != 1) {
-    kiln_bench::copyMessage("kv_layout code " + std::to_string(shape[10]) + " is not 0 (NHD) or 1 (HND)",
-                            message, message_bytes);
+    kiln_bench::copyMessage(
+        "kv_layout code " + std::to_string(shape[10]) + " is not 0 (NHD) or 1 (HND)", message,
+        message_bytes);
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
   }
   kiln::decodeattn::Problem p = problemOf(shape, scale);

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <string>
 
-#include "kiln/groups/rmsnorm.h"
 #include "bridge.h"
+#include "kiln/groups/rmsnorm.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/rmsnorm.h"
 
@@ -25,8 +25,8 @@ KILN_BENCH_EXPORT int kiln_bench_rmsnorm(int dtype, std::int64_t rows, std::int6
                                          const void* weight, void* stream, char* message,
                                          std::size_t message_bytes) {
   if (dtype != 0 && dtype != 1) {
-    kiln_bench::copyMessage("dtype code " + std::to_string(dtype) + " is not 0 (fp16) or 1 (bf16)", message,
-                message_bytes);
+    kiln_bench::copyMessage("dtype code " + std::to_string(dtype) + " is not 0 (fp16) or 1 (bf16)",
+                            message, message_bytes);
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
   }
   kiln::rmsnorm::Problem p;

@@ -21,6 +21,7 @@ PACKAGES=(
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libssl-dev libarchive-dev
   libgtest-dev libbenchmark-dev
   g++-aarch64-linux-gnu        # kiln build --arch aarch64
+  clang-format                 # scripts/format.sh --check (Debian 12: clang-format 14)
   clang libclang-rt-14-dev     # tests/fuzz/run.sh: libFuzzer + ASan/UBSan runtimes (Debian 12: clang 14)
   python3 python3-venv
 )

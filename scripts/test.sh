@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: the README's second command, and what CI runs (.ci/run). Installs what is missing,
-# builds kiln and its tests (release preset), runs every CPU test through ctest (GPU-labelled
+# checks that every C++ / CUDA file is clang-formatted (scripts/format.sh --check), builds kiln
+# and its tests (release preset), runs every CPU test through ctest (GPU-labelled
 # tests excluded; the e2e ones include the aarch64 cross-build of examples/consumer), packages two
 # entries of the release matrix, builds the host unit tests with ASan + UBSan (asan preset) and
 # runs them, then runs each libFuzzer target for a bounded time on its seed corpus
@@ -19,6 +20,9 @@ step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 
 step "setup"
 scripts/setup.sh
+
+step "format: scripts/format.sh --check"
+scripts/format.sh --check
 
 step "release: configure and build"
 cmake --preset release

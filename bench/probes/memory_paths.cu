@@ -642,8 +642,8 @@ struct Layout {
   const char* name;
   int window;
   bool contiguous;
-  bool sorted = false;  // each sequence's row of the table in ascending page order: its own pages,
-                        // read in address order, so that all blocks sweep the pool together
+  bool sorted = false;   // each sequence's row of the table in ascending page order: its own pages,
+                         // read in address order, so that all blocks sweep the pool together
   bool kv_pool = false;  // K and V of a page side by side in one pool (kPagedPool), not two caches
 };
 constexpr int kAnywhere = 1 << 30;

@@ -4,7 +4,8 @@
 // PTX instructions, so that a kernel reads as fragments and stages rather than as inline asm.
 //
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16"): lane = 4 * group + tid4.
-//   A (16x16, row-major): reg0 = (row group,     cols 2*tid4 + {0,1}), reg1 = (row group + 8, same),
+//   A (16x16, row-major): reg0 = (row group,     cols 2*tid4 + {0,1}), reg1 = (row group + 8,
+//   same),
 //                         reg2 = (row group, cols 8 + 2*tid4 + {0,1}), reg3 = (row group + 8, same)
 //   B (16x8, "col"):      reg0 = (rows 2*tid4 + {0,1}, col group), reg1 = (rows 8 + 2*tid4 + {0,1})
 //   C (16x8, fp32):       c0, c1 = (row group, cols 2*tid4 + {0,1}); c2, c3 = (row group + 8, same)

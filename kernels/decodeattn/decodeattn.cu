@@ -21,7 +21,8 @@
 #include "decodeattn/params.h"
 
 #if !defined(KILN_CONST_HEAD_DIM) || !defined(KILN_CONST_DTYPE)
-#error "decodeattn.cu is compiled by kiln build, which defines KILN_CONST_HEAD_DIM and KILN_CONST_DTYPE"
+#error \
+    "decodeattn.cu is compiled by kiln build, which defines KILN_CONST_HEAD_DIM and KILN_CONST_DTYPE"
 #endif
 
 #if defined(KILN_TARGET_SM)

@@ -234,14 +234,16 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
 #pragma unroll
     for (int rt = 0; rt < kRowTiles; ++rt) {
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) s[rt][nt][0] = s[rt][nt][1] = s[rt][nt][2] = s[rt][nt][3] = 0.0f;
+      for (int nt = 0; nt < 2; ++nt)
+        s[rt][nt][0] = s[rt][nt][1] = s[rt][nt][2] = s[rt][nt][3] = 0.0f;
     }
 #pragma unroll
     for (int kq = 0; kq < kD / 32; ++kq) {
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         unsigned kb[4];  // keys nt*8 + 0..7, dims kq*32 + 8 * {0, 1, 2, 3} + 0..7
-        common::ldmatrixX4(kb, k_s + swizzled<kRowBytes>(nt * 8 + (lane & 7), kq * 4 + (lane >> 3)));
+        common::ldmatrixX4(kb,
+                           k_s + swizzled<kRowBytes>(nt * 8 + (lane & 7), kq * 4 + (lane >> 3)));
 #pragma unroll
         for (int rt = 0; rt < kRowTiles; ++rt) {
           common::mma16816<T>(s[rt][nt], qa[rt][2 * kq], kb[0], kb[1]);
@@ -256,13 +258,15 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
     unsigned pa[kRowTiles][4];
 #pragma unroll
     for (int rt = 0; rt < kRowTiles; ++rt) {
-      const int valid_lo = row_end[rt][0] - subtileKey(i), valid_hi = row_end[rt][1] - subtileKey(i);
+      const int valid_lo = row_end[rt][0] - subtileKey(i),
+                valid_hi = row_end[rt][1] - subtileKey(i);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = nt * 8 + 2 * tid4 + (e & 1);
-          s[rt][nt][e] = key < (e < 2 ? valid_lo : valid_hi) ? s[rt][nt][e] * p.scale_log2 : -INFINITY;
+          s[rt][nt][e] =
+              key < (e < 2 ? valid_lo : valid_hi) ? s[rt][nt][e] * p.scale_log2 : -INFINITY;
         }
       }
       float max_lo = fmaxf(fmaxf(s[rt][0][0], s[rt][0][1]), fmaxf(s[rt][1][0], s[rt][1][1]));
@@ -352,8 +356,8 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
     float m_w[kWarps], m_max = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
-      const float* ml = reinterpret_cast<const float*>(smem + w * (kStages * kStageBytes)) +
-                        kRows * kD;
+      const float* ml =
+          reinterpret_cast<const float*>(smem + w * (kStages * kStageBytes)) + kRows * kD;
       m_w[w] = ml[r];
       m_max = fmaxf(m_max, m_w[w]);
     }
@@ -422,7 +426,8 @@ __device__ __forceinline__ void mergeSplits(const DecodeAttentionParams& p) {
   const float lse = tid < splits ? p.partial_lse[row * splits + tid] : -INFINITY;
   float m = lse;
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, offset));
+  for (int offset = 16; offset > 0; offset /= 2)
+    m = fmaxf(m, __shfl_xor_sync(kFullMask, m, offset));
   if (lane == 0) warp_max[warp] = m;
   __syncthreads();
   m = warp_max[0];

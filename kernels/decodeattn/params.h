@@ -8,11 +8,13 @@
 //   k_cache     pages of page_size keys x kv_heads heads x head_dim, addressed by strides:
 //   v_cache       element (page, key row r, head h, dim i) = page * page_stride + r * token_stride
 //                 + h * head_stride + i        dtype  (NHD [num_pages, page_size, kv_heads,
-//                 head_dim] or HND [num_pages, kv_heads, page_size, head_dim]; the runner's KvLayout)
+//                 head_dim] or HND [num_pages, kv_heads, page_size, head_dim]; the runner's
+//                 KvLayout)
 //   page_table  [batch, max_pages_per_seq]                        int32  (page ids into the caches)
 //   seq_lens    [batch]                                           int32  (keys of each sequence)
-//   partial_out [batch, T, q_heads, num_splits, head_dim]         fp32   (workspace; num_splits > 1)
-//   partial_lse [batch, T, q_heads, num_splits]                   fp32   (workspace; num_splits > 1)
+//   partial_out [batch, T, q_heads, num_splits, head_dim]         fp32   (workspace; num_splits >
+//   1) partial_lse [batch, T, q_heads, num_splits]                   fp32   (workspace; num_splits
+//   > 1)
 // Query head h attends with KV head h / (q_heads / kv_heads) (GQA; torch's enable_gqa order).
 // Query token t of T (multi-token decoding: the last T keys of the sequence are those tokens'
 // own) attends to keys [0, seq_lens[b] - (T - 1 - t)): causal, aligned to the sequence's end.

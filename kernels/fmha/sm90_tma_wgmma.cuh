@@ -30,14 +30,14 @@
 
 #include <type_traits>
 
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_types.h>
 #include <cute/arch/copy_sm90_desc.hpp>
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/atom/mma_atom.hpp>
 #include <cute/atom/mma_traits_sm90_gmma.hpp>
 #include <cute/tensor.hpp>
-#include <cutlass/arch/barrier.h>
-#include <cutlass/arch/reg_reconfig.h>
-#include <cutlass/numeric_types.h>
 
 #include "fmha/launch.h"
 #include "fmha/params.h"
@@ -51,7 +51,8 @@ template <typename Element, int kHeadDim, bool kCausal>
 struct Sm90Config {
   static constexpr int kN = blockN(kHeadDim, kCausal);
   static constexpr int kStages = stages(kHeadDim, kCausal);
-  static_assert(kHeadDim % kTmaBoxCols == 0, "head_dim must be a multiple of the 64-column TMA box");
+  static_assert(kHeadDim % kTmaBoxCols == 0,
+                "head_dim must be a multiple of the 64-column TMA box");
 
   // Q [kBlockM, d] and K [kN, d] per stage: K-major (head dim contiguous), 128-byte swizzle; the
   // atom is 8 rows x 64 columns, tiled down the rows first, so a 64-column half of the tile is
@@ -200,7 +201,8 @@ __device__ __forceinline__ void onlineSoftmax(TensorS& s_rc, RowState& st, float
     if constexpr (kFirst) {
       correction[r] = 1.0f;
     } else {
-      correction[r] = exp2Ftz(st.max[r] * scale_log2 - m_scaled);  // exp2(-inf) = 0 for the first key
+      correction[r] =
+          exp2Ftz(st.max[r] * scale_log2 - m_scaled);  // exp2(-inf) = 0 for the first key
     }
     st.max[r] = m;
     float sum = 0.0f;
@@ -225,7 +227,8 @@ __device__ __forceinline__ void rescale(TensorO& o_rc, const float (&correction)
 
 // The CUDA pair type of a CUTLASS 16-bit element (for the two-at-a-time conversions).
 template <typename Element>
-using Pair = std::conditional_t<std::is_same_v<Element, cutlass::bfloat16_t>, __nv_bfloat162, __half2>;
+using Pair =
+    std::conditional_t<std::is_same_v<Element, cutlass::bfloat16_t>, __nv_bfloat162, __half2>;
 
 template <typename Element>
 __device__ __forceinline__ Pair<Element> roundPair(float a, float b) {
@@ -249,12 +252,12 @@ __device__ __forceinline__ void roundP(TensorS const& s, TensorP& p) {
 // One tile of work: kBlockM query rows of one (sequence, query head), and the key tiles it needs.
 struct TileWork {
   int head, kv_head, m0;
-  int q_begin, k_begin;        // first token of the sequence in q / out and in k / v
+  int q_begin, k_begin;  // first token of the sequence in q / out and in k / v
   int seqlen_q, seqlen_k;
-  int causal_offset;           // seqlen_k - seqlen_q: query i sees keys j <= i + causal_offset
-  int n_blocks;                // key tiles [0, n_blocks) are computed, the last one first
-  int n_unmasked;              // key tiles below it need no mask for any row of the tile
-  bool empty;                  // the rows lie past the sequence's end: nothing to do
+  int causal_offset;  // seqlen_k - seqlen_q: query i sees keys j <= i + causal_offset
+  int n_blocks;       // key tiles [0, n_blocks) are computed, the last one first
+  int n_unmasked;     // key tiles below it need no mask for any row of the tile
+  bool empty;         // the rows lie past the sequence's end: nothing to do
 };
 
 // Tile t: query blocks of one (sequence, head) are consecutive (blocks running together share
@@ -269,7 +272,9 @@ __device__ __forceinline__ TileWork tileWork(const FmhaParams& params, int tile,
   w.kv_head = w.head / params.group_size;
   // Causal: heavy and light blocks alternate (the schedule pairs them): rank 2p is block
   // m_blocks - 1 - p, rank 2p + 1 is block p.
-  const int m_block = !kCausal ? m_rank : (m_rank & 1) ? m_rank / 2 : params.m_blocks - 1 - m_rank / 2;
+  const int m_block = !kCausal       ? m_rank
+                      : (m_rank & 1) ? m_rank / 2
+                                     : params.m_blocks - 1 - m_rank / 2;
   // Offsets clamped to the tensors, so that a bad cu_seqlens cannot send an access outside them.
   w.q_begin = min(max(params.cu_seqlens_q[batch], 0), params.total_q);
   const int q_end = min(max(params.cu_seqlens_q[batch + 1], w.q_begin), params.total_q);
@@ -325,8 +330,8 @@ __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned c
   Barriers& bars = *reinterpret_cast<Barriers*>(smem);
   Element* q_smem = reinterpret_cast<Element*>(smem + kBarrierBytes);
   Element* k_smem = reinterpret_cast<Element*>(smem + kBarrierBytes + Config::kQBytes);
-  Element* v_smem =
-      reinterpret_cast<Element*>(smem + kBarrierBytes + Config::kQBytes + kStages * Config::kKVBytes);
+  Element* v_smem = reinterpret_cast<Element*>(smem + kBarrierBytes + Config::kQBytes +
+                                               kStages * Config::kKVBytes);
 
   const int warpgroup = static_cast<int>(threadIdx.x) / kWarpgroupThreads;
   if (threadIdx.x == 0) {
@@ -491,7 +496,8 @@ __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned c
     }
 
     // ---------------------------------------------------------------- epilogue
-    // O / l, rows inside the sequence only; lse = ln(sum exp(scale s)) = (max_scaled + log2 l) ln 2.
+    // O / l, rows inside the sequence only; lse = ln(sum exp(scale s)) = (max_scaled + log2 l)
+    // ln 2.
     Element* out = static_cast<Element*>(params.out);
     const long long row_stride = static_cast<long long>(params.q_heads) * kHeadDim;
     CUTE_UNROLL
@@ -513,8 +519,8 @@ __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned c
       }
       if (params.lse != nullptr && in_sequence && (threadIdx.x % 4) == 0) {
         const float m = st.max[r];
-        const float lse = sum > 0.0f ? (m * params.scale_log2 + log2f(sum)) * 0.6931471805599453f
-                                     : -INFINITY;
+        const float lse =
+            sum > 0.0f ? (m * params.scale_log2 + log2f(sum)) * 0.6931471805599453f : -INFINITY;
         params.lse[static_cast<long long>(w.head) * params.total_q + w.q_begin + row] = lse;
       }
     }

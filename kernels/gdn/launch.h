@@ -21,7 +21,7 @@ struct LaunchShape {
 };
 
 inline constexpr std::int64_t kMaxGridYZ = 65535;  // CUDA's limit for grid.y and grid.z
-inline constexpr int kMaxBlockThreads = 1024;     // CUDA's limit for threads per block
+inline constexpr int kMaxBlockThreads = 1024;      // CUDA's limit for threads per block
 
 constexpr LaunchShape launchShape(int head_dim_k, int head_dim_v, int tile_v, int row_split,
                                   int tiles_per_block, std::int64_t heads_v, std::int64_t batch) {

@@ -61,9 +61,8 @@ VariantReport checkVariant(const DriverApi& api, const kiln_variant* variant, in
   if (status.ok()) {
     status = probeImage(api, *variant, *image);
     if (!status.ok())
-      status =
-          detail::withPrefix(status, "its " + detail::imageName(*image) +
-                                         " image does not load on this device: ");
+      status = detail::withPrefix(
+          status, "its " + detail::imageName(*image) + " image does not load on this device: ");
   }
   if (!status.ok()) {
     report.reason = status.toString();

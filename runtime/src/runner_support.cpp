@@ -41,9 +41,9 @@ Status checkHeads(const char* group, std::int64_t q_heads, std::int64_t kv_heads
 Status dtypeOf(const char* group, DType dtype, const char** name) {
   *name = dtypeName(dtype);
   if (*name != nullptr) return Status::Ok();
-  return Status(StatusCode::kInvalidArgument,
-                std::string(group) + ": dtype " + std::to_string(static_cast<int>(dtype)) +
-                    " is not a DType value (fp16 or bf16)");
+  return Status(StatusCode::kInvalidArgument, std::string(group) + ": dtype " +
+                                                  std::to_string(static_cast<int>(dtype)) +
+                                                  " is not a DType value (fp16 or bf16)");
 }
 
 int findEntry(const kiln_variant& variant, const char* entry) {

@@ -40,11 +40,15 @@ CliRun kilnRun(std::vector<std::string> args) {
 // Why the DSL cannot run here, or empty.
 std::string skipReason() {
   kiln::io::PosixProcessRunner runner;
-  if (!runner.available("/usr/local/cuda/bin/nvcc") && !runner.available("nvcc")) return "nvcc is not installed";
+  if (!runner.available("/usr/local/cuda/bin/nvcc") && !runner.available("nvcc"))
+    return "nvcc is not installed";
   if (!runner.available(python())) return python() + " not found (run scripts/setup.sh)";
-  auto r = runner.run({python(), "-c", "import importlib.metadata as m; print(m.version('nvidia-cutlass-dsl'))"});
-  if (!r || r->exit_code != 0 || r->stdout_text != std::string(kiln::core::kCuteDslVersion) + "\n") {
-    return "the venv has no nvidia-cutlass-dsl " + std::string(kiln::core::kCuteDslVersion) + " (run scripts/setup.sh)";
+  auto r = runner.run(
+      {python(), "-c", "import importlib.metadata as m; print(m.version('nvidia-cutlass-dsl'))"});
+  if (!r || r->exit_code != 0 ||
+      r->stdout_text != std::string(kiln::core::kCuteDslVersion) + "\n") {
+    return "the venv has no nvidia-cutlass-dsl " + std::string(kiln::core::kCuteDslVersion) +
+           " (run scripts/setup.sh)";
   }
   return {};
 }
@@ -53,14 +57,27 @@ class CuteDslCli : public ::testing::Test {
  protected:
   void SetUp() override {
     if (std::string why = skipReason(); !why.empty()) GTEST_SKIP() << why;
-    work_ = fs::path(KILN_E2E_WORK) / ("dsl_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    work_ = fs::path(KILN_E2E_WORK) /
+            ("dsl_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(work_);
     fs::create_directories(work_);
   }
   std::vector<std::string> args(const std::string& gpu_arch, const std::string& arch) const {
-    return {"build", "--gpu-arch", gpu_arch, "--arch", arch, "--kernels", "dslcopy", "--root",
-            std::string(KILN_E2E_FIXTURES) + "/dsl", "--runtime-dir", KILN_E2E_RUNTIME,
-            "--output-dir", work_.string(), "-j", "2"};
+    return {"build",
+            "--gpu-arch",
+            gpu_arch,
+            "--arch",
+            arch,
+            "--kernels",
+            "dslcopy",
+            "--root",
+            std::string(KILN_E2E_FIXTURES) + "/dsl",
+            "--runtime-dir",
+            KILN_E2E_RUNTIME,
+            "--output-dir",
+            work_.string(),
+            "-j",
+            "2"};
   }
   fs::path work_;
 };
@@ -102,7 +119,8 @@ TEST_F(CuteDslCli, BuildsAnArtifactShapedLikeACudaOne) {
 
 TEST_F(CuteDslCli, MultiSmCrossBuildForAarch64) {
   kiln::io::PosixProcessRunner runner;
-  if (!runner.available("aarch64-linux-gnu-g++")) GTEST_SKIP() << "aarch64-linux-gnu-g++ is not installed";
+  if (!runner.available("aarch64-linux-gnu-g++"))
+    GTEST_SKIP() << "aarch64-linux-gnu-g++ is not installed";
   CliRun run = kilnRun(args("sm_90,sm_87", "aarch64"));
   ASSERT_EQ(run.code, 0) << run.out << run.err;
   const fs::path artifact = work_ / "aarch64/sm_87_sm_90";
@@ -110,7 +128,8 @@ TEST_F(CuteDslCli, MultiSmCrossBuildForAarch64) {
   EXPECT_EQ(m["arch"], "aarch64");
   EXPECT_EQ(m["variants"]["dslcopy_f2_fp32"]["sms"].size(), 2u);
   // Device code is the same kind of cubin whatever the host; the host library is aarch64.
-  EXPECT_EQ(*kiln::io::elfMachine(artifact / "cubins/dslcopy_f2_fp32.sm_87.cubin"), kiln::io::kElfMachineCuda);
+  EXPECT_EQ(*kiln::io::elfMachine(artifact / "cubins/dslcopy_f2_fp32.sm_87.cubin"),
+            kiln::io::kElfMachineCuda);
   CliRun verify = kilnRun({"verify", artifact.string()});
   EXPECT_EQ(verify.code, 0) << verify.out << verify.err;
 }

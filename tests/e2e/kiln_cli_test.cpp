@@ -32,8 +32,17 @@ CliRun kiln(std::vector<std::string> args) {
 }
 
 std::vector<std::string> buildArgs(const fs::path& out, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"build", "--gpu-arch", "sm_90", "--root", KILN_E2E_FIXTURES,
-                                   "--runtime-dir", KILN_E2E_RUNTIME, "--output-dir", out.string(), "-j", "2"};
+  std::vector<std::string> args = {"build",
+                                   "--gpu-arch",
+                                   "sm_90",
+                                   "--root",
+                                   KILN_E2E_FIXTURES,
+                                   "--runtime-dir",
+                                   KILN_E2E_RUNTIME,
+                                   "--output-dir",
+                                   out.string(),
+                                   "-j",
+                                   "2"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -46,7 +55,8 @@ bool haveNvcc() {
 class KilnCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    work_ = fs::path(KILN_E2E_WORK) / ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    work_ =
+        fs::path(KILN_E2E_WORK) / ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(work_);
     fs::create_directories(work_);
   }
@@ -122,13 +132,26 @@ TEST_F(KilnCli, MultiSmBuild) {
   if (!haveNvcc()) GTEST_SKIP() << "nvcc is not installed";
   kiln::io::PosixProcessRunner runner;
   const fs::path artifact = work_ / "x86_64/sm_89_sm_90";
-  std::vector<std::string> args = {"build", "--gpu-arch", "sm_90,sm_89", "--kernels", "tiny", "--root",
-                                   KILN_E2E_FIXTURES, "--runtime-dir", KILN_E2E_RUNTIME, "--output-dir",
-                                   work_.string(), "--arch", "x86_64", "-j", "2"};
+  std::vector<std::string> args = {"build",
+                                   "--gpu-arch",
+                                   "sm_90,sm_89",
+                                   "--kernels",
+                                   "tiny",
+                                   "--root",
+                                   KILN_E2E_FIXTURES,
+                                   "--runtime-dir",
+                                   KILN_E2E_RUNTIME,
+                                   "--output-dir",
+                                   work_.string(),
+                                   "--arch",
+                                   "x86_64",
+                                   "-j",
+                                   "2"};
   CliRun build = kiln(args);
   ASSERT_EQ(build.code, 0) << build.out << build.err;
   EXPECT_NE(build.out.find("[4/4] "), std::string::npos) << build.out;
-  for (const char* row : {"tiny_f2_fp32 sm_89", "tiny_f2_fp32 sm_90", "tiny_f3_fp32 sm_89", "tiny_f3_fp32 sm_90"}) {
+  for (const char* row :
+       {"tiny_f2_fp32 sm_89", "tiny_f2_fp32 sm_90", "tiny_f3_fp32 sm_89", "tiny_f3_fp32 sm_90"}) {
     EXPECT_NE(build.out.find(row), std::string::npos) << row << " not in\n" << build.out;
   }
 
@@ -179,7 +202,8 @@ TEST_F(KilnCli, MultiSmBuild) {
   const auto before = *kiln::io::sha256File(artifact / "metadata.json");
   CliRun again = kiln(args);
   EXPECT_EQ(again.code, 2) << again.out << again.err;
-  EXPECT_NE(again.err.find("never merge into an existing artifact; re-run with --clean"), std::string::npos)
+  EXPECT_NE(again.err.find("never merge into an existing artifact; re-run with --clean"),
+            std::string::npos)
       << again.err;
   EXPECT_EQ(*kiln::io::sha256File(artifact / "metadata.json"), before);
 }
@@ -190,21 +214,26 @@ TEST_F(KilnCli, MultiSmBuild) {
 TEST_F(KilnCli, MultiSmAbiMismatchFails) {
   if (!haveNvcc()) GTEST_SKIP() << "nvcc is not installed";
   const fs::path group = work_ / "root/kernels/skew";
-  ASSERT_TRUE(kiln::io::writeFile(group / "kiln.toml",
-                                  "[group]\nname = \"skew\"\nkind = \"cuda\"\nsource = \"skew.cu\"\n"
-                                  "entries = [\"kiln_skew\"]\nsupported_sms = [89, 90]\nsm_constant = true\n\n"
-                                  "[constants]\nfactor = \"int\"\n\n[[family]]\nname = \"skew_f{factor}\"\n"
-                                  "matrix = { factor = [2] }\n"));
-  ASSERT_TRUE(kiln::io::writeFile(group / "skew.cu",
-                                  "struct Args {\n#if KILN_TARGET_SM >= 90\n  long long extra;\n#endif\n"
-                                  "  float* out;\n};\n"
-                                  "extern \"C\" __global__ void kiln_skew(Args a) { a.out[0] = KILN_CONST_FACTOR; }\n"));
-  CliRun r = kiln({"build", "--gpu-arch", "sm_89,sm_90", "--root", (work_ / "root").string(), "--runtime-dir",
-                   KILN_E2E_RUNTIME, "--output-dir", (work_ / "out").string(), "--arch", "x86_64", "-j", "2"});
+  ASSERT_TRUE(kiln::io::writeFile(
+      group / "kiln.toml",
+      "[group]\nname = \"skew\"\nkind = \"cuda\"\nsource = \"skew.cu\"\n"
+      "entries = [\"kiln_skew\"]\nsupported_sms = [89, 90]\nsm_constant = true\n\n"
+      "[constants]\nfactor = \"int\"\n\n[[family]]\nname = \"skew_f{factor}\"\n"
+      "matrix = { factor = [2] }\n"));
+  ASSERT_TRUE(kiln::io::writeFile(
+      group / "skew.cu",
+      "struct Args {\n#if KILN_TARGET_SM >= 90\n  long long extra;\n#endif\n"
+      "  float* out;\n};\n"
+      "extern \"C\" __global__ void kiln_skew(Args a) { a.out[0] = KILN_CONST_FACTOR; }\n"));
+  CliRun r = kiln({"build", "--gpu-arch", "sm_89,sm_90", "--root", (work_ / "root").string(),
+                   "--runtime-dir", KILN_E2E_RUNTIME, "--output-dir", (work_ / "out").string(),
+                   "--arch", "x86_64", "-j", "2"});
   EXPECT_EQ(r.code, 1) << r.out << r.err;
-  EXPECT_NE(r.err.find("skew_f2: ABI differs between sm_89 and sm_90: entry 'kiln_skew' takes 8 parameter bytes "
-                       "on sm_89 but 16 on sm_90"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find(
+          "skew_f2: ABI differs between sm_89 and sm_90: entry 'kiln_skew' takes 8 parameter bytes "
+          "on sm_89 but 16 on sm_90"),
+      std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(work_ / "out/x86_64/sm_89_sm_90"));
 }
@@ -286,7 +315,8 @@ TEST_F(KilnCli, UsageErrorsExitWithTwo) {
   CliRun unknown = kiln(buildArgs(work_, {"--kernels", "nope"}));
   if (haveNvcc()) {
     EXPECT_EQ(unknown.code, 2) << unknown.err;
-    EXPECT_NE(unknown.err.find("unknown group 'nope'; known groups: tiny"), std::string::npos) << unknown.err;
+    EXPECT_NE(unknown.err.find("unknown group 'nope'; known groups: tiny"), std::string::npos)
+        << unknown.err;
     CliRun twice = kiln({"build", "--gpu-arch", "sm_90,sm_89,sm_90", "--root", KILN_E2E_FIXTURES});
     EXPECT_EQ(twice.code, 2);
     EXPECT_NE(twice.err.find("'sm_90' is listed twice"), std::string::npos) << twice.err;

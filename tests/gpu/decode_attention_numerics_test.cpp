@@ -4,15 +4,16 @@
 // reference in kernels/decodeattn/reference.h.
 //
 // Each case, on both page layouts (NHD and HND): fresh random q, K, V (the seed is printed;
-// KILN_SEED=<n> replays a run), a paged cache whose pages are handed out in a random permutation, with every unused page and every row past a
-// sequence's length poisoned (0xffff, NaN in fp16 and bf16) and page-table entries past the length
-// set to -1; output, a guard past it and the workspace poisoned too. One run() on a non-default
-// stream, then: status ok, every output element written and finite, the guard untouched, length-0
-// sequences exactly zero, relative L2 error within the bound. Some cases force the split count
-// through Problem::multiprocessors, so both the single-pass and the split + merge path run on
-// every variant. Runner errors (unbuilt head dim, misaligned q, small workspace, batch 0) are
-// checked on the device too. The summary (stdout, and JSON at $KILN_EVIDENCE_OUT) is the evidence
-// format of DESIGN.md contract 10; the process exits non-zero on any failure.
+// KILN_SEED=<n> replays a run), a paged cache whose pages are handed out in a random permutation,
+// with every unused page and every row past a sequence's length poisoned (0xffff, NaN in fp16 and
+// bf16) and page-table entries past the length set to -1; output, a guard past it and the workspace
+// poisoned too. One run() on a non-default stream, then: status ok, every output element written
+// and finite, the guard untouched, length-0 sequences exactly zero, relative L2 error within the
+// bound. Some cases force the split count through Problem::multiprocessors, so both the single-pass
+// and the split + merge path run on every variant. Runner errors (unbuilt head dim, misaligned q,
+// small workspace, batch 0) are checked on the device too. The summary (stdout, and JSON at
+// $KILN_EVIDENCE_OUT) is the evidence format of DESIGN.md contract 10; the process exits non-zero
+// on any failure.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -77,7 +78,15 @@ const std::vector<CaseSpec>& cases() {
       // The boundary lengths in one batch, GQA 8, split path (device SM count).
       {"lengths_gqa8_p16", 16, 2, {1, 15, 16, 17, 255, 256, 257, 4097}, 0, 0, 16, 1.0, 0, 0},
       // The same lengths on one simulated SM: one split, the single-pass path on long sequences.
-      {"lengths_gqa8_p64_one_split", 16, 2, {4097, 257, 256, 255, 17, 16, 15, 1}, 0, 0, 64, 1.0, 1,
+      {"lengths_gqa8_p64_one_split",
+       16,
+       2,
+       {4097, 257, 256, 255, 17, 16, 15, 1},
+       0,
+       0,
+       64,
+       1.0,
+       1,
        0},
       // 32k keys, GQA 4, many splits; a sharp softmax (scale x 4) exercises the running max.
       {"long32768_gqa4_p32", 8, 2, {32768}, 0, 0, 32, 4.0, 0, 0},
@@ -154,9 +163,10 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, ref:
   int next = 0;
   for (int b = 0; b < batch; ++b) {
     for (int j = 0; j < lens[b]; ++j) {
-      if (j % ps == 0) table[static_cast<std::size_t>(b) * max_pages_per_seq + j / ps] = perm[next++];
-      const std::size_t page = static_cast<std::size_t>(
-          table[static_cast<std::size_t>(b) * max_pages_per_seq + j / ps]);
+      if (j % ps == 0)
+        table[static_cast<std::size_t>(b) * max_pages_per_seq + j / ps] = perm[next++];
+      const std::size_t page =
+          static_cast<std::size_t>(table[static_cast<std::size_t>(b) * max_pages_per_seq + j / ps]);
       for (int h = 0; h < spec.kv_heads; ++h) {
         const std::size_t base = ref::pageElement(layout, ps, spec.kv_heads, d, page, j % ps, h);
         for (int i = 0; i < d; ++i) {
@@ -252,7 +262,8 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, ref:
   const double rel = ref::relativeL2(f, out_elems, out.data(), expected.data());
   *error = rel;
   if (!(rel <= bound)) err << "relative L2 error " << rel << " > bound " << bound << "; ";
-  const int splits = da::numSplits(p, p.multiprocessors > 0 ? p.multiprocessors : run().multiprocessors);
+  const int splits =
+      da::numSplits(p, p.multiprocessors > 0 ? p.multiprocessors : run().multiprocessors);
   std::string message = err.str();
   if (!message.empty()) {
     message += "(splits " + std::to_string(splits) + ", rel L2 " + std::to_string(rel) + ")";
@@ -367,7 +378,9 @@ TEST_P(DecodeAttentionRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) 
   good.page_table = static_cast<const std::int32_t*>(d_table.ptr);
   good.seq_lens = static_cast<const std::int32_t*>(d_lens.ptr);
   good.multiprocessors = run().multiprocessors;  // 2 x 2 pairs: split on any real GPU
-  auto record = [&](bool ok, const std::string& what) { EXPECT_TRUE(counts.record(ok, what)) << what; };
+  auto record = [&](bool ok, const std::string& what) {
+    EXPECT_TRUE(counts.record(ok, what)) << what;
+  };
   auto outUntouched = [&]() { return allPoison(download<std::uint16_t>(d_out)); };
 
   {  // A head dim no variant has.
@@ -450,4 +463,6 @@ ReportFormat reportFormat() {
 
 }  // namespace
 
-int main(int argc, char** argv) { return kiln::gpu_test::numericsMain(argc, argv, reportFormat); }
+int main(int argc, char** argv) {
+  return kiln::gpu_test::numericsMain(argc, argv, reportFormat);
+}

@@ -226,14 +226,18 @@ struct CaseSpec {
 
 const std::vector<CaseSpec>& cases() {
   static const std::vector<CaseSpec> c = {
-      {"b1_h16_hv16", 1, 16, 16, 0},        {"b1_h16_hv64", 1, 16, 64, 0},
-      {"b7_h16_hv32_skip", 7, 16, 32, 3},   {"b32_h16_hv64_skip", 32, 16, 64, 5},
-      {"b32_h16_hv16_skip", 32, 16, 16, 4}, {"b256_h16_hv32_skip", 256, 16, 32, 7},
+      {"b1_h16_hv16", 1, 16, 16, 0},
+      {"b1_h16_hv64", 1, 16, 64, 0},
+      {"b7_h16_hv32_skip", 7, 16, 32, 3},
+      {"b32_h16_hv64_skip", 32, 16, 64, 5},
+      {"b32_h16_hv16_skip", 32, 16, 16, 4},
+      {"b256_h16_hv32_skip", 256, 16, 32, 7},
       {"b256_h4_hv16_skip", 256, 4, 16, 2},
       // Ratios that are not powers of two: the multi-token kernel computes a value head's query /
       // key head as a float32 product (gdn_rule.qk_head), exact only if rounding never crosses
       // an integer.
-      {"b5_h6_hv18_skip", 5, 6, 18, 2},     {"b3_h2_hv48", 3, 2, 48, 0},
+      {"b5_h6_hv18_skip", 5, 6, 18, 2},
+      {"b3_h2_hv48", 3, 2, 48, 0},
   };
   return c;
 }

@@ -206,8 +206,8 @@ TEST_P(RmsnormNumerics, MatchesFloat64Reference) {
             (static_cast<std::uint64_t>(op) << 56) ^ static_cast<std::uint64_t>(rows)};
     const std::string failure = runCase(v, op, rows, rng, stream);
     counts.recordCase(failure.empty() ? failure : "rows " + std::to_string(rows) + ": " + failure,
-                      "", std::string(v.name) + " " + opName(op) + " x " +
-                              std::to_string(v.hidden));
+                      "",
+                      std::string(v.name) + " " + opName(op) + " x " + std::to_string(v.hidden));
   }
   CUDA_OK(cudaStreamDestroy(stream));
 }
@@ -253,7 +253,9 @@ TEST_P(RmsnormRunnerErrors, RefusesBadProblemsAndTreatsZeroRowsAsNoOp) {
   good.x = d_x.ptr;
   good.out = d_out.ptr;
   good.weight = d_w.ptr;
-  auto record = [&](bool ok, const std::string& what) { EXPECT_TRUE(counts.record(ok, what)) << what; };
+  auto record = [&](bool ok, const std::string& what) {
+    EXPECT_TRUE(counts.record(ok, what)) << what;
+  };
 
   {  // A hidden size no variant has (4000 * 2 bytes is 16-byte aligned, so only "not built" fits).
     kiln::rmsnorm::Problem p = good;
@@ -292,7 +294,8 @@ TEST_P(RmsnormRunnerErrors, RefusesBadProblemsAndTreatsZeroRowsAsNoOp) {
   CUDA_OK(cudaStreamDestroy(stream));
 }
 
-INSTANTIATE_TEST_SUITE_P(Artifact, RmsnormRunnerErrors, ::testing::ValuesIn(firstVariantPerDtype(generated::kVariants)),
+INSTANTIATE_TEST_SUITE_P(Artifact, RmsnormRunnerErrors,
+                         ::testing::ValuesIn(firstVariantPerDtype(generated::kVariants)),
                          [](const ::testing::TestParamInfo<std::size_t>& param_info) {
                            return std::string(generated::kVariants[param_info.param].name);
                          });
@@ -317,4 +320,6 @@ ReportFormat reportFormat() {
 
 }  // namespace
 
-int main(int argc, char** argv) { return kiln::gpu_test::numericsMain(argc, argv, reportFormat); }
+int main(int argc, char** argv) {
+  return kiln::gpu_test::numericsMain(argc, argv, reportFormat);
+}

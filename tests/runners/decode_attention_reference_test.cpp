@@ -71,8 +71,8 @@ TEST(DecodeAttentionReference, WalksPermutedPagesAndNeverReadsUnusedRows) {
   const std::uint16_t n = kBf16NaN;
   Case c;
   c.q = {kBf16One, kBf16One};
-  c.k = {kBf16One, kBf16One, n, n,  // page 0: row 0 (key 2), row 1 unused
-         n, n, n, n,                // page 1 unused
+  c.k = {kBf16One, kBf16One, n,        n,          // page 0: row 0 (key 2), row 1 unused
+         n,        n,        n,        n,          // page 1 unused
          kBf16One, kBf16One, kBf16One, kBf16One};  // page 2: keys 0, 1
   c.v = {kBf16Three, kBf16Three, n, n, n, n, n, n, kBf16One, kBf16Zero, kBf16Two, kBf16Zero};
   c.table = {2, 0, 1};  // the third entry is past the length: never read
@@ -85,9 +85,11 @@ TEST(DecodeAttentionReference, WalksPermutedPagesAndNeverReadsUnusedRows) {
 
 TEST(DecodeAttentionReference, GqaMapsQueryHeadToKvHeadByIntegerDivision) {
   // 4 query heads on 2 KV heads, one key: heads 0, 1 return KV head 0's value, heads 2, 3 head 1's.
-  Case c{std::vector<std::uint16_t>(4 * 2, kBf16One), std::vector<std::uint16_t>(2 * 2, kBf16One),
+  Case c{std::vector<std::uint16_t>(4 * 2, kBf16One),
+         std::vector<std::uint16_t>(2 * 2, kBf16One),
          {kBf16One, kBf16Two, kBf16Three, kBf16Four},  // v: [1 key][2 heads][2 dims]
-         {0}, {1}};
+         {0},
+         {1}};
   c.q_heads = 4;
   c.kv_heads = 2;
   double out[8];
@@ -185,7 +187,8 @@ TEST(DecodeAttentionReference, QueryTokensAreCausalOverTheLastKeysAndRowsWithout
   Case c{std::vector<std::uint16_t>(3 * 2, kBf16One),
          {kBf16One, kBf16One, kBf16One, kBf16One},
          {kBf16One, kBf16Zero, kBf16Three, kBf16Zero},
-         {0}, {2}};
+         {0},
+         {2}};
   c.query_tokens = 3;
   double out[6] = {7, 7, 7, 7, 7, 7};
   decodeAttention(c.problem(16, 1.0), out);

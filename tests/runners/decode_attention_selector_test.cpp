@@ -25,10 +25,18 @@ const kiln_variant kD64Bf16{"decodeattn_d64_bf16", "decodeattn", kEntries, 3, kI
 const kiln_variant kD128Fp16{"decodeattn_d128_fp16", "decodeattn", kEntries, 3, kImages, 2};
 const kiln_variant kNoMerge{"decodeattn_d64_fp16", "decodeattn", kEntries, 2, kImages, 2};
 
-const kiln_variant* d128Bf16() { return &kD128Bf16; }
-const kiln_variant* d64Bf16() { return &kD64Bf16; }
-const kiln_variant* d128Fp16() { return &kD128Fp16; }
-const kiln_variant* noMerge() { return &kNoMerge; }
+const kiln_variant* d128Bf16() {
+  return &kD128Bf16;
+}
+const kiln_variant* d64Bf16() {
+  return &kD64Bf16;
+}
+const kiln_variant* d128Fp16() {
+  return &kD128Fp16;
+}
+const kiln_variant* noMerge() {
+  return &kNoMerge;
+}
 
 const VariantInfo kTable[] = {
     {"decodeattn_d128_bf16", 128, "bf16", &d128Bf16},
@@ -143,7 +151,7 @@ TEST(DecodeAttentionSelector, SplitCountsOfTheBenchmarkRows) {
 }
 
 TEST(DecodeAttentionSelector, SplitCountIsBoundedByKeysAndMaximum) {
-  EXPECT_EQ(chooseSplits(1, 256, kH200, 128), 1);   // 256 keys: one kMinKeysPerSplit
+  EXPECT_EQ(chooseSplits(1, 256, kH200, 128), 1);  // 256 keys: one kMinKeysPerSplit
   EXPECT_EQ(chooseSplits(1, 257, kH200, 128), 2);
   EXPECT_EQ(chooseSplits(1, 1, kH200, 128), 1);
   EXPECT_EQ(chooseSplits(1, 1 << 30, kH200, 128), kMaxSplits);
@@ -455,7 +463,8 @@ TEST(DecodeAttentionSelector, DeviceCheckComesLastAndCarriesTheImageStatus) {
   const DeviceQuery device{87, [&](const kiln_variant& v, int sm) {
                              ++calls;
                              return Status(StatusCode::kNoKernelImage,
-                                           std::string(v.name) + ": artifact has sm_80, sm_90; device is sm_" +
+                                           std::string(v.name) +
+                                               ": artifact has sm_80, sm_90; device is sm_" +
                                                std::to_string(sm));
                            }};
   Plan plan;

@@ -76,9 +76,10 @@ TEST_F(BuilderTest, BuildsTheDocumentedLayout) {
   EXPECT_EQ(r->built.size(), 4u);
   EXPECT_EQ(sink_.progress.size(), 4u);
   EXPECT_EQ(sink_.progress.back().done, 4);
-  for (const char* rel : {"metadata.json", "lib/libkiln.a", "include/kiln/variant.h", "include/kiln/kiln_all.h",
-                          "include/kiln/groups/alpha.h", "include/kiln/variants/alpha_h1024_bf16.h",
-                          "cubins/beta_h2048_bf16.sm_90.cubin"}) {
+  for (const char* rel :
+       {"metadata.json", "lib/libkiln.a", "include/kiln/variant.h", "include/kiln/kiln_all.h",
+        "include/kiln/groups/alpha.h", "include/kiln/variants/alpha_h1024_bf16.h",
+        "cubins/beta_h2048_bf16.sm_90.cubin"}) {
     EXPECT_TRUE(fs::is_regular_file(artifact() / rel)) << rel;
   }
   EXPECT_FALSE(fs::exists(artifact() / ".src"));
@@ -90,7 +91,8 @@ TEST_F(BuilderTest, BuildsTheDocumentedLayout) {
   EXPECT_EQ(m["host_target"], "x86_64-linux-gnu");
   EXPECT_EQ(m["host_compiler"]["version"], "g++ (Fake) 12.2.0");
   EXPECT_EQ(m["compile_targets"], nlohmann::json::array({"sm_90"}));
-  EXPECT_EQ(m["groups"]["alpha"]["variants"], nlohmann::json::array({"alpha_h1024_bf16", "alpha_h2048_bf16"}));
+  EXPECT_EQ(m["groups"]["alpha"]["variants"],
+            nlohmann::json::array({"alpha_h1024_bf16", "alpha_h2048_bf16"}));
   const auto& v = m["variants"]["alpha_h1024_bf16"];
   EXPECT_EQ(v["constants"]["hidden"], 1024);
   EXPECT_EQ(v["constants"]["dtype"], "bf16");
@@ -105,7 +107,8 @@ TEST_F(BuilderTest, BuildsTheDocumentedLayout) {
   // The nvcc command recorded is the one that ran, with the published cubin path.
   const auto command = sm["command"].get<std::vector<std::string>>();
   ASSERT_GE(command.size(), 3u);
-  EXPECT_EQ(command[command.size() - 2], (artifact() / "cubins/alpha_h1024_bf16.sm_90.cubin").string());
+  EXPECT_EQ(command[command.size() - 2],
+            (artifact() / "cubins/alpha_h1024_bf16.sm_90.cubin").string());
   bool found = false;
   for (const auto& call : tools_.runner.calls()) {
     if (call.size() == command.size() && call.back() == command.back() &&
@@ -118,7 +121,8 @@ TEST_F(BuilderTest, BuildsTheDocumentedLayout) {
 
 TEST_F(BuilderTest, MergeKeepsOldVariantsAndRebuildsSelected) {
   ASSERT_TRUE(build("alpha"));
-  const std::string alpha_cubin = *io::sha256File(artifact() / "cubins/alpha_h1024_bf16.sm_90.cubin");
+  const std::string alpha_cubin =
+      *io::sha256File(artifact() / "cubins/alpha_h1024_bf16.sm_90.cubin");
   auto r = build("beta");
   ASSERT_TRUE(r) << r.error();
   EXPECT_EQ(r->kept.size(), 2u);
@@ -140,8 +144,9 @@ TEST_F(BuilderTest, MergeRefusedWhenProvenanceDiffersAndCleanReplaces) {
   auto r = build("beta");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.errorKind(), ErrorKind::kUsage);
-  EXPECT_NE(r.error().find("host compiler version differs (old: g++ (Fake) 12.2.0, new: g++ (Fake) 13.1.0); "
-                           "re-run with --clean"),
+  EXPECT_NE(r.error().find(
+                "host compiler version differs (old: g++ (Fake) 12.2.0, new: g++ (Fake) 13.1.0); "
+                "re-run with --clean"),
             std::string::npos)
       << r.error();
   EXPECT_EQ(kiln::testing::snapshot(artifact()), before);
@@ -199,7 +204,8 @@ TEST_F(BuilderTest, CrossBuildChecksObjectMachines) {
   options_.arch = "aarch64";
   auto r = build();
   ASSERT_TRUE(r) << r.error();
-  const auto m = nlohmann::json::parse(*io::readFile(tmp_.path() / "artifacts/aarch64/sm_90/metadata.json"));
+  const auto m =
+      nlohmann::json::parse(*io::readFile(tmp_.path() / "artifacts/aarch64/sm_90/metadata.json"));
   EXPECT_EQ(m["host_target"], "aarch64-linux-gnu");
   EXPECT_EQ(m["arch"], "aarch64");
   EXPECT_TRUE(fs::exists(tmp_.path() / "artifacts/aarch64/sm_90/lib/libkiln.a"));
@@ -210,7 +216,8 @@ TEST_F(BuilderTest, ObjectOfTheWrongArchFailsBeforePublishing) {
   options_.arch = "aarch64";
   auto r = build();
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().find("ELF machine 62 but --arch aarch64 needs 183"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("ELF machine 62 but --arch aarch64 needs 183"), std::string::npos)
+      << r.error();
   EXPECT_FALSE(fs::exists(tmp_.path() / "artifacts/aarch64/sm_90"));
 }
 
@@ -226,7 +233,8 @@ TEST_F(BuilderTest, SelectionErrorsAndNotes) {
   auto unknown = build("alpha,nope");
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.errorKind(), ErrorKind::kUsage);
-  EXPECT_NE(unknown.error().find("unknown group 'nope'; known groups: alpha, beta"), std::string::npos);
+  EXPECT_NE(unknown.error().find("unknown group 'nope'; known groups: alpha, beta"),
+            std::string::npos);
   options_.gpu_arch = "sm_87";
   auto nothing = build();
   ASSERT_FALSE(nothing);
@@ -236,12 +244,14 @@ TEST_F(BuilderTest, SelectionErrorsAndNotes) {
   auto duplicate = build();
   ASSERT_FALSE(duplicate);
   EXPECT_EQ(duplicate.errorKind(), ErrorKind::kUsage);
-  EXPECT_NE(duplicate.error().find("'sm_90' is listed twice"), std::string::npos) << duplicate.error();
+  EXPECT_NE(duplicate.error().find("'sm_90' is listed twice"), std::string::npos)
+      << duplicate.error();
   options_.gpu_arch = "sm_87,sm_95";
   auto untargetable = build();
   ASSERT_FALSE(untargetable);
   EXPECT_EQ(untargetable.errorKind(), ErrorKind::kEnvironment);
-  EXPECT_NE(untargetable.error().find("--gpu-arch sm_95: nvcc 13.0.88 cannot target it"), std::string::npos)
+  EXPECT_NE(untargetable.error().find("--gpu-arch sm_95: nvcc 13.0.88 cannot target it"),
+            std::string::npos)
       << untargetable.error();
   options_.gpu_arch = "sm_95";
   auto unknown_sm = build();
@@ -301,9 +311,11 @@ TEST_F(BuilderTest, MultiSmSkipsPerVariantAndSmWithNotes) {
   auto r = build("alpha,gamma");
   ASSERT_TRUE(r) << r.error();
   EXPECT_EQ(r->built.size(), 6u);
-  EXPECT_EQ(sink_.notes, (std::vector<std::string>{"skipped gamma_h1024_bf16 for sm_80: its supported_sms are [90]",
-                                                   "skipped gamma_h2048_bf16 for sm_80: its supported_sms are [90]"}));
-  const auto m = nlohmann::json::parse(*io::readFile(tmp_.path() / "artifacts/x86_64/sm_80_sm_90/metadata.json"));
+  EXPECT_EQ(sink_.notes, (std::vector<std::string>{
+                             "skipped gamma_h1024_bf16 for sm_80: its supported_sms are [90]",
+                             "skipped gamma_h2048_bf16 for sm_80: its supported_sms are [90]"}));
+  const auto m = nlohmann::json::parse(
+      *io::readFile(tmp_.path() / "artifacts/x86_64/sm_80_sm_90/metadata.json"));
   EXPECT_EQ(m["variants"]["gamma_h1024_bf16"]["sms"].size(), 1u);
   EXPECT_TRUE(m["variants"]["gamma_h1024_bf16"]["sms"].contains("90"));
   EXPECT_EQ(m["variants"]["alpha_h1024_bf16"]["sms"].size(), 2u);
@@ -325,8 +337,9 @@ TEST_F(BuilderTest, MultiSmRefusesAnExistingArtifactWithoutClean) {
   auto r = build("alpha");
   ASSERT_FALSE(r);
   EXPECT_EQ(r.errorKind(), ErrorKind::kUsage);
-  EXPECT_NE(r.error().find("multi-SM builds (sm_80_sm_90) never merge into an existing artifact; re-run with "
-                           "--clean"),
+  EXPECT_NE(r.error().find(
+                "multi-SM builds (sm_80_sm_90) never merge into an existing artifact; re-run with "
+                "--clean"),
             std::string::npos)
       << r.error();
   EXPECT_EQ(tools_.nvcc_compiles, compiles);  // refused before compiling anything
@@ -341,24 +354,29 @@ TEST_F(BuilderTest, MultiSmRefusesAnExistingArtifactWithoutClean) {
 // An entry kernel present on one SM only (say, behind #if KILN_TARGET_SM >= 90) would make the
 // shared header and table lie for the other SM: the build fails naming the variant and both SMs.
 TEST_F(BuilderTest, MultiSmAbiMismatchFailsTheBuild) {
-  io::FakeProcessRunner runner([this](const std::vector<std::string>& argv) -> Result<io::ProcessResult> {
-    auto r = tools_.answer(argv);
-    const bool sm90_compile = std::find(argv.begin(), argv.end(), "-arch=sm_90") != argv.end();
-    const bool nvcc = fs::path(argv[0]).filename() == "nvcc";
-    if (r && nvcc && sm90_compile && FakeTools::valueAfter(argv, "-o").find("alpha_h2048") != std::string::npos) {
-      r->stderr_text += "ptxas info    : Compiling entry function 'kiln_fake_sm90_only' for 'sm_90'\n"
-                        "ptxas info    : Used 8 registers\n";
-    }
-    return r;
-  });
+  io::FakeProcessRunner runner(
+      [this](const std::vector<std::string>& argv) -> Result<io::ProcessResult> {
+        auto r = tools_.answer(argv);
+        const bool sm90_compile = std::find(argv.begin(), argv.end(), "-arch=sm_90") != argv.end();
+        const bool nvcc = fs::path(argv[0]).filename() == "nvcc";
+        if (r && nvcc && sm90_compile &&
+            FakeTools::valueAfter(argv, "-o").find("alpha_h2048") != std::string::npos) {
+          r->stderr_text +=
+              "ptxas info    : Compiling entry function 'kiln_fake_sm90_only' for 'sm_90'\n"
+              "ptxas info    : Used 8 registers\n";
+        }
+        return r;
+      });
   options_.gpu_arch = "sm_80,sm_90";
   options_.kernels = "alpha";
   auto r = runBuild(options_, runner, sink_);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.errorKind(), ErrorKind::kFailure);
-  EXPECT_NE(r.error().find("alpha_h2048_bf16: ABI differs between sm_80 and sm_90: entry 'kiln_fake_sm90_only' is "
-                           "in the sm_90 cubin only"),
-            std::string::npos)
+  EXPECT_NE(
+      r.error().find(
+          "alpha_h2048_bf16: ABI differs between sm_80 and sm_90: entry 'kiln_fake_sm90_only' is "
+          "in the sm_90 cubin only"),
+      std::string::npos)
       << r.error();
   EXPECT_FALSE(fs::exists(tmp_.path() / "artifacts/x86_64/sm_80_sm_90"));
   for (const auto& e : fs::directory_iterator(tmp_.path() / "artifacts/x86_64")) {
@@ -538,36 +556,43 @@ TEST_F(BuilderTest, PtxSelectionErrors) {
 // of the command is under the stage directory, whose files carry the fixed time.
 TEST_F(BuilderTest, NvccReadsTheStagedSources) {
   ASSERT_TRUE(build("alpha"));
-  const auto command = metadata()["variants"]["alpha_h1024_bf16"]["sms"]["90"]["command"].get<std::vector<std::string>>();
+  const auto command = metadata()["variants"]["alpha_h1024_bf16"]["sms"]["90"]["command"]
+                           .get<std::vector<std::string>>();
   const fs::path source = command.back();
-  EXPECT_EQ(source.parent_path().parent_path().parent_path().parent_path(), fs::path(options_.stage_dir));
+  EXPECT_EQ(source.parent_path().parent_path().parent_path().parent_path(),
+            fs::path(options_.stage_dir));
   EXPECT_EQ(source.filename(), "k.cu");
   EXPECT_EQ(*io::readFile(source), *io::readFile(tmp_.path() / "kernels/alpha/k.cu"));
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(source.c_str(), &st), 0);
   EXPECT_EQ(st.st_mtim.tv_sec, kStagedFileTime);
   const auto include = std::find(command.begin(), command.end(), "-I");
   ASSERT_NE(include, command.end());
   EXPECT_EQ(*(include + 1), (source.parent_path().parent_path()).string());
-  for (const auto& arg : command) EXPECT_EQ(arg.find((tmp_.path() / "kernels").string()), std::string::npos) << arg;
+  for (const auto& arg : command)
+    EXPECT_EQ(arg.find((tmp_.path() / "kernels").string()), std::string::npos) << arg;
 }
 
 // The artifact fingerprint covers the runtime and runner sources compiled into the library, by
 // content and relative path, with the variants' rule: a runtime-only change makes the artifact
 // stale, documentation does not, and neither touches a variant's fingerprint.
 TEST_F(BuilderTest, RuntimeSourcesAreInputsOfTheArtifactFingerprint) {
-  ASSERT_TRUE(io::writeFile(tmp_.path() / "runtime/runners/alpha/runner.cpp", "int alpha_runner;\n"));
-  ASSERT_TRUE(io::writeFile(tmp_.path() / "runtime/runners/gamma/runner.cpp", "int gamma_runner;\n"));
+  ASSERT_TRUE(
+      io::writeFile(tmp_.path() / "runtime/runners/alpha/runner.cpp", "int alpha_runner;\n"));
+  ASSERT_TRUE(
+      io::writeFile(tmp_.path() / "runtime/runners/gamma/runner.cpp", "int gamma_runner;\n"));
   ASSERT_TRUE(build("alpha"));
   const auto first = metadata();
-  EXPECT_EQ(first["runtime_inputs"],
-            nlohmann::json({{"runtime/include/kiln/variant.h", io::sha256Hex("#pragma once\n")},
-                            {"runtime/runners/alpha/runner.cpp", io::sha256Hex("int alpha_runner;\n")},
-                            {"runtime/src/status.cpp", io::sha256Hex("int kiln_status;\n")}}));
+  EXPECT_EQ(
+      first["runtime_inputs"],
+      nlohmann::json({{"runtime/include/kiln/variant.h", io::sha256Hex("#pragma once\n")},
+                      {"runtime/runners/alpha/runner.cpp", io::sha256Hex("int alpha_runner;\n")},
+                      {"runtime/src/status.cpp", io::sha256Hex("int kiln_status;\n")}}));
   const std::string variant = first["variants"]["alpha_h1024_bf16"]["fingerprint"];
 
   ASSERT_TRUE(io::writeFile(tmp_.path() / "runtime/src/README.md", "# the runtime\n"));
-  ASSERT_TRUE(io::writeFile(tmp_.path() / "runtime/runners/gamma/runner.cpp", "int gamma_runner_v2;\n"));
+  ASSERT_TRUE(
+      io::writeFile(tmp_.path() / "runtime/runners/gamma/runner.cpp", "int gamma_runner_v2;\n"));
   ASSERT_TRUE(build("alpha", /*clean=*/true));
   EXPECT_EQ(metadata()["fingerprint"], first["fingerprint"]);  // *.md, and a group not built
   EXPECT_EQ(metadata()["runtime_inputs"], first["runtime_inputs"]);
@@ -576,10 +601,12 @@ TEST_F(BuilderTest, RuntimeSourcesAreInputsOfTheArtifactFingerprint) {
   ASSERT_TRUE(build("alpha", /*clean=*/true));
   const auto changed = metadata();
   EXPECT_NE(changed["fingerprint"], first["fingerprint"]);
-  EXPECT_EQ(changed["runtime_inputs"]["runtime/src/status.cpp"], io::sha256Hex("int kiln_status = 1;\n"));
+  EXPECT_EQ(changed["runtime_inputs"]["runtime/src/status.cpp"],
+            io::sha256Hex("int kiln_status = 1;\n"));
   EXPECT_EQ(changed["variants"]["alpha_h1024_bf16"]["fingerprint"], variant);
 
-  ASSERT_TRUE(io::writeFile(tmp_.path() / "runtime/runners/alpha/runner.cpp", "int alpha_runner_v2;\n"));
+  ASSERT_TRUE(
+      io::writeFile(tmp_.path() / "runtime/runners/alpha/runner.cpp", "int alpha_runner_v2;\n"));
   ASSERT_TRUE(build("alpha", /*clean=*/true));
   EXPECT_NE(metadata()["fingerprint"], changed["fingerprint"]);
 }

@@ -82,7 +82,8 @@ TEST(Codegen, TwoSmVariantSharesTheSingleSmHeader) {
   EXPECT_NE(shim87.find("kiln_rmsnorm_h4096_bf16__arch87_image(void) {"), std::string::npos);
   EXPECT_NE(shim87.find("{87, 0, kCubin"), std::string::npos) << shim87;
   EXPECT_EQ(shim87.find("__arch90"), std::string::npos);
-  EXPECT_NE(artifactTableSource(m2).find("kiln_artifact_tag(void) { return \"sm_87_sm_90\"; }"), std::string::npos);
+  EXPECT_NE(artifactTableSource(m2).find("kiln_artifact_tag(void) { return \"sm_87_sm_90\"; }"),
+            std::string::npos);
 }
 
 TEST(Codegen, BoolConstant) {
@@ -98,7 +99,8 @@ TEST(Codegen, GroupHeaderTable) {
   for (const char* line : {
            "#include \"kiln/variants/rmsnorm_h1024_fp16.h\"\n",
            "namespace kiln::generated::rmsnorm {\n",
-           "struct VariantEntry {\n  const char* name;\n  const kiln_variant* (*variant)();\n  int hidden;\n"
+           "struct VariantEntry {\n  const char* name;\n  const kiln_variant* (*variant)();\n  int "
+           "hidden;\n"
            "  const char* dtype;\n};\n",
            "    {\"rmsnorm_h1024_fp16\", &kiln_rmsnorm_h1024_fp16_variant, 1024, \"fp16\"},\n",
            "    {\"rmsnorm_h4096_bf16\", &kiln_rmsnorm_h4096_bf16_variant, 4096, \"bf16\"},\n",
@@ -109,10 +111,14 @@ TEST(Codegen, GroupHeaderTable) {
 
 TEST(Codegen, ImageShimEmbedsTheBytes) {
   const VariantRecord v = makeRecord("rmsnorm_h4096_bf16", 4096, "bf16");
-  const std::string shim = imageShimSource(v, v.images.at(90), std::string("\x7f" "ELF\x01", 5));
+  const std::string shim = imageShimSource(v, v.images.at(90),
+                                           std::string("\x7f"
+                                                       "ELF\x01",
+                                                       5));
   EXPECT_NE(shim.find("0x7f, 0x45, 0x4c, 0x46, 0x01,"), std::string::npos) << shim;
-  EXPECT_NE(shim.find("extern \"C\" const kiln_image* kiln_rmsnorm_h4096_bf16__arch90_image(void) {"),
-            std::string::npos);
+  EXPECT_NE(
+      shim.find("extern \"C\" const kiln_image* kiln_rmsnorm_h4096_bf16__arch90_image(void) {"),
+      std::string::npos);
   EXPECT_NE(shim.find("{90, 0, kCubin, sizeof(kCubin), \"ab12\", 0}"), std::string::npos) << shim;
 }
 
@@ -174,7 +180,8 @@ TEST(Codegen, VariantShimAndArtifactTable) {
   const std::string shim = variantShimSource(v);
   EXPECT_NE(shim.find("\"kiln_rmsnorm\", \"kiln_add_rmsnorm\""), std::string::npos) << shim;
   EXPECT_NE(shim.find("*kiln_rmsnorm_h4096_bf16__arch90_image(),"), std::string::npos);
-  EXPECT_NE(shim.find("{\"rmsnorm_h4096_bf16\", \"rmsnorm\", kEntries, 2, images, 1}"), std::string::npos);
+  EXPECT_NE(shim.find("{\"rmsnorm_h4096_bf16\", \"rmsnorm\", kEntries, 2, images, 1}"),
+            std::string::npos);
 
   ArtifactMetadata m;
   m.provenance.tag = "sm_90";
@@ -187,7 +194,8 @@ TEST(Codegen, VariantShimAndArtifactTable) {
   EXPECT_NE(table.find("kiln_artifact_tag(void) { return \"sm_90\"; }"), std::string::npos);
   const std::string all = allHeader(m);
   EXPECT_NE(all.find("#include \"kiln/groups/rmsnorm.h\""), std::string::npos);
-  EXPECT_NE(all.find("const kiln_variant* const* kiln_artifact_variants(size_t* count);"), std::string::npos);
+  EXPECT_NE(all.find("const kiln_variant* const* kiln_artifact_variants(size_t* count);"),
+            std::string::npos);
 }
 
 }  // namespace

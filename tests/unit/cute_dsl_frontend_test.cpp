@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
-#include <nlohmann/json.hpp>
 
 #include "core/builder.h"
 #include "core/cute_dsl_frontend.h"
@@ -72,8 +72,9 @@ TEST(CuteDslCommand, RunsTheDriverInTheVenvWithTheVariantsInputs) {
   const std::string source(cuteDslDriverSource());
   EXPECT_NE(source.find(R"(os.environ["CUDA_VISIBLE_DEVICES"] = "")"), std::string::npos);
   EXPECT_NE(source.find(R"(os.environ["CUTE_DSL_ARCH"] = args.target)"), std::string::npos);
-  EXPECT_NE(source.find("set_name_prefix(name, remove_cutlass_symbol=True, keep_mangled_name=False)"),
-            std::string::npos);
+  EXPECT_NE(
+      source.find("set_name_prefix(name, remove_cutlass_symbol=True, keep_mangled_name=False)"),
+      std::string::npos);
 }
 
 TEST(CuteDslCommand, CudaMajor) {
@@ -103,8 +104,8 @@ struct FakePython {
     if (!w) return w.failure();
     std::stringstream entries(after(argv, "--entries"));
     for (std::string e; std::getline(entries, e, ',');) {
-      r.stdout_text += "kiln-cute-dsl: Compiling entry function '" + e + "' for '" + after(argv, "--target") +
-                       "'\nkiln-cute-dsl: Function properties for " + e +
+      r.stdout_text += "kiln-cute-dsl: Compiling entry function '" + e + "' for '" +
+                       after(argv, "--target") + "'\nkiln-cute-dsl: Function properties for " + e +
                        "\n    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
                        "kiln-cute-dsl: Used 96 registers, 0 bytes smem\n";
     }
@@ -137,7 +138,8 @@ class CuteDslBuild : public ::testing::Test {
     return runBuild(options_, runner_, sink_);
   }
   nlohmann::json metadata() const {
-    return nlohmann::json::parse(*io::readFile(tmp_.path() / "artifacts/x86_64/sm_90/metadata.json"));
+    return nlohmann::json::parse(
+        *io::readFile(tmp_.path() / "artifacts/x86_64/sm_90/metadata.json"));
   }
   std::vector<std::vector<std::string>> pythonCalls() const {
     std::vector<std::vector<std::string>> calls;
@@ -173,7 +175,8 @@ TEST_F(CuteDslBuild, MetadataHasTheShapeOfACudaVariant) {
   };
   EXPECT_EQ(keys(dsl), keys(cuda));
   EXPECT_EQ(keys(dsl["sms"]["90"]), keys(cuda["sms"]["90"]));
-  EXPECT_EQ(keys(dsl["sms"]["90"]["kernels"]["kiln_dslk"]), keys(cuda["sms"]["90"]["kernels"]["kiln_fake"]));
+  EXPECT_EQ(keys(dsl["sms"]["90"]["kernels"]["kiln_dslk"]),
+            keys(cuda["sms"]["90"]["kernels"]["kiln_fake"]));
   EXPECT_EQ(dsl["sms"]["90"]["symbol"], "kiln_dslk_h1024_bf16__arch90_image");
   EXPECT_EQ(dsl["sms"]["90"]["kernels"]["kiln_dslk"]["registers"], 96);
   EXPECT_EQ(dsl["constants"], (nlohmann::json{{"hidden", 1024}, {"dtype", "bf16"}}));
@@ -181,7 +184,8 @@ TEST_F(CuteDslBuild, MetadataHasTheShapeOfACudaVariant) {
   EXPECT_EQ(command[0], "/venv/bin/python");
   EXPECT_EQ(after(command, "--out"),
             (tmp_.path() / "artifacts/x86_64/sm_90/cubins/dslk_h1024_bf16.sm_90.cubin").string());
-  EXPECT_TRUE(fs::is_regular_file(tmp_.path() / "artifacts/x86_64/sm_90/include/kiln/variants/dslk_h1024_bf16.h"));
+  EXPECT_TRUE(fs::is_regular_file(
+      tmp_.path() / "artifacts/x86_64/sm_90/include/kiln/variants/dslk_h1024_bf16.h"));
   // The pins were checked once, before the compile.
   const auto calls = pythonCalls();
   ASSERT_EQ(calls.size(), 2u);
@@ -211,7 +215,8 @@ TEST_F(CuteDslBuild, WrongDslVersionFailsBeforeAnythingIsTouched) {
   auto failed = build("dslk");
   ASSERT_FALSE(failed);
   EXPECT_EQ(failed.errorKind(), ErrorKind::kEnvironment);
-  EXPECT_NE(failed.error().find("nvidia-cutlass-dsl is 4.7.0"), std::string::npos) << failed.error();
+  EXPECT_NE(failed.error().find("nvidia-cutlass-dsl is 4.7.0"), std::string::npos)
+      << failed.error();
   EXPECT_NE(failed.error().find("kiln pins 4.8.1"), std::string::npos) << failed.error();
   EXPECT_EQ(kiln::testing::snapshot(tmp_.path() / "artifacts"), before);
 }
@@ -220,7 +225,8 @@ TEST_F(CuteDslBuild, MissingCudaMajorLibrariesNameThem) {
   python_.versions = "4.8.1\nabsent\n";
   auto failed = build("dslk");
   ASSERT_FALSE(failed);
-  EXPECT_NE(failed.error().find("nvidia-cutlass-dsl-libs-cu13 is absent"), std::string::npos) << failed.error();
+  EXPECT_NE(failed.error().find("nvidia-cutlass-dsl-libs-cu13 is absent"), std::string::npos)
+      << failed.error();
 }
 
 TEST_F(CuteDslBuild, MissingInterpreterNamesTheSetupScript) {
@@ -245,7 +251,8 @@ TEST_F(CuteDslBuild, NvccFlagsAreRefusedForDslVariants) {
   (void)io::writeFile(tmp_.path() / "kernels/dslk/kiln.toml", toml);
   auto failed = build("dslk");
   ASSERT_FALSE(failed);
-  EXPECT_NE(failed.error().find("apply to cuda variants only"), std::string::npos) << failed.error();
+  EXPECT_NE(failed.error().find("apply to cuda variants only"), std::string::npos)
+      << failed.error();
 }
 
 // The DSL's AOT export writes cubins only: a compute_NN build of a DSL group is refused by the

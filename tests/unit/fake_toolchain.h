@@ -43,7 +43,8 @@ struct FakeTools {
   int object_machine = 0;  // the ELF machine g++ writes into objects (0: the right one)
   std::vector<std::string> ptx_entries = {"kiln_fake"};  // the `.entry` kernels `nvcc -ptx` writes
 
-  io::FakeProcessRunner runner{[this](const std::vector<std::string>& argv) { return answer(argv); }};
+  io::FakeProcessRunner runner{
+      [this](const std::vector<std::string>& argv) { return answer(argv); }};
 
   static std::string valueAfter(const std::vector<std::string>& argv, const std::string& flag) {
     for (size_t i = 0; i + 1 < argv.size(); ++i)
@@ -68,8 +69,9 @@ struct FakeTools {
     io::ProcessResult r;
     if (tool == "nvcc") {
       if (argv[1] == "--version") {
-        r.stdout_text = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, " +
-                        nvcc_release + "\n";
+        r.stdout_text =
+            "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, " +
+            nvcc_release + "\n";
       } else if (argv[1] == "--list-gpu-code") {
         r.stdout_text = "sm_75\nsm_80\nsm_86\nsm_87\nsm_89\nsm_90\nsm_100\nsm_110\nsm_120\n";
       } else {
@@ -90,19 +92,25 @@ struct FakeTools {
         }
         auto w = io::writeFile(out, minimalElf(190, out + arch));
         if (!w) return w.failure();
-        r.stderr_text = "ptxas info    : 0 bytes gmem\n"
-                        "ptxas info    : Compiling entry function 'kiln_fake' for '" + arch + "'\n"
-                        "ptxas info    : Function properties for kiln_fake\n"
-                        "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
-                        "ptxas info    : Used 40 registers, used 1 barriers, 512 bytes smem\n";
+        r.stderr_text =
+            "ptxas info    : 0 bytes gmem\n"
+            "ptxas info    : Compiling entry function 'kiln_fake' for '" +
+            arch +
+            "'\n"
+            "ptxas info    : Function properties for kiln_fake\n"
+            "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+            "ptxas info    : Used 40 registers, used 1 barriers, 512 bytes smem\n";
       }
     } else if (tool.find("g++") != std::string::npos) {
       if (argv[1] == "--version") {
         r.stdout_text = cxx_version + "\nCopyright\n";
       } else if (argv[1] == "-dumpmachine") {
-        r.stdout_text = tool.rfind("aarch64", 0) == 0 ? "aarch64-linux-gnu\n" : "x86_64-linux-gnu\n";
+        r.stdout_text =
+            tool.rfind("aarch64", 0) == 0 ? "aarch64-linux-gnu\n" : "x86_64-linux-gnu\n";
       } else {
-        const int machine = object_machine != 0 ? object_machine : tool.rfind("aarch64", 0) == 0 ? 183 : 62;
+        const int machine = object_machine != 0             ? object_machine
+                            : tool.rfind("aarch64", 0) == 0 ? 183
+                                                            : 62;
         const std::string out = valueAfter(argv, "-o");
         auto w = io::writeFile(out, minimalElf(machine, out));
         if (!w) return w.failure();
@@ -145,10 +153,14 @@ class TempDir {
 // Writes kernels/<group>/kiln.toml (+ source) and a minimal runtime/ under `root`.
 inline void writeGroup(const std::filesystem::path& root, const std::string& group,
                        const std::string& extra_group_keys = "") {
-  const std::string toml = "[group]\nname = \"" + group + "\"\nkind = \"cuda\"\nsource = \"k.cu\"\n"
-                           "entries = [\"kiln_fake\"]\nsupported_sms = [80, 90]\n" + extra_group_keys +
+  const std::string toml = "[group]\nname = \"" + group +
+                           "\"\nkind = \"cuda\"\nsource = \"k.cu\"\n"
+                           "entries = [\"kiln_fake\"]\nsupported_sms = [80, 90]\n" +
+                           extra_group_keys +
                            "\n[constants]\nhidden = \"int\"\ndtype = \"dtype\"\n\n[[family]]\n"
-                           "name = \"" + group + "_h{hidden}_{dtype}\"\n"
+                           "name = \"" +
+                           group +
+                           "_h{hidden}_{dtype}\"\n"
                            "matrix = { hidden = [1024, 2048], dtype = [\"bf16\"] }\n";
   (void)io::writeFile(root / "kernels" / group / "kiln.toml", toml);
   (void)io::writeFile(root / "kernels" / group / "k.cu", "// " + group + "\n");

@@ -56,22 +56,25 @@ ArtifactMetadata makeMetadata() {
 
 TEST(Metadata, HasEveryDocumentedField) {
   const auto j = nlohmann::json::parse(toJson(makeMetadata()));
-  for (const char* field : {"schema_version", "kiln_version", "arch", "host_target", "tag", "gpu_archs",
-                            "compile_targets", "cuda_version", "host_compiler", "cutlass_version", "build_date",
-                            "library", "fingerprint", "runtime_inputs", "groups", "variants"}) {
+  for (const char* field :
+       {"schema_version", "kiln_version", "arch", "host_target", "tag", "gpu_archs",
+        "compile_targets", "cuda_version", "host_compiler", "cutlass_version", "build_date",
+        "library", "fingerprint", "runtime_inputs", "groups", "variants"}) {
     EXPECT_TRUE(j.contains(field)) << field;
   }
   EXPECT_EQ(j["gpu_archs"][0], "sm_90");
   EXPECT_TRUE(j["cutlass_version"].is_null());
   EXPECT_EQ(j["runtime_inputs"]["runtime/src/loader.cpp"], "ee");
   const auto& v = j["variants"]["rmsnorm_h4096_bf16"];
-  for (const char* field : {"group", "kind", "object", "header", "entries", "constants", "inputs", "fingerprint", "sms"}) {
+  for (const char* field : {"group", "kind", "object", "header", "entries", "constants", "inputs",
+                            "fingerprint", "sms"}) {
     EXPECT_TRUE(v.contains(field)) << field;
   }
   EXPECT_EQ(v["constants"]["hidden"], 4096);
   EXPECT_EQ(v["constants"]["fused"], false);
   const auto& sm = v["sms"]["90"];
-  for (const char* field : {"target", "symbol", "cubin", "sha256", "size", "compile_seconds", "command", "kernels"}) {
+  for (const char* field :
+       {"target", "symbol", "cubin", "sha256", "size", "compile_seconds", "command", "kernels"}) {
     EXPECT_TRUE(sm.contains(field)) << field;
   }
   EXPECT_EQ(sm["kernels"]["kiln_rmsnorm"]["spill_load_bytes"], 8);
@@ -148,11 +151,14 @@ TEST(Merge, RefusesAnyProvenanceDifferenceNamingBothValues) {
     const char* message;
   };
   const Case cases[] = {
-      {[](Provenance& n) { n.kiln_version = "0.2.0"; }, "kiln version differs (old: 0.1.0, new: 0.2.0)"},
+      {[](Provenance& n) { n.kiln_version = "0.2.0"; },
+       "kiln version differs (old: 0.1.0, new: 0.2.0)"},
       {[](Provenance& n) { n.arch = "aarch64"; }, "arch differs (old: x86_64, new: aarch64)"},
       {[](Provenance& n) { n.host_target = "x86_64-pc-linux-gnu"; }, "host target differs"},
-      {[](Provenance& n) { n.cuda_version = "13.1.0"; }, "CUDA version differs (old: 13.0.88, new: 13.1.0)"},
-      {[](Provenance& n) { n.host_compiler_version = "g++ 13"; }, "host compiler version differs (old: g++ 12.2.0, new: g++ 13)"},
+      {[](Provenance& n) { n.cuda_version = "13.1.0"; },
+       "CUDA version differs (old: 13.0.88, new: 13.1.0)"},
+      {[](Provenance& n) { n.host_compiler_version = "g++ 13"; },
+       "host compiler version differs (old: g++ 12.2.0, new: g++ 13)"},
       {[](Provenance& n) { n.gpu_archs = {87}; }, "gpu archs differs (old: 90, new: 87)"},
   };
   for (const auto& c : cases) {
@@ -188,8 +194,10 @@ TEST(Metadata, MultiSmRoundTrip) {
   const auto j = nlohmann::json::parse(toJson(m));
   EXPECT_EQ(j["gpu_archs"], nlohmann::json::array({"sm_87", "sm_90"}));
   EXPECT_EQ(j["compile_targets"], nlohmann::json::array({"sm_87", "sm_90"}));
-  EXPECT_EQ(j["variants"]["rmsnorm_h4096_bf16"]["sms"]["87"]["symbol"], "kiln_rmsnorm_h4096_bf16__arch87_image");
-  EXPECT_EQ(j["variants"]["rmsnorm_h4096_bf16"]["sms"]["90"]["symbol"], "kiln_rmsnorm_h4096_bf16__arch90_image");
+  EXPECT_EQ(j["variants"]["rmsnorm_h4096_bf16"]["sms"]["87"]["symbol"],
+            "kiln_rmsnorm_h4096_bf16__arch87_image");
+  EXPECT_EQ(j["variants"]["rmsnorm_h4096_bf16"]["sms"]["90"]["symbol"],
+            "kiln_rmsnorm_h4096_bf16__arch90_image");
   auto back = parseMetadata(toJson(m));
   ASSERT_TRUE(back) << back.error();
   EXPECT_EQ(back->provenance.gpu_archs, (std::vector<GpuArch>{87, 90}));

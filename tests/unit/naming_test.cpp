@@ -11,7 +11,8 @@ namespace {
 TEST(Naming, SymbolsAndDefines) {
   EXPECT_EQ(imageSymbol("rmsnorm_h4096_bf16", 90), "kiln_rmsnorm_h4096_bf16__arch90_image");
   EXPECT_EQ(variantSymbol("rmsnorm_h4096_bf16"), "kiln_rmsnorm_h4096_bf16_variant");
-  EXPECT_EQ(enabledDefine("fmha_wgmma_d128_bf16_causal"), "KILN_FMHA_WGMMA_D128_BF16_CAUSAL_ENABLED");
+  EXPECT_EQ(enabledDefine("fmha_wgmma_d128_bf16_causal"),
+            "KILN_FMHA_WGMMA_D128_BF16_CAUSAL_ENABLED");
 }
 
 TEST(Naming, Paths) {

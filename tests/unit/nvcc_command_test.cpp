@@ -38,11 +38,20 @@ TEST(NvccCommand, PassesEveryConstantAsTheRegistryDocumentSays) {
   Variant v = makeVariant();
   CudaToolchain cuda;
   cuda.nvcc = "/usr/local/cuda/bin/nvcc";
-  CompileRequest request{&v, 90, "/repo", "/stage/cubins/rmsnorm_h4096_bf16.sm_90.cubin", &cuda, {}};
+  CompileRequest request{&v,    90, "/repo", "/stage/cubins/rmsnorm_h4096_bf16.sm_90.cubin",
+                         &cuda, {}};
   request.sources = kStaged;
   const auto argv = nvccCommand(request);
-  const std::vector<std::string> head = {"/usr/local/cuda/bin/nvcc", "-cubin", "-arch=sm_90", "-O3", "-std=c++17",
-                                         "-Xptxas", "-v", "-lineinfo", "-I", std::string(kStaged) + "/kernels"};
+  const std::vector<std::string> head = {"/usr/local/cuda/bin/nvcc",
+                                         "-cubin",
+                                         "-arch=sm_90",
+                                         "-O3",
+                                         "-std=c++17",
+                                         "-Xptxas",
+                                         "-v",
+                                         "-lineinfo",
+                                         "-I",
+                                         std::string(kStaged) + "/kernels"};
   ASSERT_GE(argv.size(), head.size());
   EXPECT_TRUE(std::equal(head.begin(), head.end(), argv.begin()));
   EXPECT_TRUE(has(argv, "-DKILN_CONST_HIDDEN=4096"));
@@ -131,7 +140,8 @@ TEST(NvccCommand, FalseBoolIsZero) {
 }
 
 TEST(Toolchain, ParsesNvccVersionAndTargets) {
-  EXPECT_EQ(parseNvccVersion("Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0"), "13.0.88");
+  EXPECT_EQ(parseNvccVersion("Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0"),
+            "13.0.88");
   EXPECT_EQ(parseNvccVersion("no version"), "");
   EXPECT_EQ(parseGpuCodeList("sm_75\nsm_80\nsm_90\nsm_100\nsm_90\ncompute_90\n"),
             (std::vector<int>{75, 80, 90, 100}));

@@ -185,7 +185,8 @@ TEST(Plan, MultiSmSelectsEachVariantSmPair) {
   auto plan = planBuild(registry, {}, {80, 87, 90});
   ASSERT_TRUE(plan) << plan.error();
   std::vector<std::string> jobs;
-  for (const auto& job : plan->jobs) jobs.push_back(job.variant->name + "@" + std::to_string(job.sm));
+  for (const auto& job : plan->jobs)
+    jobs.push_back(job.variant->name + "@" + std::to_string(job.sm));
   EXPECT_EQ(jobs, (std::vector<std::string>{"fmha_wgmma_d128_bf16@90", "rmsnorm_h1024_bf16@80",
                                             "rmsnorm_h1024_bf16@90", "rmsnorm_h4096_bf16@80",
                                             "rmsnorm_h4096_bf16@90"}));
@@ -204,12 +205,14 @@ TEST(Plan, MultiSmVariantWithNoSmLeftIsSkippedWithANote) {
   ASSERT_TRUE(plan) << plan.error();
   ASSERT_EQ(plan->groups.size(), 1u);
   EXPECT_EQ(plan->groups[0]->name, "rmsnorm");
-  EXPECT_NE(std::find(plan->notes.begin(), plan->notes.end(),
-                      "skipped fmha_wgmma_d128_bf16: none of the requested SMs is in its supported_sms"),
-            plan->notes.end());
+  EXPECT_NE(
+      std::find(plan->notes.begin(), plan->notes.end(),
+                "skipped fmha_wgmma_d128_bf16: none of the requested SMs is in its supported_sms"),
+      plan->notes.end());
   auto nothing = planBuild(registry, {"fmha"}, {80, 87});
   ASSERT_FALSE(nothing);
-  EXPECT_EQ(nothing.error(), "nothing to build: no variant of [fmha] lists sm_80 or sm_87 in its supported_sms");
+  EXPECT_EQ(nothing.error(),
+            "nothing to build: no variant of [fmha] lists sm_80 or sm_87 in its supported_sms");
 }
 
 TEST(Plan, AllSelectsEveryGroupSortedByName) {
@@ -247,7 +250,8 @@ TEST(Plan, NothingLeftIsAnError) {
   auto plan = planBuild(registry, {"fmha"}, {87});
   ASSERT_FALSE(plan);
   EXPECT_EQ(plan.errorKind(), ErrorKind::kUsage);
-  EXPECT_EQ(plan.error(), "nothing to build: no variant of [fmha] lists sm_87 in its supported_sms");
+  EXPECT_EQ(plan.error(),
+            "nothing to build: no variant of [fmha] lists sm_87 in its supported_sms");
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 namespace kiln::core {
 namespace {
 
-constexpr const char kCaptured[] = R"PTXAS(ptxas info    : Overriding maximum register limit 256 for 'kiln_tiny_spill' with  32 of maxrregcount option
+constexpr const char kCaptured[] =
+    R"PTXAS(ptxas info    : Overriding maximum register limit 256 for 'kiln_tiny_spill' with  32 of maxrregcount option
 ptxas info    : Overriding maximum register limit 256 for '_Z4tmplIfEvPT_' with  32 of maxrregcount option
 ptxas info    : Overriding maximum register limit 256 for 'kiln_tiny_smem' with  32 of maxrregcount option
 ptxas info    : Overriding maximum register limit 256 for 'kiln_tiny_scale' with  32 of maxrregcount option
@@ -69,7 +70,9 @@ TEST(Ptxas, DeviceFunctionPropertiesDoNotLeakIntoTheEntry) {
   EXPECT_EQ(kernels.at("k").shared_bytes, 48);
 }
 
-TEST(Ptxas, EmptyOutputHasNoKernels) { EXPECT_TRUE(parsePtxasReport("").empty()); }
+TEST(Ptxas, EmptyOutputHasNoKernels) {
+  EXPECT_TRUE(parsePtxasReport("").empty());
+}
 
 }  // namespace
 }  // namespace kiln::core

@@ -50,11 +50,11 @@ class RegistryTest : public ::testing::Test {
 };
 
 TEST_F(RegistryTest, FamilyExpandsToTypedVariants) {
-  auto g = parseGroup(writeGroup("demo", header("demo") +
-                                             "[[family]]\nname = \"demo_h{hidden}_{dtype}\"\n"
-                                             "matrix = { hidden = [64, 128], dtype = [\"fp16\", "
-                                             "\"bf16\"] }\n"),
-                      {80, 90});
+  auto g = parseGroup(
+      writeGroup("demo", header("demo") + "[[family]]\nname = \"demo_h{hidden}_{dtype}\"\n"
+                                          "matrix = { hidden = [64, 128], dtype = [\"fp16\", "
+                                          "\"bf16\"] }\n"),
+      {80, 90});
   ASSERT_TRUE(g.ok()) << g.error();
   ASSERT_EQ(g->variants.size(), 4u);
   std::vector<std::string> names;
@@ -74,11 +74,11 @@ TEST_F(RegistryTest, FamilyExpandsToTypedVariants) {
 }
 
 TEST_F(RegistryTest, SingleVariantWithOverrides) {
-  auto g = parseGroup(writeGroup("demo", header("demo") +
-                                             "[[variant]]\nname = \"demo_big\"\nsupported_sms = "
-                                             "[90]\narch_specific = true\n"
-                                             "constants = { hidden = 4096, dtype = \"bf16\" }\n"),
-                      {});
+  auto g = parseGroup(
+      writeGroup("demo", header("demo") + "[[variant]]\nname = \"demo_big\"\nsupported_sms = "
+                                          "[90]\narch_specific = true\n"
+                                          "constants = { hidden = 4096, dtype = \"bf16\" }\n"),
+      {});
   ASSERT_TRUE(g.ok()) << g.error();
   ASSERT_EQ(g->variants.size(), 1u);
   EXPECT_TRUE(g->variants[0].arch_specific);
@@ -86,8 +86,9 @@ TEST_F(RegistryTest, SingleVariantWithOverrides) {
 }
 
 TEST_F(RegistryTest, UnknownKeyNamesFileLineAndKey) {
-  std::string e = errorOf(header("demo") + "[[family]]\nname = \"demo_h{hidden}_{dtype}\"\n"
-                                           "hiden = 3\n");
+  std::string e = errorOf(header("demo") +
+                          "[[family]]\nname = \"demo_h{hidden}_{dtype}\"\n"
+                          "hiden = 3\n");
   EXPECT_NE(e.find("kernels/demo/kiln.toml:14:"), std::string::npos) << e;
   EXPECT_NE(e.find("unknown key 'hiden' in [[family]]"), std::string::npos) << e;
 }
@@ -115,8 +116,9 @@ TEST_F(RegistryTest, MalformedAndDuplicateNames) {
 }
 
 TEST_F(RegistryTest, SmNotSupportedByNvcc) {
-  std::string e = errorOf(header("demo") + "[[variant]]\nname = \"demo_x\"\n"
-                                           "constants = { hidden = 1, dtype = \"bf16\" }\n",
+  std::string e = errorOf(header("demo") +
+                              "[[variant]]\nname = \"demo_x\"\n"
+                              "constants = { hidden = 1, dtype = \"bf16\" }\n",
                           {75, 90});
   EXPECT_NE(e.find("kernels/demo/kiln.toml:6: sm_80 is not supported by the installed nvcc "
                    "(it targets sm_75, sm_90)"),
@@ -125,19 +127,22 @@ TEST_F(RegistryTest, SmNotSupportedByNvcc) {
 }
 
 TEST_F(RegistryTest, VariantSmsMustBeSubsetOfGroup) {
-  std::string e = errorOf(header("demo") + "[[variant]]\nname = \"demo_x\"\nsupported_sms = [86]\n"
-                                           "constants = { hidden = 1, dtype = \"bf16\" }\n");
+  std::string e = errorOf(header("demo") +
+                          "[[variant]]\nname = \"demo_x\"\nsupported_sms = [86]\n"
+                          "constants = { hidden = 1, dtype = \"bf16\" }\n");
   EXPECT_NE(e.find("sm_86 is not in the group's supported_sms (80, 90)"), std::string::npos) << e;
 }
 
 TEST_F(RegistryTest, ConstantOfWrongType) {
-  std::string e = errorOf(header("demo") + "[[variant]]\nname = \"demo_x\"\n"
-                                           "constants = { hidden = \"big\", dtype = \"bf16\" }\n");
+  std::string e = errorOf(header("demo") +
+                          "[[variant]]\nname = \"demo_x\"\n"
+                          "constants = { hidden = \"big\", dtype = \"bf16\" }\n");
   EXPECT_NE(e.find(":14: constant 'hidden' is declared int but the value is the string \"big\""),
             std::string::npos)
       << e;
-  std::string d = errorOf(header("demo") + "[[variant]]\nname = \"demo_x\"\n"
-                                           "constants = { hidden = 1, dtype = \"fp64\" }\n");
+  std::string d = errorOf(header("demo") +
+                          "[[variant]]\nname = \"demo_x\"\n"
+                          "constants = { hidden = 1, dtype = \"fp64\" }\n");
   EXPECT_NE(d.find("unknown dtype 'fp64'"), std::string::npos) << d;
 }
 
@@ -157,9 +162,10 @@ TEST_F(RegistryTest, MissingUndeclaredAndRepeatedConstants) {
 }
 
 TEST_F(RegistryTest, FamilyNameMustCarryEveryMatrixKey) {
-  std::string e = errorOf(header("demo") + "[[family]]\nname = \"demo_h{hidden}\"\n"
-                                           "matrix = { hidden = [1, 2], dtype = [\"fp16\", "
-                                           "\"bf16\"] }\n");
+  std::string e = errorOf(header("demo") +
+                          "[[family]]\nname = \"demo_h{hidden}\"\n"
+                          "matrix = { hidden = [1, 2], dtype = [\"fp16\", "
+                          "\"bf16\"] }\n");
   EXPECT_NE(e.find("must contain {dtype}"), std::string::npos) << e;
 }
 
@@ -189,12 +195,14 @@ TEST_F(RegistryTest, GroupRules) {
 }
 
 TEST_F(RegistryTest, NamesUniqueAcrossGroups) {
-  writeGroup("alpha", header("alpha") + "[[variant]]\nname = \"alpha_x\"\n"
-                                        "constants = { hidden = 1, dtype = \"bf16\" }\n");
+  writeGroup("alpha", header("alpha") +
+                          "[[variant]]\nname = \"alpha_x\"\n"
+                          "constants = { hidden = 1, dtype = \"bf16\" }\n");
   // Group names have no underscore, so the prefix rule alone keeps names unique across groups;
   // loadRegistry checks it anyway.
-  writeGroup("beta", header("beta") + "[[variant]]\nname = \"beta_x\"\n"
-                                      "constants = { hidden = 1, dtype = \"bf16\" }\n");
+  writeGroup("beta", header("beta") +
+                         "[[variant]]\nname = \"beta_x\"\n"
+                         "constants = { hidden = 1, dtype = \"bf16\" }\n");
   auto ok = loadRegistry(root_, {});
   ASSERT_TRUE(ok.ok()) << ok.error();
   EXPECT_EQ(ok->groups.size(), 2u);

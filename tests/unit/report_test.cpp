@@ -77,10 +77,12 @@ TEST(Report, PtxImagesShowJitInsteadOfResources) {
 
 TEST(Report, InspectCountsTheRuntimeInputs) {
   ArtifactMetadata m = makeMetadata(std::string(2048, 'c'), std::string(1024, 'p'));
-  EXPECT_NE(inspectTable(m).find("runtime        inputs not recorded (metadata of an older kiln)\n"),
-            std::string::npos);
+  EXPECT_NE(
+      inspectTable(m).find("runtime        inputs not recorded (metadata of an older kiln)\n"),
+      std::string::npos);
   m.runtime_inputs = {{"runtime/src/status.cpp", "aa"}, {"runtime/src/loader.cpp", "bb"}};
-  EXPECT_NE(inspectTable(m).find("runtime        2 input files (runtime_inputs)\n"), std::string::npos);
+  EXPECT_NE(inspectTable(m).find("runtime        2 input files (runtime_inputs)\n"),
+            std::string::npos);
 }
 
 TEST(Report, DoctorRunsAPtxImageFromTheArtifactFiles) {

@@ -2,8 +2,8 @@
 // the subcommand table (cli/commands.cpp) and returns the handler's exit code (docs/cli.md).
 #include <cstdio>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 

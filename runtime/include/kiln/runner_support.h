@@ -114,8 +114,8 @@ Status findBuilt(const char* group, std::span<const Info> table, const char* dty
   }
   if (!dtype_built) return dtypeNotBuilt(group, dtype, table);
   return Status(StatusCode::kNotSupported, std::string(group) + ": " + key_name + " " +
-                                               std::to_string(want) + " is not built for " +
-                                               dtype + "; built for " + dtype + ": " +
+                                               std::to_string(want) + " is not built for " + dtype +
+                                               "; built for " + dtype + ": " +
                                                builtFor(table, dtype, key));
 }
 

@@ -73,9 +73,9 @@ struct VariantReport {
   std::string name;
   std::string group;
   bool runnable = false;
-  int image_sm = 0;    // the SM of the image that would run, when runnable
+  int image_sm = 0;        // the SM of the image that would run, when runnable
   bool image_ptx = false;  // that image is PTX (compute_<image_sm>), JIT-compiled at load
-  std::string reason;  // why not, when not runnable
+  std::string reason;      // why not, when not runnable
 };
 
 struct DoctorReport {

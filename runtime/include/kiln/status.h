@@ -9,13 +9,13 @@ namespace kiln {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,   // a problem the caller described wrongly (shape, alignment, null)
-  kNotSupported,      // a valid problem that this artifact has no variant for
-  kNoKernelImage,     // the artifact has no image for this device's SM
-  kDriverError,       // a CUDA driver call failed (message names the call and the CUresult)
-  kDriverUnavailable, // libcuda.so.1 could not be loaded or lacks a symbol
-  kCaptureRefused,    // first module load requested while the stream is being captured
-  kPoisoned,          // a failed module cleanup left this variant unusable in this process
+  kInvalidArgument,    // a problem the caller described wrongly (shape, alignment, null)
+  kNotSupported,       // a valid problem that this artifact has no variant for
+  kNoKernelImage,      // the artifact has no image for this device's SM
+  kDriverError,        // a CUDA driver call failed (message names the call and the CUresult)
+  kDriverUnavailable,  // libcuda.so.1 could not be loaded or lacks a symbol
+  kCaptureRefused,     // first module load requested while the stream is being captured
+  kPoisoned,           // a failed module cleanup left this variant unusable in this process
   kInternal,
 };
 
@@ -42,8 +42,8 @@ class [[nodiscard]] Status {
 }  // namespace kiln
 
 // Propagates a non-ok Status to the caller.
-#define KILN_RETURN_IF_ERROR(expr)              \
-  do {                                          \
-    ::kiln::Status kiln_status_ = (expr);       \
+#define KILN_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::kiln::Status kiln_status_ = (expr);        \
     if (!kiln_status_.ok()) return kiln_status_; \
   } while (0)

@@ -55,9 +55,9 @@ Status checkDevice(const Plan& plan, const DeviceQuery& device) {
 Status checkWorkspace(const Plan& plan, const void* workspace, std::size_t workspace_bytes) {
   if (plan.workspace_bytes == 0) return Status::Ok();
   if (workspace_bytes < plan.workspace_bytes) {
-    return invalid("workspace of " + std::to_string(workspace_bytes) + " bytes is smaller than the " +
-                   std::to_string(plan.workspace_bytes) + " bytes that " +
-                   std::to_string(plan.num_splits) +
+    return invalid("workspace of " + std::to_string(workspace_bytes) +
+                   " bytes is smaller than the " + std::to_string(plan.workspace_bytes) +
+                   " bytes that " + std::to_string(plan.num_splits) +
                    " splits need (workspaceSize; set Problem::multiprocessors to the device's)");
   }
   return checkPointer("workspace", workspace, kTensorAlignment);
@@ -71,8 +71,9 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   const char* dtype = nullptr;
   KILN_RETURN_IF_ERROR(runner::dtypeOf("decodeattn", problem.dtype, &dtype));
   const VariantInfo* info = nullptr;
-  KILN_RETURN_IF_ERROR(runner::findBuilt("decodeattn", table, dtype, "head_dim", problem.head_dim,
-                                         [](const VariantInfo& v) { return v.head_dim; }, &info));
+  KILN_RETURN_IF_ERROR(runner::findBuilt(
+      "decodeattn", table, dtype, "head_dim", problem.head_dim,
+      [](const VariantInfo& v) { return v.head_dim; }, &info));
   int rows16_entry = -1, rows32_entry = -1;
   KILN_RETURN_IF_ERROR(runner::resolveEntry("decodeattn", info->name, info->variant,
                                             kAttentionEntry, &plan->variant, &rows16_entry));
@@ -91,9 +92,8 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   KILN_RETURN_IF_ERROR(runner::checkHeads("decodeattn", problem.q_heads, problem.kv_heads));
   if (!isPowerOfTwo(problem.page_size) || problem.page_size < kMinPageSize ||
       problem.page_size > kMaxPageSize) {
-    return invalid("page_size " + std::to_string(problem.page_size) +
-                   " is not a power of two in " + std::to_string(kMinPageSize) + ".." +
-                   std::to_string(kMaxPageSize));
+    return invalid("page_size " + std::to_string(problem.page_size) + " is not a power of two in " +
+                   std::to_string(kMinPageSize) + ".." + std::to_string(kMaxPageSize));
   }
   if (problem.kv_layout != KvLayout::kNHD && problem.kv_layout != KvLayout::kHND) {
     return invalid("kv_layout " + std::to_string(static_cast<int>(problem.kv_layout)) +
@@ -152,10 +152,11 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
                    std::to_string(chunk_rows) + ") = " + std::to_string(head_blocks) +
                    " exceeds the limit " + std::to_string(kMaxGridYZ));
   }
-  const long long rows = static_cast<long long>(problem.batch) * problem.query_tokens * problem.q_heads;
+  const long long rows =
+      static_cast<long long>(problem.batch) * problem.query_tokens * problem.q_heads;
   if (rows > kMaxGridX) {
-    return invalid("batch * query_tokens * q_heads = " + std::to_string(rows) + " exceeds the limit " +
-                   std::to_string(kMaxGridX));
+    return invalid("batch * query_tokens * q_heads = " + std::to_string(rows) +
+                   " exceeds the limit " + std::to_string(kMaxGridX));
   }
   // num_pages * page_size * kv_heads * head_dim < 2^62, tested without overflowing.
   const double cache_elements = static_cast<double>(problem.num_pages) * problem.page_size *

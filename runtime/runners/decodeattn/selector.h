@@ -17,14 +17,14 @@
 
 namespace kiln::decodeattn {
 
-inline constexpr const char kAttentionEntry[] = "kiln_decodeattn";  // 16-row chunks
+inline constexpr const char kAttentionEntry[] = "kiln_decodeattn";               // 16-row chunks
 inline constexpr const char kAttentionRows32Entry[] = "kiln_decodeattn_rows32";  // 32-row chunks
 inline constexpr const char kMergeEntry[] = "kiln_decodeattn_merge";
 inline constexpr unsigned kTensorAlignment = 16;  // the kernels' 16-byte vector accesses
 inline constexpr unsigned kIndexAlignment = 4;    // int32 page table and lengths
 inline constexpr std::size_t kWorkspaceAlignment = 256;
-inline constexpr int kMaxGridYZ = 65535;                // CUDA's limit for grid.y and grid.z
-inline constexpr long long kMaxGridX = 2147483647;     // CUDA's limit for grid.x (merge: rows)
+inline constexpr int kMaxGridYZ = 65535;            // CUDA's limit for grid.y and grid.z
+inline constexpr long long kMaxGridX = 2147483647;  // CUDA's limit for grid.x (merge: rows)
 inline constexpr long long kMaxKeysPerSequence = 1LL << 30;  // max_pages_per_seq * page_size
 
 // One variant of the artifact: the generated kiln::generated::decodeattn::kVariants entry's fields.
@@ -44,16 +44,16 @@ using runner::ImageCheck;
 struct Plan {
   const VariantInfo* info = nullptr;
   const kiln_variant* variant = nullptr;
-  bool no_op = false;  // batch == 0
-  int attention_entry = -1;          // kAttentionEntry, or kAttentionRows32Entry (> 16 rows)
-  int row_tiles = 0;                 // 16-row mma tiles per block: 1, or 2 for the rows32 entry
+  bool no_op = false;        // batch == 0
+  int attention_entry = -1;  // kAttentionEntry, or kAttentionRows32Entry (> 16 rows)
+  int row_tiles = 0;         // 16-row mma tiles per block: 1, or 2 for the rows32 entry
   int merge_entry = -1;
   int num_splits = 0;
   LaunchConfig attention;
-  LaunchConfig merge;                // launched only when num_splits > 1
-  std::size_t workspace_bytes = 0;   // the partials; 0 when num_splits == 1
-  std::size_t lse_offset = 0;        // byte offset of partial_lse in the workspace
-  DecodeAttentionParams params{};    // partial_out / partial_lse still null: run() places them
+  LaunchConfig merge;               // launched only when num_splits > 1
+  std::size_t workspace_bytes = 0;  // the partials; 0 when num_splits == 1
+  std::size_t lse_offset = 0;       // byte offset of partial_lse in the workspace
+  DecodeAttentionParams params{};   // partial_out / partial_lse still null: run() places them
 };
 
 // The split count for `pairs` = batch * kv_heads * head_chunks blocks of at most `max_keys` keys

@@ -41,9 +41,9 @@ struct Plan {
   const kiln_variant* variant = nullptr;
   bool no_op = false;  // batch == 0
   int entry = -1;
-  int tiles = 0;         // m_blocks * q_heads * batch: the kernel's work items
-  LaunchConfig launch;   // grid (tiles) until persistentGrid(), block kThreads,
-                         // sharedBytes(head_dim, causal)
+  int tiles = 0;        // m_blocks * q_heads * batch: the kernel's work items
+  LaunchConfig launch;  // grid (tiles) until persistentGrid(), block kThreads,
+                        // sharedBytes(head_dim, causal)
   // The maps run() encodes into params.tma_q / tma_k / tma_v (params.h describes them).
   TensorMapSpec tma_q;
   TensorMapSpec tma_k;

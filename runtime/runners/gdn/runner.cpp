@@ -23,8 +23,8 @@ constexpr std::array<VariantInfo, kNumVariants> makeTable() {
   std::array<VariantInfo, kNumVariants> table{};
   for (std::size_t i = 0; i < kNumVariants; ++i) {
     const auto& v = generated::kVariants[i];
-    table[i] = VariantInfo{v.name,      v.head_dim_k,      v.head_dim_v,   v.tile_v,
-                           v.row_split, v.tiles_per_block, v.max_tokens,   v.fused_gating,
+    table[i] = VariantInfo{v.name,      v.head_dim_k,      v.head_dim_v, v.tile_v,
+                           v.row_split, v.tiles_per_block, v.max_tokens, v.fused_gating,
                            v.dtype,     v.variant};
   }
   return table;

@@ -44,8 +44,9 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   const char* dtype = nullptr;
   KILN_RETURN_IF_ERROR(runner::dtypeOf("rmsnorm", problem.dtype, &dtype));
   const VariantInfo* info = nullptr;
-  KILN_RETURN_IF_ERROR(runner::findBuilt("rmsnorm", table, dtype, "hidden", problem.hidden,
-                                         [](const VariantInfo& v) { return v.hidden; }, &info));
+  KILN_RETURN_IF_ERROR(runner::findBuilt(
+      "rmsnorm", table, dtype, "hidden", problem.hidden,
+      [](const VariantInfo& v) { return v.hidden; }, &info));
   if (problem.rows < 0) return invalid("rows " + std::to_string(problem.rows) + " is negative");
   if (!std::isfinite(problem.eps) || problem.eps <= 0.0f) {
     return invalid("eps " + formatFloat(problem.eps) + " is not a finite positive number");

@@ -197,8 +197,8 @@ std::string allocate(DeviceBuffer* b, std::size_t bytes, const void* data, std::
     return ::testing::AssertionFailure() << "cudaMemset failed";
   }
   if (data != nullptr && data->size() > elements + guard) {
-    return ::testing::AssertionFailure() << data->size() << " values do not fit a buffer of "
-                                         << elements + guard << " elements";
+    return ::testing::AssertionFailure()
+           << data->size() << " values do not fit a buffer of " << elements + guard << " elements";
   }
   if (data != nullptr && cudaMemcpy(b->ptr, data->data(), data->size() * sizeof(std::uint16_t),
                                     cudaMemcpyHostToDevice) != cudaSuccess) {

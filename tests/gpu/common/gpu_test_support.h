@@ -70,13 +70,13 @@ Run& run();  // this process's run
 
 // How a group's summary and evidence look; the fields are the only differences between groups.
 struct ReportFormat {
-  std::string group;                 // "rmsnorm": title "kiln rmsnorm GPU numerics", suite
-                                     // "rmsnorm_numerics"
-  std::string case_key = "op";       // JSON key of the 4th result field ("op" or "case")
-  bool show_multiprocessors = false; // the SM count on the gpu line and in the JSON
-  bool per_variant_totals = false;   // totals per variant first, then indented lines per case
-  std::string extra_json;            // JSON members after "seed" (e.g. "\"shapes_rows\": [1, 2]")
-  double bound_fp16 = 0.0;           // relative L2 bounds, written as "bounds"
+  std::string group;                  // "rmsnorm": title "kiln rmsnorm GPU numerics", suite
+                                      // "rmsnorm_numerics"
+  std::string case_key = "op";        // JSON key of the 4th result field ("op" or "case")
+  bool show_multiprocessors = false;  // the SM count on the gpu line and in the JSON
+  bool per_variant_totals = false;    // totals per variant first, then indented lines per case
+  std::string extra_json;             // JSON members after "seed" (e.g. "\"shapes_rows\": [1, 2]")
+  double bound_fp16 = 0.0;            // relative L2 bounds, written as "bounds"
   double bound_bf16 = 0.0;
   const char* artifact_tag = "";
   const char* artifact_fingerprint = "";

@@ -26,8 +26,8 @@ class PrintingSink final : public core::BuildSink {
     if (verbose_ && !text.empty()) fmt::print("{}", text.back() == '\n' ? text : text + "\n");
   }
   void compiled(const core::CompileProgress& p) override {
-    fmt::print("[{}/{}] {} {} {:.1f}s (slowest so far: {} {:.1f}s)\n", p.done, p.total, p.variant, p.target,
-               p.seconds, p.slowest_variant, p.slowest_seconds);
+    fmt::print("[{}/{}] {} {} {:.1f}s (slowest so far: {} {:.1f}s)\n", p.done, p.total, p.variant,
+               p.target, p.seconds, p.slowest_variant, p.slowest_seconds);
     std::fflush(stdout);
   }
 
@@ -49,14 +49,19 @@ Handler setupBuild(CLI::App& app) {
   auto output = std::make_shared<std::string>();
   auto runtime = std::make_shared<std::string>();
   app.add_option("--gpu-arch", options->gpu_arch,
-                 "target SM: sm_90 (sm_87, sm_110, ...), or a comma list (sm_87,sm_90) for one multi-SM artifact")
+                 "target SM: sm_90 (sm_87, sm_110, ...), or a comma list (sm_87,sm_90) for one "
+                 "multi-SM artifact")
       ->required();
-  app.add_option("--arch", options->arch, "host arch of the library: x86_64 | aarch64 (default: this host)");
-  app.add_option("--kernels", options->kernels, "ALL, or a comma list of groups")->capture_default_str();
+  app.add_option("--arch", options->arch,
+                 "host arch of the library: x86_64 | aarch64 (default: this host)");
+  app.add_option("--kernels", options->kernels, "ALL, or a comma list of groups")
+      ->capture_default_str();
   app.add_flag("--clean", options->clean, "replace the artifact instead of merging into it");
-  app.add_option("-j,--jobs", options->jobs, "parallel compiles (default: every core)")->check(CLI::NonNegativeNumber);
+  app.add_option("-j,--jobs", options->jobs, "parallel compiles (default: every core)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--output-dir", *output, "artifacts root (default: <root>/artifacts)");
-  app.add_option("--root", *root, "the repository holding kernels/ and runtime/")->capture_default_str();
+  app.add_option("--root", *root, "the repository holding kernels/ and runtime/")
+      ->capture_default_str();
   app.add_option("--runtime-dir", *runtime, "the runtime sources (default: <root>/runtime)");
   app.add_flag("-v,--verbose", *verbose, "print every command and the tools' output");
   return [options, verbose, root, output, runtime]() -> int {
@@ -75,7 +80,9 @@ Handler setupBuild(CLI::App& app) {
     if (!result) return reportError(result);
     fmt::print("\n{}", core::resourceTable(result->metadata));
     fmt::print("\nbuilt {} image(s){}; artifact: {}\n", result->built.size(),
-               result->kept.empty() ? "" : fmt::format(", kept {} variant(s) from the previous build", result->kept.size()),
+               result->kept.empty() ? ""
+                                    : fmt::format(", kept {} variant(s) from the previous build",
+                                                  result->kept.size()),
                result->artifact_dir.string());
     return kExitOk;
   };

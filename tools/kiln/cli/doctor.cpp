@@ -10,19 +10,21 @@ namespace kiln::cli {
 Handler setupDoctor(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   auto device = std::make_shared<int>(0);
-  app.add_option("artifact-dir", *dir, "an artifact directory (artifacts/<arch>/<tag>)")->required();
+  app.add_option("artifact-dir", *dir, "an artifact directory (artifacts/<arch>/<tag>)")
+      ->required();
   app.add_option("--device", *device, "CUDA device ordinal")->capture_default_str();
   return [dir, device]() -> int {
     auto report = core::runDoctor(*dir, *device);
     if (!report) return reportError(report);
-    fmt::print("device {}: {} (sm_{}, {} SMs), driver {}.{}\n", report->device.ordinal, report->device.name,
-               report->device.sm, report->device.multiprocessors, report->driver_version / 1000,
-               (report->driver_version % 1000) / 10);
+    fmt::print("device {}: {} (sm_{}, {} SMs), driver {}.{}\n", report->device.ordinal,
+               report->device.name, report->device.sm, report->device.multiprocessors,
+               report->driver_version / 1000, (report->driver_version % 1000) / 10);
     int failed = 0;
     for (const auto& v : report->variants) {
       if (v.runnable) {
         if (v.image_ptx) {
-          fmt::print("  {:<40} runnable (compute_{} PTX image, JIT-compiled by the driver)\n", v.name, v.image_sm);
+          fmt::print("  {:<40} runnable (compute_{} PTX image, JIT-compiled by the driver)\n",
+                     v.name, v.image_sm);
         } else {
           fmt::print("  {:<40} runnable (sm_{} image)\n", v.name, v.image_sm);
         }
@@ -31,8 +33,8 @@ Handler setupDoctor(CLI::App& app) {
         fmt::print("  {:<40} NOT runnable: {}\n", v.name, v.reason);
       }
     }
-    fmt::print("{} of {} variants runnable\n", report->variants.size() - static_cast<size_t>(failed),
-               report->variants.size());
+    fmt::print("{} of {} variants runnable\n",
+               report->variants.size() - static_cast<size_t>(failed), report->variants.size());
     return failed == 0 ? kExitOk : kExitFailure;
   };
 }

@@ -12,7 +12,8 @@ namespace kiln::cli {
 Handler setupInspect(CLI::App& app) {
   auto dir = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  app.add_option("artifact-dir", *dir, "an artifact directory (artifacts/<arch>/<tag>)")->required();
+  app.add_option("artifact-dir", *dir, "an artifact directory (artifacts/<arch>/<tag>)")
+      ->required();
   app.add_flag("--json", *json, "print metadata.json");
   return [dir, json]() -> int {
     auto metadata = core::loadArtifactMetadata(*dir);

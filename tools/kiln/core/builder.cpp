@@ -38,12 +38,15 @@ namespace fs = std::filesystem;
 namespace kiln::core {
 
 fs::path stagingDir(const fs::path& artifact_dir, int pid) {
-  return artifact_dir.parent_path() / fmt::format(".{}.staging-{}", artifact_dir.filename().string(), pid);
+  return artifact_dir.parent_path() /
+         fmt::format(".{}.staging-{}", artifact_dir.filename().string(), pid);
 }
 
 namespace {
 
-Error usage(std::string message) { return makeError(std::move(message), ErrorKind::kUsage); }
+Error usage(std::string message) {
+  return makeError(std::move(message), ErrorKind::kUsage);
+}
 
 // Removes the staging directory unless the build published it.
 class StagingGuard {
@@ -72,7 +75,8 @@ void removeAbandoned(const fs::path& artifact_dir) {
     for (const std::string& prefix : {"." + tag + ".staging-", "." + tag + ".old-"}) {
       if (name.rfind(prefix, 0) != 0) continue;
       const std::string pid_text = name.substr(prefix.size());
-      if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos)
+        continue;
       const long pid = std::stol(pid_text);
       if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
       fs::remove_all(entry.path(), ec);
@@ -132,10 +136,12 @@ class Builder {
     if (!fs::is_directory(root_ / "kernels")) {
       return usage(fmt::format("--root {}: no kernels/ directory there", root_.string()));
     }
-    runtime_ = options_.runtime_dir.empty() ? root_ / "runtime" : fs::absolute(options_.runtime_dir).lexically_normal();
+    runtime_ = options_.runtime_dir.empty() ? root_ / "runtime"
+                                            : fs::absolute(options_.runtime_dir).lexically_normal();
     for (const char* dir : {"include/kiln", "src"}) {
       if (!fs::is_directory(runtime_ / dir)) {
-        return usage(fmt::format("runtime directory {}: no {}/ there (see --runtime-dir)", runtime_.string(), dir));
+        return usage(fmt::format("runtime directory {}: no {}/ there (see --runtime-dir)",
+                                 runtime_.string(), dir));
       }
     }
     const std::string arch = options_.arch.empty() ? hostArch() : options_.arch;
@@ -148,9 +154,10 @@ class Builder {
       // sm_NN it can compile (CUDA 13.0: the same twelve numbers), and a virtual architecture
       // without a real one is of no use to kiln.
       if (std::find(cuda_.sms.begin(), cuda_.sms.end(), target.sm) == cuda_.sms.end()) {
-        return makeError(fmt::format("--gpu-arch {}: nvcc {} cannot target it (it targets sm_{})",
-                                     gpuArchName(target), cuda_.version, fmt::join(cuda_.sms, ", sm_")),
-                         ErrorKind::kEnvironment);
+        return makeError(
+            fmt::format("--gpu-arch {}: nvcc {} cannot target it (it targets sm_{})",
+                        gpuArchName(target), cuda_.version, fmt::join(cuda_.sms, ", sm_")),
+            ErrorKind::kEnvironment);
       }
     }
     auto host = detectHost(runner_, arch, options_.cxx);
@@ -167,16 +174,22 @@ class Builder {
 
     for (const Variant* v : plan_.variants) {
       auto front_end = frontEndFor(v->kind);
-      if (!front_end) return makeError(fmt::format("{}: {}", v->name, front_end.error()), front_end.errorKind());
-      if (std::find(v->uses.begin(), v->uses.end(), "cutlass") != v->uses.end() && cutlass_.include_dir.empty()) {
+      if (!front_end)
+        return makeError(fmt::format("{}: {}", v->name, front_end.error()), front_end.errorKind());
+      if (std::find(v->uses.begin(), v->uses.end(), "cutlass") != v->uses.end() &&
+          cutlass_.include_dir.empty()) {
         auto cutlass = detectCutlass(root_, options_.cutlass_include);
-        if (!cutlass) return makeError(fmt::format("group {} uses cutlass: {}", v->group, cutlass.error()), cutlass.errorKind());
+        if (!cutlass)
+          return makeError(fmt::format("group {} uses cutlass: {}", v->group, cutlass.error()),
+                           cutlass.errorKind());
         cutlass_ = *cutlass;
       }
       // The DSL pins (version, CUDA major) are checked here, before anything is deleted.
       if (v->kind == SourceKind::kCuteDsl && cute_dsl_.version.empty()) {
         auto dsl = detectCuteDsl(runner_, root_, options_.python, cudaMajorOf(cuda_.version));
-        if (!dsl) return makeError(fmt::format("group {} is cute_dsl: {}", v->group, dsl.error()), dsl.errorKind());
+        if (!dsl)
+          return makeError(fmt::format("group {} is cute_dsl: {}", v->group, dsl.error()),
+                           dsl.errorKind());
         cute_dsl_ = *dsl;
       }
     }
@@ -188,23 +201,26 @@ class Builder {
     p.tag = artifactTag(sms_);
     p.gpu_archs = sms_;
     std::set<std::string> targets;
-    for (const auto& job : plan_.jobs) targets.insert(nvccTarget(job.sm, job.variant->arch_specific, job.ptx));
+    for (const auto& job : plan_.jobs)
+      targets.insert(nvccTarget(job.sm, job.variant->arch_specific, job.ptx));
     p.compile_targets.assign(targets.begin(), targets.end());
     p.cuda_version = cuda_.version;
     p.host_compiler_command = host_.cxx;
     p.host_compiler_version = host_.version;
     p.cutlass_version = cutlass_.version;
 
-    const fs::path output = options_.output_dir.empty() ? root_ / "artifacts" : fs::absolute(options_.output_dir);
+    const fs::path output =
+        options_.output_dir.empty() ? root_ / "artifacts" : fs::absolute(options_.output_dir);
     artifact_dir_ = (output / arch / p.tag).lexically_normal();
     std::error_code ec;
     if (fs::exists(artifact_dir_, ec) && !options_.clean) {
       if (sms_.size() > 1) {
         // Contract 6: which SMs a merged variant would need is ambiguous (a variant rebuilt for
         // some SMs only, an old one missing an SM), so a multi-SM artifact is always whole.
-        return usage(fmt::format("{} exists and multi-SM builds ({}) never merge into an existing "
-                                 "artifact; re-run with --clean to replace it",
-                                 artifact_dir_.string(), p.tag));
+        return usage(
+            fmt::format("{} exists and multi-SM builds ({}) never merge into an existing "
+                        "artifact; re-run with --clean to replace it",
+                        artifact_dir_.string(), p.tag));
       }
       auto text = io::readFile(artifact_dir_ / kMetadataFile);
       if (!text) {
@@ -212,9 +228,12 @@ class Builder {
                                  artifact_dir_.string()));
       }
       auto old = parseMetadata(*text);
-      if (!old) return usage(fmt::format("{}: {}; re-run with --clean", artifact_dir_.string(), old.error()));
+      if (!old)
+        return usage(
+            fmt::format("{}: {}; re-run with --clean", artifact_dir_.string(), old.error()));
       if (auto ok = checkTag(old->provenance); !ok) {
-        return usage(fmt::format("{}: metadata.json: {}; re-run with --clean", artifact_dir_.string(), ok.error()));
+        return usage(fmt::format("{}: metadata.json: {}; re-run with --clean",
+                                 artifact_dir_.string(), ok.error()));
       }
       if (auto ok = checkMergeable(old->provenance, p); !ok) {
         return usage(fmt::format("cannot merge into {}: {}", artifact_dir_.string(), ok.error()));
@@ -230,14 +249,17 @@ class Builder {
     std::error_code ec;
     fs::create_directories(artifact_dir_.parent_path(), ec);
     if (ec) {
-      return makeError(fmt::format("cannot create {}: {}", artifact_dir_.parent_path().string(), ec.message()));
+      return makeError(
+          fmt::format("cannot create {}: {}", artifact_dir_.parent_path().string(), ec.message()));
     }
     removeAbandoned(artifact_dir_);
     staging_ = stagingDir(artifact_dir_, static_cast<int>(::getpid()));
     fs::remove_all(staging_, ec);
     for (const char* sub : {"cubins", "lib", "include/kiln", ".src", ".obj"}) {
       fs::create_directories(staging_ / sub, ec);
-      if (ec) return makeError(fmt::format("cannot create {}: {}", (staging_ / sub).string(), ec.message()));
+      if (ec)
+        return makeError(
+            fmt::format("cannot create {}: {}", (staging_ / sub).string(), ec.message()));
     }
     return {};
   }
@@ -250,8 +272,10 @@ class Builder {
   // The input files (core/inputs.h) of the group directory and of kernels/common/.
   Result<InputMap> groupInputs(const Group& group) {
     InputMap inputs;
-    if (auto r = addInputs(group.dir, "kernels/" + group.name + "/", inputs); !r) return r.failure();
-    if (auto r = addInputs(root_ / "kernels" / "common", "kernels/common/", inputs); !r) return r.failure();
+    if (auto r = addInputs(group.dir, "kernels/" + group.name + "/", inputs); !r)
+      return r.failure();
+    if (auto r = addInputs(root_ / "kernels" / "common", "kernels/common/", inputs); !r)
+      return r.failure();
     return inputs;
   }
 
@@ -261,10 +285,12 @@ class Builder {
   Result<InputMap> runtimeInputs() const {
     InputMap inputs;
     for (const char* dir : {"include", "src"}) {
-      if (auto r = addInputs(runtime_ / dir, fmt::format("runtime/{}/", dir), inputs); !r) return r.failure();
+      if (auto r = addInputs(runtime_ / dir, fmt::format("runtime/{}/", dir), inputs); !r)
+        return r.failure();
     }
     for (const auto& [group, g] : metadata_.groups) {
-      auto r = addInputs(runtime_ / "runners" / group, fmt::format("runtime/runners/{}/", group), inputs);
+      auto r = addInputs(runtime_ / "runners" / group, fmt::format("runtime/runners/{}/", group),
+                         inputs);
       if (!r) return r.failure();
     }
     return inputs;
@@ -274,7 +300,8 @@ class Builder {
   // times of this checkout never reach an image's line table: per group with CUDA variants, and
   // the CUTLASS headers (pip writes them with the install's time, under the checkout's .venv).
   Result<void> stageSources(const std::map<std::string, InputMap>& group_inputs) {
-    const fs::path stage_dir = fs::absolute(options_.stage_dir.empty() ? kDefaultStageDir : options_.stage_dir);
+    const fs::path stage_dir =
+        fs::absolute(options_.stage_dir.empty() ? kDefaultStageDir : options_.stage_dir);
     for (const Group* group : plan_.groups) {
       if (group->kind != SourceKind::kCuda) continue;
       auto staged = stageInputs(root_, group_inputs.at(group->name), stage_dir);
@@ -320,7 +347,8 @@ class Builder {
     for (const Variant* v : plan_.variants) {
       VariantRecord& record = metadata_.variants[v->name];
       record.fingerprint = variantFingerprint(record, *v, metadata_.provenance);
-      if (v->kind == SourceKind::kCuteDsl) record.fingerprint = cuteDslFingerprint(record.fingerprint, cute_dsl_);
+      if (v->kind == SourceKind::kCuteDsl)
+        record.fingerprint = cuteDslFingerprint(record.fingerprint, cute_dsl_);
     }
     if (auto staged = stageSources(group_inputs); !staged) return staged;
 
@@ -343,7 +371,8 @@ class Builder {
       request.cubin = staging_ / imagePath(job.variant->name, job.sm, job.ptx);
       request.cute_dsl = &cute_dsl_;
       request.scratch = staging_ / ".obj";
-      if (std::find(job.variant->uses.begin(), job.variant->uses.end(), "cutlass") != job.variant->uses.end()) {
+      if (std::find(job.variant->uses.begin(), job.variant->uses.end(), "cutlass") !=
+          job.variant->uses.end()) {
         request.cutlass_include = staged_cutlass_include_;
       }
       const FrontEnd* front_end = *frontEndFor(job.variant->kind);
@@ -357,22 +386,27 @@ class Builder {
       abi.sm = job.sm;
       abi.ptx = job.ptx;
       auto bytes = io::readFile(request.cubin);
-      if (!bytes) return makeError(fmt::format("{}: the compiler reported success but {}", job.variant->name, bytes.error()));
+      if (!bytes)
+        return makeError(fmt::format("{}: the compiler reported success but {}", job.variant->name,
+                                     bytes.error()));
       if (job.ptx) {
         // cuModuleLoadData reads PTX up to its first NUL, so one inside the text would load a
         // truncated module; the shim appends the terminating NUL itself (codegen.cpp). Not ELF,
         // so no cubin ABI to read (cubin_abi.h): the entries of the text stand in for ptxas's.
         if (bytes->find('\0') != std::string::npos) {
-          return makeError(fmt::format("{}: the PTX holds a NUL byte; the driver would load it truncated",
-                                       request.cubin.string()));
+          return makeError(
+              fmt::format("{}: the PTX holds a NUL byte; the driver would load it truncated",
+                          request.cubin.string()));
         }
         abi.ptxas_entries = output->ptx_entries;
       } else {
         auto machine = io::elfMachine(request.cubin);
-        if (!machine) return makeError(fmt::format("{}: the compiler reported success but {}", job.variant->name, machine.error()));
+        if (!machine)
+          return makeError(fmt::format("{}: the compiler reported success but {}",
+                                       job.variant->name, machine.error()));
         if (*machine != io::kElfMachineCuda) {
-          return makeError(fmt::format("{}: ELF machine {} is not a CUDA cubin ({})", request.cubin.string(),
-                                       *machine, io::kElfMachineCuda));
+          return makeError(fmt::format("{}: ELF machine {} is not a CUDA cubin ({})",
+                                       request.cubin.string(), *machine, io::kElfMachineCuda));
         }
         for (const auto& [entry, resources] : output->kernels) abi.ptxas_entries.push_back(entry);
         auto elf_abi = readCubinAbi(*bytes, request.cubin.string());
@@ -400,7 +434,8 @@ class Builder {
           slowest = job.variant->name;
         }
         s.toolOutput(output->log);
-        s.compiled({done, total, job.variant->name, output->target, output->seconds, slowest, slowest_seconds});
+        s.compiled({done, total, job.variant->name, output->target, output->seconds, slowest,
+                    slowest_seconds});
       });
       return {};
     });
@@ -413,9 +448,11 @@ class Builder {
   // generated, naming the variant and the two SMs.
   Result<void> checkAbis() {
     for (auto& [variant, images] : abis_) {
-      std::sort(images.begin(), images.end(), [](const ImageAbi& a, const ImageAbi& b) { return a.sm < b.sm; });
+      std::sort(images.begin(), images.end(),
+                [](const ImageAbi& a, const ImageAbi& b) { return a.sm < b.sm; });
       for (auto& image : images) std::sort(image.ptxas_entries.begin(), image.ptxas_entries.end());
-      if (std::string why = compareImageAbis(variant, images); !why.empty()) return makeError(std::move(why));
+      if (std::string why = compareImageAbis(variant, images); !why.empty())
+        return makeError(std::move(why));
     }
     return {};
   }
@@ -432,9 +469,10 @@ class Builder {
           auto sha = io::sha256File(from);
           if (!sha) return sha.failure();
           if (*sha != image.sha256) {
-            return usage(fmt::format("{}: sha256 {} differs from its metadata.json ({}); the old artifact was "
-                                     "modified; re-run with --clean",
-                                     from.string(), *sha, image.sha256));
+            return usage(fmt::format(
+                "{}: sha256 {} differs from its metadata.json ({}); the old artifact was "
+                "modified; re-run with --clean",
+                from.string(), *sha, image.sha256));
           }
           if (auto copied = io::copyFile(from, staging_ / image.cubin); !copied) return copied;
           targets.insert(image.target);
@@ -443,7 +481,8 @@ class Builder {
         summary_.kept.push_back(name);
       }
       metadata_.provenance.compile_targets.assign(targets.begin(), targets.end());
-      if (!metadata_.provenance.cutlass_version) metadata_.provenance.cutlass_version = old_.provenance.cutlass_version;
+      if (!metadata_.provenance.cutlass_version)
+        metadata_.provenance.cutlass_version = old_.provenance.cutlass_version;
       metadata_.groups = old_.groups;
     }
     for (const Group* group : plan_.groups) {
@@ -452,7 +491,8 @@ class Builder {
       g.supported_sms = group->supported_sms;
     }
     for (auto& [name, g] : metadata_.groups) g.variants.clear();
-    for (const auto& [name, v] : metadata_.variants) metadata_.groups[v.group].variants.push_back(name);
+    for (const auto& [name, v] : metadata_.variants)
+      metadata_.groups[v.group].variants.push_back(name);
     // Duplicate C symbols fail the build (contract 4); names are unique by the registry, but a
     // merged old variant could collide with a renamed new one.
     std::map<std::string, std::string> owners;
@@ -462,7 +502,8 @@ class Builder {
       for (const auto& symbol : symbols) {
         auto [it, inserted] = owners.emplace(symbol, name);
         if (!inserted) {
-          return makeError(fmt::format("duplicate global symbol {} (variants {} and {})", symbol, it->second, name));
+          return makeError(fmt::format("duplicate global symbol {} (variants {} and {})", symbol,
+                                       it->second, name));
         }
       }
     }
@@ -475,7 +516,9 @@ class Builder {
 
   // ---- generated sources and headers ------------------------------------------------------
   Result<void> generate() {
-    auto write = [&](const std::string& rel, const std::string& text) { return io::writeFile(staging_ / rel, text); };
+    auto write = [&](const std::string& rel, const std::string& text) {
+      return io::writeFile(staging_ / rel, text);
+    };
     for (const auto& [name, v] : metadata_.variants) {
       if (auto r = write(variantHeaderPath(name), variantHeader(v)); !r) return r;
       for (const auto& [sm, image] : v.images) {
@@ -497,13 +540,15 @@ class Builder {
     }
     if (auto r = write(kAllHeaderPath, allHeader(metadata_)); !r) return r;
     if (auto r = write(".src/kiln_artifact.cpp", artifactTableSource(metadata_)); !r) return r;
-    host_compiles_.push_back({staging_ / ".src/kiln_artifact.cpp", staging_ / ".obj/kiln_artifact.o", {}});
+    host_compiles_.push_back(
+        {staging_ / ".src/kiln_artifact.cpp", staging_ / ".obj/kiln_artifact.o", {}});
 
     // The runtime and the runners of the artifact's groups, headers and sources.
     if (auto r = io::copyTree(runtime_ / "include/kiln", staging_ / "include/kiln"); !r) return r;
     for (const auto& file : io::listFiles(runtime_ / "src")) {
       if (file.extension() != ".cpp" || file.parent_path() != runtime_ / "src") continue;
-      host_compiles_.push_back({file, staging_ / ".obj" / ("runtime_" + file.stem().string() + ".o"), {}});
+      host_compiles_.push_back(
+          {file, staging_ / ".obj" / ("runtime_" + file.stem().string() + ".o"), {}});
     }
     for (const auto& [group, g] : metadata_.groups) {
       const fs::path dir = runtime_ / "runners" / group;
@@ -512,8 +557,10 @@ class Builder {
       // Sorted (listFiles), so the library's members are in the same order in every checkout.
       for (const auto& file : io::listFiles(dir)) {
         if (file.extension() != ".cpp" || file.parent_path() != dir) continue;
-        host_compiles_.push_back({file, staging_ / ".obj" / fmt::format("runner_{}_{}.o", group, file.stem().string()),
-                                  {dir / "include"}});
+        host_compiles_.push_back(
+            {file,
+             staging_ / ".obj" / fmt::format("runner_{}_{}.o", group, file.stem().string()),
+             {dir / "include"}});
       }
     }
     return {};
@@ -523,12 +570,19 @@ class Builder {
   std::vector<std::string> hostCommand(const HostCompile& c) const {
     // The runtime's __FILE__ (KILN_CU_CHECK) is recorded as runtime/..., not this checkout's path,
     // so that the library's bytes do not depend on where the checkout is.
-    std::vector<std::string> argv = {host_.cxx, "-std=c++20", "-O2", "-fPIC",
+    std::vector<std::string> argv = {host_.cxx,
+                                     "-std=c++20",
+                                     "-O2",
+                                     "-fPIC",
                                      "-ffile-prefix-map=" + runtime_.string() + "=runtime",
-                                     "-I", (staging_ / "include").string(),
-                                     "-I", (runtime_ / "include").string(),
-                                     "-I", (runtime_ / "src").string(),
-                                     "-I", (root_ / "kernels").string()};
+                                     "-I",
+                                     (staging_ / "include").string(),
+                                     "-I",
+                                     (runtime_ / "include").string(),
+                                     "-I",
+                                     (runtime_ / "src").string(),
+                                     "-I",
+                                     (root_ / "kernels").string()};
     for (const auto& dir : c.extra_includes) {
       argv.push_back("-I");
       argv.push_back(dir.string());
@@ -566,8 +620,8 @@ class Builder {
       auto machine = io::elfMachine(c.object);
       if (!machine) return machine.failure();
       if (*machine != expected) {
-        return makeError(fmt::format("{}: ELF machine {} but --arch {} needs {}", c.object.string(), *machine,
-                                     host_.arch, expected));
+        return makeError(fmt::format("{}: ELF machine {} but --arch {} needs {}", c.object.string(),
+                                     *machine, host_.arch, expected));
       }
       auto symbols = io::elfGlobalSymbols(c.object);
       if (!symbols) return symbols.failure();
@@ -584,7 +638,8 @@ class Builder {
     auto archived = runner_.run(ar);
     if (!archived) return archived.failure();
     if (archived->exit_code != 0) {
-      return makeError(fmt::format("{} failed (exit code {}): {}", host_.ar, archived->exit_code, archived->stderr_text));
+      return makeError(fmt::format("{} failed (exit code {}): {}", host_.ar, archived->exit_code,
+                                   archived->stderr_text));
     }
     auto bytes = io::readFile(staging_ / kLibraryPath);
     if (!bytes) return bytes.failure();
@@ -610,13 +665,16 @@ class Builder {
     const bool had_old = fs::exists(artifact_dir_, ec);
     if (had_old) {
       fs::rename(artifact_dir_, aside, ec);
-      if (ec) return makeError(fmt::format("cannot move {} aside: {}", artifact_dir_.string(), ec.message()));
+      if (ec)
+        return makeError(
+            fmt::format("cannot move {} aside: {}", artifact_dir_.string(), ec.message()));
     }
     fs::rename(staging_, artifact_dir_, ec);
     if (ec) {
       std::error_code restore;
       if (had_old) fs::rename(aside, artifact_dir_, restore);
-      return makeError(fmt::format("cannot rename {} to {}: {}", staging_.string(), artifact_dir_.string(), ec.message()));
+      return makeError(fmt::format("cannot rename {} to {}: {}", staging_.string(),
+                                   artifact_dir_.string(), ec.message()));
     }
     if (had_old) fs::remove_all(aside, ec);
     return {};
@@ -633,8 +691,9 @@ class Builder {
   HostToolchain host_;
   CutlassHeaders cutlass_;
   CuteDslToolchain cute_dsl_;  // detected only when a cute_dsl variant is planned
-  std::map<std::string, fs::path> staged_sources_;  // CUDA group -> its staged inputs (stageSources)
-  fs::path staged_cutlass_include_;                  // the staged CUTLASS headers, when a group uses them
+  std::map<std::string, fs::path>
+      staged_sources_;               // CUDA group -> its staged inputs (stageSources)
+  fs::path staged_cutlass_include_;  // the staged CUTLASS headers, when a group uses them
   Registry registry_;
   BuildPlan plan_;
   fs::path artifact_dir_;
@@ -649,7 +708,8 @@ class Builder {
 
 }  // namespace
 
-Result<BuildSummary> runBuild(const BuildOptions& options, io::ProcessRunner& runner, BuildSink& sink) {
+Result<BuildSummary> runBuild(const BuildOptions& options, io::ProcessRunner& runner,
+                              BuildSink& sink) {
   return Builder(options, runner, sink).run();
 }
 

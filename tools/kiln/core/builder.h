@@ -16,23 +16,24 @@
 namespace kiln::core {
 
 struct BuildOptions {
-  std::string gpu_arch;          // "sm_90" (a comma list is a multi-SM build)
-  std::string arch;              // x86_64 | aarch64; empty: the host's
-  std::string kernels = "ALL";   // "ALL" or "g1,g2"
+  std::string gpu_arch;         // "sm_90" (a comma list is a multi-SM build)
+  std::string arch;             // x86_64 | aarch64; empty: the host's
+  std::string kernels = "ALL";  // "ALL" or "g1,g2"
   bool clean = false;
-  int jobs = 0;                  // parallel compiles; 0: every core
-  std::filesystem::path root;    // the repository (holds kernels/, runtime/)
+  int jobs = 0;                      // parallel compiles; 0: every core
+  std::filesystem::path root;        // the repository (holds kernels/, runtime/)
   std::filesystem::path output_dir;  // empty: <root>/artifacts
-  std::filesystem::path runtime_dir;  // the runtime sources (include/, src/, runners/); empty: <root>/runtime
+  std::filesystem::path
+      runtime_dir;  // the runtime sources (include/, src/, runners/); empty: <root>/runtime
   // Tool overrides, normally from the environment (the CLI reads it; the library does not).
   std::string nvcc;             // KILN_NVCC
   std::string cuda_home;        // CUDA_HOME
   std::string cxx;              // KILN_CXX
   std::string cutlass_include;  // KILN_CUTLASS_INCLUDE
   std::string python;           // KILN_PYTHON (cute_dsl variants); empty: <root>/.venv/bin/python
-  std::string stage_dir;        // KILN_SOURCE_STAGE_DIR, where nvcc's sources are staged (core/inputs.h);
-                                // empty: /tmp. Images record this path, so builds compare byte for
-                                // byte only with the same one.
+  std::string stage_dir;  // KILN_SOURCE_STAGE_DIR, where nvcc's sources are staged (core/inputs.h);
+                          // empty: /tmp. Images record this path, so builds compare byte for
+                          // byte only with the same one.
   std::string kiln_version = KILN_VERSION;
 };
 
@@ -63,7 +64,8 @@ struct BuildSummary {
   std::vector<std::string> kept;                   // variants merged in from the old artifact
 };
 
-Result<BuildSummary> runBuild(const BuildOptions& options, io::ProcessRunner& runner, BuildSink& sink);
+Result<BuildSummary> runBuild(const BuildOptions& options, io::ProcessRunner& runner,
+                              BuildSink& sink);
 
 // The staging and set-aside directory names next to `artifact_dir` (contract 6).
 std::filesystem::path stagingDir(const std::filesystem::path& artifact_dir, int pid);

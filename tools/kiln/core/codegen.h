@@ -26,7 +26,8 @@ std::string artifactTableSource(const ArtifactMetadata& metadata);
 std::string variantHeader(const VariantRecord& variant);
 // `variants`: the group's variants, sorted by name; the table's members follow the first
 // variant's constants (every variant of a group sets the same constants, in the same order).
-std::string groupHeader(const std::string& group, const std::vector<const VariantRecord*>& variants);
+std::string groupHeader(const std::string& group,
+                        const std::vector<const VariantRecord*>& variants);
 std::string allHeader(const ArtifactMetadata& metadata);
 
 }  // namespace kiln::core

@@ -167,9 +167,13 @@ Result<std::map<std::string, KernelAbi>> readCubinAbi(std::string_view bytes,
 namespace {
 
 // "sm_90" for a cubin, "compute_80" for PTX.
-std::string label(const ImageAbi& image) { return gpuArchName(GpuArch(image.sm, image.ptx)); }
+std::string label(const ImageAbi& image) {
+  return gpuArchName(GpuArch(image.sm, image.ptx));
+}
 // "the sm_90 cubin", "the compute_80 PTX".
-std::string imageNoun(const ImageAbi& image) { return label(image) + (image.ptx ? " PTX" : " cubin"); }
+std::string imageNoun(const ImageAbi& image) {
+  return label(image) + (image.ptx ? " PTX" : " cubin");
+}
 
 std::string describeParams(const KernelAbi& abi) {
   std::vector<std::string> parts;

@@ -41,7 +41,8 @@ std::vector<std::string> constantDefines(const Constant& constant) {
 }
 
 // The first entry of kiln.toml that `found` lacks.
-std::optional<std::string> missingEntry(const Variant& variant, const std::vector<std::string>& found) {
+std::optional<std::string> missingEntry(const Variant& variant,
+                                        const std::vector<std::string>& found) {
   for (const auto& entry : variant.entries) {
     if (std::find(found.begin(), found.end(), entry) == found.end()) return entry;
   }
@@ -105,11 +106,9 @@ std::vector<std::string> nvccCommand(const CompileRequest& request) {
   const Variant& variant = *request.variant;
   // The same flags for both formats, so the PTX is the code the cubin would have been compiled
   // from; PTX has no ptxas run, hence no -Xptxas -v.
-  std::vector<std::string> argv = {request.cuda != nullptr ? request.cuda->nvcc : "nvcc",
-                                   request.ptx ? "-ptx" : "-cubin",
-                                   "-arch=" + nvccTarget(request.sm, variant.arch_specific, request.ptx),
-                                   "-O3",
-                                   "-std=c++17"};
+  std::vector<std::string> argv = {
+      request.cuda != nullptr ? request.cuda->nvcc : "nvcc", request.ptx ? "-ptx" : "-cubin",
+      "-arch=" + nvccTarget(request.sm, variant.arch_specific, request.ptx), "-O3", "-std=c++17"};
   if (!request.ptx) {
     argv.push_back("-Xptxas");
     argv.push_back("-v");

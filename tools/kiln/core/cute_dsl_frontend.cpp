@@ -22,7 +22,8 @@ namespace kiln::core {
 
 namespace {
 
-constexpr std::string_view kDriver = R"KILNPY(# kiln's CuTe DSL driver (embedded in kiln: tools/kiln/core/cute_dsl_frontend.cpp). Runs one
+constexpr std::string_view kDriver =
+    R"KILNPY(# kiln's CuTe DSL driver (embedded in kiln: tools/kiln/core/cute_dsl_frontend.cpp). Runs one
 # kernel script for one SM, GPU-free, and writes the cubin with kiln's entry names. The contract a
 # script follows is in docs/cute-dsl.md.
 import argparse, importlib.metadata, importlib.util, json, os, re, struct, sys, tempfile
@@ -253,22 +254,26 @@ class CuteDslFrontEnd final : public FrontEnd {
     if (request.cute_dsl == nullptr) {
       return makeError(fmt::format("{}: the CuTe DSL toolchain was not detected", variant.name));
     }
-    if (request.ptx) {  // planBuild refuses this first; kept so the front end never mislabels a cubin
-      return makeError(fmt::format("{}: the CuTe DSL front end emits cubins only; {} (PTX) cannot be built",
-                                   variant.name, ptxTarget(request.sm)),
-                       ErrorKind::kUsage);
+    if (request
+            .ptx) {  // planBuild refuses this first; kept so the front end never mislabels a cubin
+      return makeError(
+          fmt::format("{}: the CuTe DSL front end emits cubins only; {} (PTX) cannot be built",
+                      variant.name, ptxTarget(request.sm)),
+          ErrorKind::kUsage);
     }
     if (!variant.nvcc_flags.empty() || !variant.uses.empty()) {
-      return makeError(fmt::format(
-          "{}: nvcc_flags [{}] and uses [{}] apply to cuda variants only; a cute_dsl variant takes "
-          "its options from its script",
-          variant.name, fmt::join(variant.nvcc_flags, " "), fmt::join(variant.uses, ", ")),
-          ErrorKind::kUsage);
+      return makeError(fmt::format("{}: nvcc_flags [{}] and uses [{}] apply to cuda variants only; "
+                                   "a cute_dsl variant takes "
+                                   "its options from its script",
+                                   variant.name, fmt::join(variant.nvcc_flags, " "),
+                                   fmt::join(variant.uses, ", ")),
+                       ErrorKind::kUsage);
     }
     CompileOutput output;
     output.target = nvccTarget(request.sm, variant.arch_specific);
     const fs::path driver = cuteDslDriverPath(request);
-    if (auto written = io::writeFile(driver, std::string(kDriver)); !written) return written.failure();
+    if (auto written = io::writeFile(driver, std::string(kDriver)); !written)
+      return written.failure();
     output.commands = commands(request);
     const auto start = std::chrono::steady_clock::now();
     auto result = runner.run(output.commands.front());
@@ -277,9 +282,9 @@ class CuteDslFrontEnd final : public FrontEnd {
     if (!result) return result.failure();
     output.log = result->stdout_text + result->stderr_text;
     if (result->exit_code != 0) {
-      return makeError(fmt::format("{} for {}: the CuTe DSL script {} failed with exit code {}:\n{}",
-                                   variant.name, output.target, variant.source.string(),
-                                   result->exit_code, output.log));
+      return makeError(fmt::format(
+          "{} for {}: the CuTe DSL script {} failed with exit code {}:\n{}", variant.name,
+          output.target, variant.source.string(), result->exit_code, output.log));
     }
     output.kernels = parsePtxasReport(result->stdout_text);
     for (const auto& entry : variant.entries) {
@@ -328,9 +333,10 @@ Result<CuteDslToolchain> detectCuteDsl(io::ProcessRunner& runner, const fs::path
   auto result = runner.run({dsl.python, "-c", query});
   if (!result) return result.failure();
   if (result->exit_code != 0) {
-    return makeError(fmt::format("{} failed (exit code {}) reading the installed nvidia-cutlass-dsl:\n{}",
-                                 dsl.python, result->exit_code, result->stderr_text),
-                     ErrorKind::kEnvironment);
+    return makeError(
+        fmt::format("{} failed (exit code {}) reading the installed nvidia-cutlass-dsl:\n{}",
+                    dsl.python, result->exit_code, result->stderr_text),
+        ErrorKind::kEnvironment);
   }
   std::istringstream lines(result->stdout_text);
   std::string version;
@@ -338,17 +344,18 @@ Result<CuteDslToolchain> detectCuteDsl(io::ProcessRunner& runner, const fs::path
   std::getline(lines, version);
   std::getline(lines, libs_version);
   if (version != kCuteDslVersion) {
-    return makeError(fmt::format("nvidia-cutlass-dsl is {} in {}; kiln pins {}; {}",
-                                 version.empty() ? "unreadable" : version, dsl.python,
-                                 kCuteDslVersion, setup),
-                     ErrorKind::kEnvironment);
+    return makeError(
+        fmt::format("nvidia-cutlass-dsl is {} in {}; kiln pins {}; {}",
+                    version.empty() ? "unreadable" : version, dsl.python, kCuteDslVersion, setup),
+        ErrorKind::kEnvironment);
   }
   if (libs_version != kCuteDslVersion) {
-    return makeError(fmt::format("{} is {} in {}: the DSL's CUDA {} libraries must match the toolkit "
-                                 "(CUDA {}) and the DSL ({}); {}",
-                                 libs, libs_version.empty() ? "unreadable" : libs_version, dsl.python,
-                                 cuda_major, cuda_major, kCuteDslVersion, setup),
-                     ErrorKind::kEnvironment);
+    return makeError(
+        fmt::format("{} is {} in {}: the DSL's CUDA {} libraries must match the toolkit "
+                    "(CUDA {}) and the DSL ({}); {}",
+                    libs, libs_version.empty() ? "unreadable" : libs_version, dsl.python,
+                    cuda_major, cuda_major, kCuteDslVersion, setup),
+        ErrorKind::kEnvironment);
   }
   dsl.version = version;
   return dsl;
@@ -387,7 +394,9 @@ std::vector<std::string> cuteDslCommand(const CompileRequest& request, const fs:
           request.cubin.string()};
 }
 
-std::string_view cuteDslDriverSource() { return kDriver; }
+std::string_view cuteDslDriverSource() {
+  return kDriver;
+}
 
 std::string cuteDslFingerprint(const std::string& base_fingerprint, const CuteDslToolchain& dsl) {
   return io::sha256Hex(fmt::format("{}\ncute_dsl {}\ncute_dsl_cuda_major {}\n", base_fingerprint,

@@ -1,7 +1,8 @@
 // The front-end interface: one implementation per kernel source kind (CUDA C++: nvcc; CuTe DSL:
 // core/cute_dsl_frontend.h). A front end turns (variant, target SM, output path) into a cubin (or,
-// for a compute_NN target, PTX), a per-entry resource report and the commands it ran; everything downstream (shims, headers, metadata,
-// library) reads only this output, so a new kind plugs in here and nowhere else.
+// for a compute_NN target, PTX), a per-entry resource report and the commands it ran; everything
+// downstream (shims, headers, metadata, library) reads only this output, so a new kind plugs in
+// here and nowhere else.
 #pragma once
 
 #include <filesystem>
@@ -26,10 +27,10 @@ struct CompileRequest {
   std::filesystem::path root;   // the repository root (holds kernels/)
   std::filesystem::path cubin;  // where the image goes (the cubin, or the PTX text when `ptx`)
   const CudaToolchain* cuda = nullptr;
-  std::filesystem::path cutlass_include;  // empty unless the variant uses cutlass
+  std::filesystem::path cutlass_include;       // empty unless the variant uses cutlass
   const CuteDslToolchain* cute_dsl = nullptr;  // set for cute_dsl variants
   std::filesystem::path scratch{};  // a directory the front end may write helper files into
-  bool ptx = false;  // compile PTX for compute_<sm> instead of a cubin for sm_<sm>
+  bool ptx = false;                 // compile PTX for compute_<sm> instead of a cubin for sm_<sm>
   // Where the CUDA front end reads the sources: the staged copy of the variant's inputs
   // (core/inputs.h), laid out as `root` (kernels/<group>/, kernels/common/).
   std::filesystem::path sources{};

@@ -20,9 +20,12 @@ namespace {
 
 Json constantJson(const Constant& constant) {
   switch (constant.type) {
-    case ConstantType::kInt: return std::get<std::int64_t>(constant.value);
-    case ConstantType::kBool: return std::get<bool>(constant.value);
-    default: return std::get<std::string>(constant.value);
+    case ConstantType::kInt:
+      return std::get<std::int64_t>(constant.value);
+    case ConstantType::kBool:
+      return std::get<bool>(constant.value);
+    default:
+      return std::get<std::string>(constant.value);
   }
 }
 
@@ -38,9 +41,12 @@ Json kernelJson(const KernelResources& k) {
 
 std::string constantLiteral(const Constant& constant) {
   switch (constant.type) {
-    case ConstantType::kInt: return std::to_string(std::get<std::int64_t>(constant.value));
-    case ConstantType::kBool: return std::get<bool>(constant.value) ? "true" : "false";
-    default: return "\"" + std::get<std::string>(constant.value) + "\"";
+    case ConstantType::kInt:
+      return std::to_string(std::get<std::int64_t>(constant.value));
+    case ConstantType::kBool:
+      return std::get<bool>(constant.value) ? "true" : "false";
+    default:
+      return "\"" + std::get<std::string>(constant.value) + "\"";
   }
 }
 
@@ -188,8 +194,9 @@ Result<ArtifactMetadata> parseMetadata(const std::string& json_text) {
         // Metadata written before PTX images existed has no format: every image was a cubin.
         image.format = s.value("format", std::string(kFormatCubin));
         if (image.format != kFormatCubin && image.format != kFormatPtx) {
-          return makeError(fmt::format("metadata.json: variants.{} SM {}: format '{}' is neither '{}' nor '{}'",
-                                       name, sm_text, image.format, kFormatCubin, kFormatPtx));
+          return makeError(
+              fmt::format("metadata.json: variants.{} SM {}: format '{}' is neither '{}' nor '{}'",
+                          name, sm_text, image.format, kFormatCubin, kFormatPtx));
         }
         image.symbol = s.at("symbol").get<std::string>();
         image.cubin = s.at("cubin").get<std::string>();
@@ -211,7 +218,8 @@ Result<ArtifactMetadata> parseMetadata(const std::string& json_text) {
       m.variants[name] = record;
     }
   } catch (const std::exception& e) {
-    return makeError(fmt::format("metadata.json: field '{}' is missing or malformed: {}", field, e.what()));
+    return makeError(
+        fmt::format("metadata.json: field '{}' is missing or malformed: {}", field, e.what()));
   }
   return m;
 }
@@ -220,15 +228,20 @@ std::string variantFingerprint(const VariantRecord& record, const Variant& varia
                                const Provenance& provenance) {
   // One canonical text, then its hash: every line names what it is, so two inputs cannot
   // collide by concatenation.
-  std::string text = fmt::format("variant {}\ngroup {}\nkind {}\n", record.name, record.group, record.kind);
+  std::string text =
+      fmt::format("variant {}\ngroup {}\nkind {}\n", record.name, record.group, record.kind);
   for (const auto& [path, sha] : record.inputs) text += fmt::format("input {} {}\n", path, sha);
-  for (const auto& c : record.constants) text += fmt::format("constant {} {}\n", c.name, constantLiteral(c));
+  for (const auto& c : record.constants)
+    text += fmt::format("constant {} {}\n", c.name, constantLiteral(c));
   text += fmt::format("entries {}\n", fmt::join(record.entries, ","));
   for (const auto& [sm, image] : record.images) text += fmt::format("target {}\n", image.target);
-  text += fmt::format("arch_specific {}\nsm_constant {}\n", variant.arch_specific, variant.sm_constant);
-  text += fmt::format("uses {}\nnvcc_flags {}\n", fmt::join(variant.uses, ","), fmt::join(variant.nvcc_flags, " "));
-  text += fmt::format("cuda {}\nhost_compiler {}\ncutlass {}\n", provenance.cuda_version,
-                      provenance.host_compiler_version, provenance.cutlass_version.value_or("none"));
+  text +=
+      fmt::format("arch_specific {}\nsm_constant {}\n", variant.arch_specific, variant.sm_constant);
+  text += fmt::format("uses {}\nnvcc_flags {}\n", fmt::join(variant.uses, ","),
+                      fmt::join(variant.nvcc_flags, " "));
+  text +=
+      fmt::format("cuda {}\nhost_compiler {}\ncutlass {}\n", provenance.cuda_version,
+                  provenance.host_compiler_version, provenance.cutlass_version.value_or("none"));
   return io::sha256Hex(text);
 }
 
@@ -237,47 +250,59 @@ std::string artifactFingerprint(const ArtifactMetadata& m) {
   // An sm_NN entry is written as its number, as before compute_NN entries existed, so adding
   // them changed no fingerprint of an artifact without PTX.
   std::vector<std::string> archs;
-  for (const GpuArch& arch : p.gpu_archs) archs.push_back(arch.ptx ? gpuArchName(arch) : std::to_string(arch.sm));
+  for (const GpuArch& arch : p.gpu_archs)
+    archs.push_back(arch.ptx ? gpuArchName(arch) : std::to_string(arch.sm));
   std::string text = fmt::format(
       "kiln {}\narch {}\nhost_target {}\ntag {}\ngpu_archs {}\ncompile_targets {}\ncuda {}\n"
       "host_compiler {} {}\ncutlass {}\n",
       p.kiln_version, p.arch, p.host_target, p.tag, fmt::join(archs, ","),
       fmt::join(p.compile_targets, ","), p.cuda_version, p.host_compiler_command,
       p.host_compiler_version, p.cutlass_version.value_or("none"));
-  for (const auto& [path, sha] : m.runtime_inputs) text += fmt::format("runtime_input {} {}\n", path, sha);
-  for (const auto& [name, v] : m.variants) text += fmt::format("variant {} {}\n", name, v.fingerprint);
+  for (const auto& [path, sha] : m.runtime_inputs)
+    text += fmt::format("runtime_input {} {}\n", path, sha);
+  for (const auto& [name, v] : m.variants)
+    text += fmt::format("variant {} {}\n", name, v.fingerprint);
   return io::sha256Hex(text);
 }
 
 Result<void> checkTag(const Provenance& p) {
   const auto& archs = p.gpu_archs;
-  const bool ascending = std::adjacent_find(archs.begin(), archs.end(), [](const GpuArch& a, const GpuArch& b) {
-                           return a.sm >= b.sm;
-                         }) == archs.end();
+  const bool ascending =
+      std::adjacent_find(archs.begin(), archs.end(), [](const GpuArch& a, const GpuArch& b) {
+        return a.sm >= b.sm;
+      }) == archs.end();
   std::vector<std::string> names;
   for (const GpuArch& arch : archs) names.push_back(arch.sm > 0 ? gpuArchName(arch) : "?");
-  if (archs.empty() || std::find_if(archs.begin(), archs.end(), [](const GpuArch& a) { return a.sm <= 0; }) != archs.end() ||
+  if (archs.empty() ||
+      std::find_if(archs.begin(), archs.end(), [](const GpuArch& a) { return a.sm <= 0; }) !=
+          archs.end() ||
       !ascending) {
-    return makeError(fmt::format("gpu_archs [{}] must be SMs (sm_NN or compute_NN), ascending and without repeats",
-                                 fmt::join(names, ", ")),
-                     ErrorKind::kUsage);
+    return makeError(
+        fmt::format(
+            "gpu_archs [{}] must be SMs (sm_NN or compute_NN), ascending and without repeats",
+            fmt::join(names, ", ")),
+        ErrorKind::kUsage);
   }
   if (p.tag != artifactTag(archs)) {
-    return makeError(fmt::format("tag '{}' does not match gpu_archs (expected '{}')", p.tag, artifactTag(archs)),
-                     ErrorKind::kUsage);
+    return makeError(
+        fmt::format("tag '{}' does not match gpu_archs (expected '{}')", p.tag, artifactTag(archs)),
+        ErrorKind::kUsage);
   }
   return {};
 }
 
 Result<void> checkMergeable(const Provenance& old_p, const Provenance& now) {
   auto differs = [](const char* field, const std::string& a, const std::string& b) {
-    return makeError(fmt::format("the existing artifact's {} differs (old: {}, new: {}); re-run with --clean",
-                                 field, a, b),
-                     ErrorKind::kUsage);
+    return makeError(
+        fmt::format("the existing artifact's {} differs (old: {}, new: {}); re-run with --clean",
+                    field, a, b),
+        ErrorKind::kUsage);
   };
-  if (old_p.kiln_version != now.kiln_version) return differs("kiln version", old_p.kiln_version, now.kiln_version);
+  if (old_p.kiln_version != now.kiln_version)
+    return differs("kiln version", old_p.kiln_version, now.kiln_version);
   if (old_p.arch != now.arch) return differs("arch", old_p.arch, now.arch);
-  if (old_p.host_target != now.host_target) return differs("host target", old_p.host_target, now.host_target);
+  if (old_p.host_target != now.host_target)
+    return differs("host target", old_p.host_target, now.host_target);
   if (old_p.tag != now.tag) return differs("tag", old_p.tag, now.tag);
   if (old_p.gpu_archs != now.gpu_archs) {
     // Numbers for sm_NN, as this message always said; compute_NN spelled out.
@@ -288,14 +313,16 @@ Result<void> checkMergeable(const Provenance& old_p, const Provenance& now) {
     };
     return differs("gpu archs", list(old_p.gpu_archs), list(now.gpu_archs));
   }
-  if (old_p.cuda_version != now.cuda_version) return differs("CUDA version", old_p.cuda_version, now.cuda_version);
+  if (old_p.cuda_version != now.cuda_version)
+    return differs("CUDA version", old_p.cuda_version, now.cuda_version);
   if (old_p.host_compiler_command != now.host_compiler_command) {
     return differs("host compiler", old_p.host_compiler_command, now.host_compiler_command);
   }
   if (old_p.host_compiler_version != now.host_compiler_version) {
     return differs("host compiler version", old_p.host_compiler_version, now.host_compiler_version);
   }
-  if (old_p.cutlass_version && now.cutlass_version && *old_p.cutlass_version != *now.cutlass_version) {
+  if (old_p.cutlass_version && now.cutlass_version &&
+      *old_p.cutlass_version != *now.cutlass_version) {
     return differs("CUTLASS version", *old_p.cutlass_version, *now.cutlass_version);
   }
   return {};

@@ -24,11 +24,13 @@ inline constexpr char kFormatPtx[] = "ptx";
 
 struct ImageRecord {
   int sm = 0;
-  std::string target;      // "sm_90" | "sm_90a" | "compute_80"
-  std::string format = kFormatCubin;  // "cubin" | "ptx"; absent in metadata written before PTX: "cubin"
-  std::string symbol;      // kiln_<name>__arch<NN>_image
-  std::string cubin;       // the image file: cubins/<name>.sm_<NN>.cubin | cubins/<name>.compute_<NN>.ptx
-  std::string sha256;      // of the file's bytes (for PTX: the text, without the NUL the shim appends)
+  std::string target;  // "sm_90" | "sm_90a" | "compute_80"
+  std::string format =
+      kFormatCubin;    // "cubin" | "ptx"; absent in metadata written before PTX: "cubin"
+  std::string symbol;  // kiln_<name>__arch<NN>_image
+  std::string
+      cubin;  // the image file: cubins/<name>.sm_<NN>.cubin | cubins/<name>.compute_<NN>.ptx
+  std::string sha256;  // of the file's bytes (for PTX: the text, without the NUL the shim appends)
   std::uint64_t size = 0;  // likewise
   double compile_seconds = 0;
   std::vector<std::string> command;
@@ -43,7 +45,7 @@ struct VariantRecord {
   std::string group;
   std::string kind;  // "cuda" | "cute_dsl"
   std::vector<std::string> entries;
-  std::vector<Constant> constants;  // kiln.toml order
+  std::vector<Constant> constants;            // kiln.toml order
   std::map<std::string, std::string> inputs;  // repo-relative path -> sha256
   std::string fingerprint;
   std::map<int, ImageRecord> images;  // by SM
@@ -61,7 +63,7 @@ struct Provenance {
   std::string arch;
   std::string host_target;
   std::string tag;
-  std::vector<GpuArch> gpu_archs;  // sm_NN and compute_NN entries, ascending by SM
+  std::vector<GpuArch> gpu_archs;            // sm_NN and compute_NN entries, ascending by SM
   std::vector<std::string> compile_targets;  // sorted, unique
   std::string cuda_version;
   std::string host_compiler_command;

@@ -33,29 +33,41 @@ std::string camelCase(const std::string& text) {
 std::string imageSymbol(const std::string& variant, int sm) {
   return fmt::format("kiln_{}__arch{}_image", variant, sm);
 }
-std::string variantSymbol(const std::string& variant) { return fmt::format("kiln_{}_variant", variant); }
+std::string variantSymbol(const std::string& variant) {
+  return fmt::format("kiln_{}_variant", variant);
+}
 std::string enabledDefine(const std::string& variant) {
   return fmt::format("KILN_{}_ENABLED", upperCase(variant));
 }
 std::string constantMacro(const std::string& constant) {
   return "KILN_CONST_" + upperCase(constant);
 }
-std::string constantIdentifier(const std::string& constant) { return "k" + camelCase(constant); }
+std::string constantIdentifier(const std::string& constant) {
+  return "k" + camelCase(constant);
+}
 
-std::string smName(int sm) { return fmt::format("sm_{}", sm); }
-std::string ptxTarget(int sm) { return fmt::format("compute_{}", sm); }
-std::string gpuArchName(const GpuArch& arch) { return arch.ptx ? ptxTarget(arch.sm) : smName(arch.sm); }
+std::string smName(int sm) {
+  return fmt::format("sm_{}", sm);
+}
+std::string ptxTarget(int sm) {
+  return fmt::format("compute_{}", sm);
+}
+std::string gpuArchName(const GpuArch& arch) {
+  return arch.ptx ? ptxTarget(arch.sm) : smName(arch.sm);
+}
 std::string nvccTarget(int sm, bool arch_specific, bool ptx) {
   if (ptx) return ptxTarget(sm);
   return arch_specific ? fmt::format("sm_{}a", sm) : smName(sm);
 }
 
 GpuArch parseGpuArch(const std::string& text) {
-  for (const auto& [prefix, ptx] : {std::pair<std::string, bool>{"sm_", false}, {"compute_", true}}) {
+  for (const auto& [prefix, ptx] :
+       {std::pair<std::string, bool>{"sm_", false}, {"compute_", true}}) {
     if (text.rfind(prefix, 0) != 0) continue;
     const std::string digits = text.substr(prefix.size());
     if (digits.empty() || digits.size() > 3 ||
-        !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c) != 0; }))
+        !std::all_of(digits.begin(), digits.end(),
+                     [](unsigned char c) { return std::isdigit(c) != 0; }))
       return {};
     return GpuArch(std::stoi(digits), ptx);
   }

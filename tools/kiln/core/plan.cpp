@@ -42,34 +42,39 @@ Result<std::vector<GpuArch>> parseGpuArchs(const std::string& text) {
   }
   if (!text.empty() && text.back() == ',') items.emplace_back();
   if (items.empty() || (items.size() == 1 && items[0].empty())) {
-    return makeError("--gpu-arch: no SM given (e.g. --gpu-arch sm_90, or sm_87,sm_90, or compute_80)",
-                     ErrorKind::kUsage);
+    return makeError(
+        "--gpu-arch: no SM given (e.g. --gpu-arch sm_90, or sm_87,sm_90, or compute_80)",
+        ErrorKind::kUsage);
   }
   std::map<int, std::string> by_sm;  // SM -> the entry that named it
   std::vector<GpuArch> archs;
   for (const auto& entry : items) {
     if (entry.empty()) {
-      return makeError(fmt::format("--gpu-arch {}: empty entry in the comma list", text), ErrorKind::kUsage);
+      return makeError(fmt::format("--gpu-arch {}: empty entry in the comma list", text),
+                       ErrorKind::kUsage);
     }
     const GpuArch arch = parseGpuArch(entry);
     if (arch.sm <= 0) {
-      return makeError(fmt::format("--gpu-arch: '{}' is not an SM; write sm_NN (sm_90, sm_87) for a cubin "
-                                   "or compute_NN (compute_80) for PTX that the driver JIT-compiles; "
-                                   "arch-specific 'a' targets come from kiln.toml",
-                                   entry),
-                       ErrorKind::kUsage);
+      return makeError(
+          fmt::format("--gpu-arch: '{}' is not an SM; write sm_NN (sm_90, sm_87) for a cubin "
+                      "or compute_NN (compute_80) for PTX that the driver JIT-compiles; "
+                      "arch-specific 'a' targets come from kiln.toml",
+                      entry),
+          ErrorKind::kUsage);
     }
     auto [it, inserted] = by_sm.emplace(arch.sm, entry);
     if (!inserted) {
       if (it->second == entry) {
-        return makeError(fmt::format("--gpu-arch {}: '{}' is listed twice", text, entry), ErrorKind::kUsage);
+        return makeError(fmt::format("--gpu-arch {}: '{}' is listed twice", text, entry),
+                         ErrorKind::kUsage);
       }
       // metadata.json and the variant table key a variant's images by SM, and the image symbol
       // is kiln_<variant>__arch<NN>_image: one image per (variant, SM).
-      return makeError(fmt::format("--gpu-arch {}: '{}' and '{}' are both for SM {}; an artifact holds one "
-                                   "image per variant and SM, a cubin or PTX; list one of them",
-                                   text, it->second, entry, arch.sm),
-                       ErrorKind::kUsage);
+      return makeError(
+          fmt::format("--gpu-arch {}: '{}' and '{}' are both for SM {}; an artifact holds one "
+                      "image per variant and SM, a cubin or PTX; list one of them",
+                      text, it->second, entry, arch.sm),
+          ErrorKind::kUsage);
     }
     archs.push_back(arch);
   }
@@ -94,11 +99,13 @@ Result<BuildPlan> planBuild(const Registry& registry, const std::vector<std::str
     for (const auto& name : groups) {
       const Group* group = registry.findGroup(name);
       if (group == nullptr) {
-        return makeError(fmt::format("--kernels: unknown group '{}'; known groups: {}", name,
-                                     known.empty() ? "(none)" : fmt::format("{}", fmt::join(known, ", "))),
-                         ErrorKind::kUsage);
+        return makeError(
+            fmt::format("--kernels: unknown group '{}'; known groups: {}", name,
+                        known.empty() ? "(none)" : fmt::format("{}", fmt::join(known, ", "))),
+            ErrorKind::kUsage);
       }
-      if (std::find(selected.begin(), selected.end(), group) == selected.end()) selected.push_back(group);
+      if (std::find(selected.begin(), selected.end(), group) == selected.end())
+        selected.push_back(group);
     }
   }
   std::sort(selected.begin(), selected.end(),
@@ -116,25 +123,28 @@ Result<BuildPlan> planBuild(const Registry& registry, const std::vector<std::str
       bool variant_any = false;
       for (const GpuArch& arch : sms) {
         const int sm = arch.sm;
-        if (std::find(v->supported_sms.begin(), v->supported_sms.end(), sm) == v->supported_sms.end()) {
+        if (std::find(v->supported_sms.begin(), v->supported_sms.end(), sm) ==
+            v->supported_sms.end()) {
           plan.notes.push_back(fmt::format("skipped {} for {}: its supported_sms are [{}]", v->name,
                                            gpuArchName(arch), fmt::join(v->supported_sms, ", ")));
           continue;
         }
         if (arch.ptx && v->arch_specific) {
-          return makeError(fmt::format("--gpu-arch {}: group {} is arch_specific: variant {} needs {} SASS, and "
-                                       "PTX for {} cannot hold its arch-specific instructions; build it for "
-                                       "{}, or leave the group out with --kernels",
-                                       gpuArchName(arch), v->group, v->name, nvccTarget(sm, true),
-                                       gpuArchName(arch), smName(sm)),
-                           ErrorKind::kUsage);
+          return makeError(
+              fmt::format("--gpu-arch {}: group {} is arch_specific: variant {} needs {} SASS, and "
+                          "PTX for {} cannot hold its arch-specific instructions; build it for "
+                          "{}, or leave the group out with --kernels",
+                          gpuArchName(arch), v->group, v->name, nvccTarget(sm, true),
+                          gpuArchName(arch), smName(sm)),
+              ErrorKind::kUsage);
         }
         if (arch.ptx && v->kind == SourceKind::kCuteDsl) {
-          return makeError(fmt::format("--gpu-arch {}: group {} is cute_dsl, whose front end (the DSL's AOT "
-                                       "export) emits cubins only, no PTX; build it for {}, or leave the group "
-                                       "out with --kernels",
-                                       gpuArchName(arch), v->group, smName(sm)),
-                           ErrorKind::kUsage);
+          return makeError(
+              fmt::format("--gpu-arch {}: group {} is cute_dsl, whose front end (the DSL's AOT "
+                          "export) emits cubins only, no PTX; build it for {}, or leave the group "
+                          "out with --kernels",
+                          gpuArchName(arch), v->group, smName(sm)),
+              ErrorKind::kUsage);
         }
         plan.jobs.push_back({v, sm, arch.ptx});
         variant_any = true;
@@ -143,7 +153,8 @@ Result<BuildPlan> planBuild(const Registry& registry, const std::vector<std::str
         plan.variants.push_back(v);
       } else if (sms.size() > 1) {
         // The per-SM notes above say why; this one says the variant is absent from the artifact.
-        plan.notes.push_back(fmt::format("skipped {}: none of the requested SMs is in its supported_sms", v->name));
+        plan.notes.push_back(
+            fmt::format("skipped {}: none of the requested SMs is in its supported_sms", v->name));
       }
       any = any || variant_any;
     }
@@ -154,9 +165,10 @@ Result<BuildPlan> planBuild(const Registry& registry, const std::vector<std::str
     for (const Group* g : selected) names.push_back(g->name);
     std::vector<std::string> sm_names;
     for (const GpuArch& arch : sms) sm_names.push_back(gpuArchName(arch));
-    return makeError(fmt::format("nothing to build: no variant of [{}] lists {} in its supported_sms",
-                                 fmt::join(names, ", "), fmt::join(sm_names, " or ")),
-                     ErrorKind::kUsage);
+    return makeError(
+        fmt::format("nothing to build: no variant of [{}] lists {} in its supported_sms",
+                    fmt::join(names, ", "), fmt::join(sm_names, " or ")),
+        ErrorKind::kUsage);
   }
   return plan;
 }

@@ -19,12 +19,12 @@ struct CompileJob {
 };
 
 struct BuildPlan {
-  std::vector<GpuArch> sms;               // ascending
-  std::vector<const Group*> groups;       // groups with at least one job
-  std::vector<const Variant*> variants;   // variants with at least one job, by name
-  std::vector<CompileJob> jobs;           // by variant name, then SM
-  std::vector<std::string> notes;         // "skipped ..." lines, per (variant, SM); plus one per
-                                          // variant left with no SM in a multi-SM build
+  std::vector<GpuArch> sms;              // ascending
+  std::vector<const Group*> groups;      // groups with at least one job
+  std::vector<const Variant*> variants;  // variants with at least one job, by name
+  std::vector<CompileJob> jobs;          // by variant name, then SM
+  std::vector<std::string> notes;        // "skipped ..." lines, per (variant, SM); plus one per
+                                         // variant left with no SM in a multi-SM build
 };
 
 // "sm_90" -> {90}; "sm_90,sm_87" -> {87, 90} (ascending, whatever the input order);

@@ -19,7 +19,8 @@ void forEachLineWords(std::string_view ptx, Visit visit) {
     size_t end = ptx.find('\n', start);
     if (end == std::string_view::npos) end = ptx.size();
     std::string_view line = ptx.substr(start, end - start);
-    if (const size_t comment = line.find("//"); comment != std::string_view::npos) line = line.substr(0, comment);
+    if (const size_t comment = line.find("//"); comment != std::string_view::npos)
+      line = line.substr(0, comment);
     std::vector<std::string_view> words;
     size_t i = 0;
     while (i < line.size()) {
@@ -55,7 +56,8 @@ int ptxTargetSm(std::string_view ptx) {
     if (target.substr(0, 3) != "sm_") return;
     int value = 0;
     size_t digits = 0;
-    for (size_t i = 3; i < target.size() && std::isdigit(static_cast<unsigned char>(target[i])) != 0; ++i) {
+    for (size_t i = 3;
+         i < target.size() && std::isdigit(static_cast<unsigned char>(target[i])) != 0; ++i) {
       value = value * 10 + (target[i] - '0');
       ++digits;
     }

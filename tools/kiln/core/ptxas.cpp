@@ -28,7 +28,7 @@ std::map<std::string, KernelResources> parsePtxasReport(const std::string& text)
   static const std::regex props_re(R"(Function properties for (\S+))");
   static const std::regex used_re(R"(Used (\d+) registers)");
   std::map<std::string, KernelResources> kernels;
-  std::string entry;         // the entry being reported, or empty
+  std::string entry;            // the entry being reported, or empty
   bool in_entry_props = false;  // the last "Function properties" line named `entry`
   std::istringstream lines(text);
   std::string line;

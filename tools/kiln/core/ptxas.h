@@ -9,8 +9,8 @@ namespace kiln::core {
 
 struct KernelResources {
   int registers = 0;
-  long shared_bytes = 0;       // static shared memory
-  long stack_bytes = 0;        // stack frame
+  long shared_bytes = 0;  // static shared memory
+  long stack_bytes = 0;   // stack frame
   long spill_store_bytes = 0;
   long spill_load_bytes = 0;
 };

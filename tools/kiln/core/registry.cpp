@@ -8,11 +8,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <functional>
 #include <regex>
 #include <set>
-#include <toml++/toml.h>
 
 namespace kiln::core {
 namespace {
@@ -20,16 +20,14 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::set<std::string> kTopLevelKeys = {"group", "constants", "variant", "family"};
-const std::set<std::string> kGroupKeys = {"name",          "kind",        "description",
-                                          "source",        "entries",     "supported_sms",
-                                          "arch_specific", "sm_constant", "uses",
-                                          "nvcc_flags"};
+const std::set<std::string> kGroupKeys = {
+    "name",          "kind",          "description", "source", "entries",
+    "supported_sms", "arch_specific", "sm_constant", "uses",   "nvcc_flags"};
 // Keys a [[variant]] or [[family]] may set; the last five override the group's.
-const std::set<std::string> kVariantKeys = {"name",          "constants",   "source",
-                                            "entries",       "supported_sms", "arch_specific",
-                                            "nvcc_flags"};
-const std::set<std::string> kFamilyKeys = {"name",          "matrix",      "constants",
-                                           "source",        "entries",     "supported_sms",
+const std::set<std::string> kVariantKeys = {
+    "name", "constants", "source", "entries", "supported_sms", "arch_specific", "nvcc_flags"};
+const std::set<std::string> kFamilyKeys = {"name",          "matrix",    "constants",
+                                           "source",        "entries",   "supported_sms",
                                            "arch_specific", "nvcc_flags"};
 const std::set<std::string> kDtypes = {"fp16", "bf16", "fp32"};
 const std::set<std::string> kUses = {"cutlass"};
@@ -69,7 +67,8 @@ class Parser {
       for (const auto& [key, value] : *t) {
         std::string name(key.str());
         if (!isIdentifier(name, false))
-          return fail(line(value), fmt::format("constant name '{}' must match [a-z][a-z0-9_]*", name));
+          return fail(line(value),
+                      fmt::format("constant name '{}' must match [a-z][a-z0-9_]*", name));
         const auto* type = value.as_string();
         if (!type)
           return fail(line(value), fmt::format("constant '{}': type must be a string", name));
@@ -81,13 +80,13 @@ class Parser {
         group.constants.push_back({name, *parsed});
       }
       // toml++ tables iterate in key order; keep the declaration order by source position.
-      std::sort(group.constants.begin(), group.constants.end(),
-                [&](const ConstantDecl& a, const ConstantDecl& b) {
-                  return line(*t->get(a.name)) < line(*t->get(b.name)) ||
-                         (line(*t->get(a.name)) == line(*t->get(b.name)) &&
-                          t->get(a.name)->source().begin.column <
-                              t->get(b.name)->source().begin.column);
-                });
+      std::sort(
+          group.constants.begin(), group.constants.end(),
+          [&](const ConstantDecl& a, const ConstantDecl& b) {
+            return line(*t->get(a.name)) < line(*t->get(b.name)) ||
+                   (line(*t->get(a.name)) == line(*t->get(b.name)) &&
+                    t->get(a.name)->source().begin.column < t->get(b.name)->source().begin.column);
+          });
     }
 
     if (!parseVariants(root, group)) return error();
@@ -129,7 +128,8 @@ class Parser {
   bool getString(const toml::table& t, const char* key, std::string& out, bool required,
                  int table_line) {
     const toml::node* n = t.get(key);
-    if (!n) return required ? failed(table_line, fmt::format("missing required key '{}'", key)) : true;
+    if (!n)
+      return required ? failed(table_line, fmt::format("missing required key '{}'", key)) : true;
     const auto* s = n->as_string();
     if (!s) return failed(line(*n), fmt::format("'{}' must be a string", key));
     out = s->get();
@@ -204,8 +204,8 @@ class Parser {
     const toml::node* n = t.get("source");
     fs::path p = dir / source;
     if (!fs::is_regular_file(p))
-      return failed(n ? line(*n) : at, fmt::format("source '{}' does not exist ({})", source,
-                                                   p.string()));
+      return failed(n ? line(*n) : at,
+                    fmt::format("source '{}' does not exist ({})", source, p.string()));
     return true;
   }
 
@@ -242,8 +242,8 @@ class Parser {
     if (!getStrings(g, "uses", defaults_.uses)) return false;
     for (const auto& u : defaults_.uses) {
       if (!kUses.count(u))
-        return failed(line(*g.get("uses")),
-                      fmt::format("unknown 'uses' entry '{}' (known: {})", u, fmt::join(kUses, ", ")));
+        return failed(line(*g.get("uses")), fmt::format("unknown 'uses' entry '{}' (known: {})", u,
+                                                        fmt::join(kUses, ", ")));
     }
     if (!getStrings(g, "nvcc_flags", defaults_.nvcc_flags)) return false;
     defaults_.supported_sms = group.supported_sms;
@@ -289,8 +289,8 @@ class Parser {
     out.name = decl.name;
     out.type = decl.type;
     auto wrong = [&](const char* expected) {
-      return failed(line(n), fmt::format("constant '{}' is declared {} but the value is {}", decl.name,
-                                         expected, describe(n)));
+      return failed(line(n), fmt::format("constant '{}' is declared {} but the value is {}",
+                                         decl.name, expected, describe(n)));
     };
     switch (decl.type) {
       case ConstantType::kInt:
@@ -353,8 +353,8 @@ class Parser {
     for (const auto& [key, value] : *c) {
       const ConstantDecl* decl = findDecl(group, std::string(key.str()));
       if (!decl)
-        return failed(line(value), fmt::format("constant '{}' is not declared in [constants]",
-                                               key.str()));
+        return failed(line(value),
+                      fmt::format("constant '{}' is not declared in [constants]", key.str()));
       Constant k;
       if (!toConstant(*decl, value, k)) return false;
       out.push_back(std::move(k));
@@ -379,10 +379,11 @@ class Parser {
         }
       }
       if (count == 0)
-        return failed(at, fmt::format("variant '{}' does not set constant '{}'", v.name, decl.name));
+        return failed(at,
+                      fmt::format("variant '{}' does not set constant '{}'", v.name, decl.name));
       if (count > 1)
-        return failed(at, fmt::format("variant '{}' sets constant '{}' more than once", v.name,
-                                      decl.name));
+        return failed(
+            at, fmt::format("variant '{}' sets constant '{}' more than once", v.name, decl.name));
     }
     std::string rule = checkVariantName(v.name, group.name);
     if (!rule.empty()) return failed(at, fmt::format("variant name '{}': {}", v.name, rule));
@@ -445,7 +446,8 @@ class Parser {
       std::string name(key.str());
       const ConstantDecl* decl = findDecl(group, name);
       if (!decl)
-        return failed(line(value), fmt::format("matrix key '{}' is not declared in [constants]", name));
+        return failed(line(value),
+                      fmt::format("matrix key '{}' is not declared in [constants]", name));
       const toml::array* values = value.as_array();
       if (!values || values->empty())
         return failed(line(value), fmt::format("matrix '{}' must be a non-empty array", name));
@@ -512,7 +514,8 @@ std::string checkVariantName(const std::string& name, const std::string& group) 
     return "may contain only lower-case letters, digits and '_'";
   if (name.rfind(group + "_", 0) != 0)
     return fmt::format("must start with the group name and '_' ('{}_')", group);
-  if (name.size() == group.size() + 1) return "needs at least one distinguishing field after the group name";
+  if (name.size() == group.size() + 1)
+    return "needs at least one distinguishing field after the group name";
   if (name.find("__") != std::string::npos)
     return "must not contain '__' (reserved for the per-SM suffix __arch<NN>)";
   if (name.back() == '_') return "must not end with '_'";
@@ -521,7 +524,8 @@ std::string checkVariantName(const std::string& name, const std::string& group) 
 
 Result<Group> parseGroup(const fs::path& toml_path, const std::vector<int>& nvcc_sms) {
   if (!fs::is_regular_file(toml_path))
-    return makeError(fmt::format("{}: no such registry file", toml_path.string()), ErrorKind::kUsage);
+    return makeError(fmt::format("{}: no such registry file", toml_path.string()),
+                     ErrorKind::kUsage);
   // Errors name the file as kernels/<group>/kiln.toml when it sits in a kiln tree.
   std::string display = toml_path.string();
   const fs::path group_dir = toml_path.parent_path();
@@ -575,10 +579,14 @@ const Variant* Registry::findVariant(const std::string& name) const {
 
 const char* constantTypeName(ConstantType type) {
   switch (type) {
-    case ConstantType::kInt: return "int";
-    case ConstantType::kBool: return "bool";
-    case ConstantType::kDtype: return "dtype";
-    case ConstantType::kEnum: return "enum";
+    case ConstantType::kInt:
+      return "int";
+    case ConstantType::kBool:
+      return "bool";
+    case ConstantType::kDtype:
+      return "dtype";
+    case ConstantType::kEnum:
+      return "enum";
   }
   return "?";
 }

@@ -30,15 +30,15 @@ struct Variant {
   std::string name;   // "rmsnorm_h4096_bf16"
   std::string group;  // "rmsnorm"
   SourceKind kind = SourceKind::kCuda;
-  std::filesystem::path source;       // absolute path of the translation unit / script
-  std::vector<std::string> entries;   // entry kernels
-  std::vector<int> supported_sms;     // whitelist, ascending
-  bool arch_specific = false;         // compile for sm_NNa
-  bool sm_constant = false;           // define KILN_TARGET_SM
-  std::vector<std::string> uses;      // "cutlass"
+  std::filesystem::path source;      // absolute path of the translation unit / script
+  std::vector<std::string> entries;  // entry kernels
+  std::vector<int> supported_sms;    // whitelist, ascending
+  bool arch_specific = false;        // compile for sm_NNa
+  bool sm_constant = false;          // define KILN_TARGET_SM
+  std::vector<std::string> uses;     // "cutlass"
   std::vector<std::string> nvcc_flags;
-  std::vector<Constant> constants;    // in the group's [constants] order
-  int line = 0;                       // line in kiln.toml of the [[variant]]/[[family]] it came from
+  std::vector<Constant> constants;  // in the group's [constants] order
+  int line = 0;                     // line in kiln.toml of the [[variant]]/[[family]] it came from
 };
 
 struct ConstantDecl {

@@ -23,9 +23,11 @@ std::string listTable(const Registry& registry) {
   TextTable table({"group", "kind", "variants", "SMs", "constants"});
   for (const auto& g : registry.groups) {
     std::vector<std::string> constants;
-    for (const auto& c : g.constants) constants.push_back(fmt::format("{}:{}", c.name, constantTypeName(c.type)));
+    for (const auto& c : g.constants)
+      constants.push_back(fmt::format("{}:{}", c.name, constantTypeName(c.type)));
     table.add({g.name, sourceKindName(g.kind), std::to_string(g.variants.size()),
-               fmt::format("{}", fmt::join(g.supported_sms, ",")), fmt::format("{}", fmt::join(constants, " "))});
+               fmt::format("{}", fmt::join(g.supported_sms, ",")),
+               fmt::format("{}", fmt::join(constants, " "))});
   }
   std::string out = table.render();
   for (const auto& g : registry.groups) {
@@ -55,10 +57,12 @@ std::string listTable(const Registry& registry) {
 Result<ArtifactMetadata> loadArtifactMetadata(const fs::path& dir) {
   auto text = io::readFile(dir / kMetadataFile);
   if (!text) {
-    return makeError(fmt::format("{}: not a kiln artifact ({})", dir.string(), text.error()), ErrorKind::kUsage);
+    return makeError(fmt::format("{}: not a kiln artifact ({})", dir.string(), text.error()),
+                     ErrorKind::kUsage);
   }
   auto metadata = parseMetadata(*text);
-  if (!metadata) return makeError(fmt::format("{}: {}", dir.string(), metadata.error()), ErrorKind::kUsage);
+  if (!metadata)
+    return makeError(fmt::format("{}: {}", dir.string(), metadata.error()), ErrorKind::kUsage);
   return metadata;
 }
 
@@ -104,23 +108,26 @@ std::string inspectTable(const ArtifactMetadata& m) {
   out += fmt::format("cutlass        {}\n", p.cutlass_version.value_or("-"));
   out += fmt::format("kiln           {}\n", p.kiln_version);
   out += fmt::format("built          {}\n", m.build_date);
-  out += fmt::format("library        {} ({}, sha256 {})\n", m.library.path, humanBytes(m.library.size),
-                     m.library.sha256);
+  out += fmt::format("library        {} ({}, sha256 {})\n", m.library.path,
+                     humanBytes(m.library.size), m.library.sha256);
   out += fmt::format("fingerprint    {}\n", m.fingerprint);
   out += m.runtime_inputs.empty()
              ? "runtime        inputs not recorded (metadata of an older kiln)\n"
-             : fmt::format("runtime        {} input files (runtime_inputs)\n", m.runtime_inputs.size());
+             : fmt::format("runtime        {} input files (runtime_inputs)\n",
+                           m.runtime_inputs.size());
   std::vector<std::string> groups;
-  for (const auto& [name, g] : m.groups) groups.push_back(fmt::format("{} ({})", name, g.variants.size()));
+  for (const auto& [name, g] : m.groups)
+    groups.push_back(fmt::format("{} ({})", name, g.variants.size()));
   out += fmt::format("groups         {}\n\n", fmt::join(groups, ", "));
   TextTable table({"variant", "SM", "constants", "registers", "smem", "spills (st/ld)", "image"});
   for (const auto& [name, v] : m.variants) {
     std::vector<std::string> values;
-    for (const auto& c : v.constants) values.push_back(fmt::format("{}={}", c.name, constantLiteral(c)));
+    for (const auto& c : v.constants)
+      values.push_back(fmt::format("{}={}", c.name, constantLiteral(c)));
     for (const auto& [sm, image] : v.images) {
       const auto cells = resourceCells(image);
-      table.add({name, image.target, fmt::format("{}", fmt::join(values, " ")), cells[0], cells[1], cells[2],
-                 humanBytes(image.size)});
+      table.add({name, image.target, fmt::format("{}", fmt::join(values, " ")), cells[0], cells[1],
+                 cells[2], humanBytes(image.size)});
     }
   }
   return out + table.render();
@@ -144,14 +151,16 @@ Result<DoctorReport> runDoctor(const fs::path& dir, int ordinal) {
       auto bytes = io::readFile(dir / image.cubin);
       if (!bytes) return bytes.failure();
       if (io::sha256Hex(*bytes) != image.sha256) {
-        return makeError(fmt::format("{}: sha256 differs from metadata.json ({}); the artifact was modified",
-                                     (dir / image.cubin).string(), image.sha256));
+        return makeError(
+            fmt::format("{}: sha256 differs from metadata.json ({}); the artifact was modified",
+                        (dir / image.cubin).string(), image.sha256));
       }
       // A std::string's data() is NUL-terminated, which a PTX image needs (kiln/variant.h);
       // size excludes that NUL, as in the generated shim.
       const std::string& blob = blobs.emplace_back(std::move(bytes).value());
-      images.push_back({sm, image.archSpecific() ? 1 : 0, reinterpret_cast<const unsigned char*>(blob.data()),
-                        blob.size(), strings.emplace_back(image.sha256).c_str(), image.isPtx() ? 1 : 0});
+      images.push_back({sm, image.archSpecific() ? 1 : 0,
+                        reinterpret_cast<const unsigned char*>(blob.data()), blob.size(),
+                        strings.emplace_back(image.sha256).c_str(), image.isPtx() ? 1 : 0});
     }
     variants.push_back({strings.emplace_back(name).c_str(), strings.emplace_back(v.group).c_str(),
                         entries.data(), static_cast<int>(entries.size()), images.data(),

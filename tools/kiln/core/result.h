@@ -24,7 +24,7 @@ template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Result(Error error)  // NOLINT(google-explicit-constructor)
+  Result(Error error)                            // NOLINT(google-explicit-constructor)
       : error_(std::move(error.message)), kind_(error.kind) {}
 
   bool ok() const { return value_.has_value(); }

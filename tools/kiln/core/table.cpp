@@ -17,7 +17,8 @@ std::string TextTable::render() const {
   for (size_t r = 0; r < rows_.size(); ++r) {
     std::string line;
     for (size_t i = 0; i < rows_[r].size(); ++i) {
-      line += i + 1 == rows_[r].size() ? rows_[r][i] : fmt::format("{:<{}}  ", rows_[r][i], widths[i]);
+      line +=
+          i + 1 == rows_[r].size() ? rows_[r][i] : fmt::format("{:<{}}  ", rows_[r][i], widths[i]);
     }
     out += line + "\n";
     if (r == 0) {

@@ -48,7 +48,9 @@ std::vector<int> parseGpuCodeList(const std::string& text) {
 
 namespace {
 
-Error envError(std::string message) { return makeError(std::move(message), ErrorKind::kEnvironment); }
+Error envError(std::string message) {
+  return makeError(std::move(message), ErrorKind::kEnvironment);
+}
 
 std::string firstLine(const std::string& text) {
   std::string line = text.substr(0, text.find('\n'));
@@ -106,7 +108,8 @@ Result<CudaToolchain> detectCuda(io::ProcessRunner& runner, const std::string& n
   if (cuda.nvcc.find('/') != std::string::npos) {
     cuda.include_dir = fs::path(cuda.nvcc).parent_path().parent_path() / "include";
   } else {
-    cuda.include_dir = (cuda_home.empty() ? fs::path("/usr/local/cuda") : fs::path(cuda_home)) / "include";
+    cuda.include_dir =
+        (cuda_home.empty() ? fs::path("/usr/local/cuda") : fs::path(cuda_home)) / "include";
   }
   return cuda;
 }
@@ -116,8 +119,9 @@ Result<HostToolchain> detectHost(io::ProcessRunner& runner, const std::string& a
   HostToolchain host;
   host.arch = arch;
   if (arch != "x86_64" && arch != "aarch64") {
-    return makeError(fmt::format("--arch {}: unknown host arch; kiln builds for x86_64 or aarch64", arch),
-                     ErrorKind::kUsage);
+    return makeError(
+        fmt::format("--arch {}: unknown host arch; kiln builds for x86_64 or aarch64", arch),
+        ErrorKind::kUsage);
   }
   std::string prefix = arch == hostArch() ? "" : arch + "-linux-gnu-";
   host.cxx = cxx.empty() ? prefix + "g++" : cxx;
@@ -125,15 +129,16 @@ Result<HostToolchain> detectHost(io::ProcessRunner& runner, const std::string& a
     // "aarch64-linux-gnu-g++" -> prefix "aarch64-linux-gnu-"
     std::string name = fs::path(cxx).filename().string();
     size_t dash = name.rfind('-');
-    std::string dir = fs::path(cxx).has_parent_path() ? fs::path(cxx).parent_path().string() + "/" : "";
+    std::string dir =
+        fs::path(cxx).has_parent_path() ? fs::path(cxx).parent_path().string() + "/" : "";
     prefix = dir + (dash == std::string::npos ? "" : name.substr(0, dash + 1));
   }
   host.ar = prefix + "ar";
   for (const auto& tool : {host.cxx, host.ar}) {
     if (!runner.available(tool)) {
-      return envError(fmt::format("{} not found: the {} host toolchain is needed for --arch {}{}", tool,
-                                  arch, arch,
-                                  arch == hostArch() ? "" : fmt::format(" (install g++-{}-linux-gnu)", arch)));
+      return envError(fmt::format(
+          "{} not found: the {} host toolchain is needed for --arch {}{}", tool, arch, arch,
+          arch == hostArch() ? "" : fmt::format(" (install g++-{}-linux-gnu)", arch)));
     }
   }
   auto version = query(runner, {host.cxx, "--version"});
@@ -143,7 +148,8 @@ Result<HostToolchain> detectHost(io::ProcessRunner& runner, const std::string& a
   if (!target) return target.failure();
   host.target = firstLine(*target);
   if (host.target.rfind(arch, 0) != 0) {
-    return envError(fmt::format("{} targets {}, not {} (--arch {})", host.cxx, host.target, arch, arch));
+    return envError(
+        fmt::format("{} targets {}, not {} (--arch {})", host.cxx, host.target, arch, arch));
   }
   return host;
 }
@@ -154,8 +160,8 @@ Result<CutlassHeaders> detectCutlass(const fs::path& root, const std::string& en
   if (!env_include.empty()) {
     headers.include_dir = env_include;
     if (!fs::is_regular_file(headers.include_dir / "cutlass" / "cutlass.h")) {
-      return envError(fmt::format("KILN_CUTLASS_INCLUDE={}: no cutlass/cutlass.h there",
-                                  env_include));
+      return envError(
+          fmt::format("KILN_CUTLASS_INCLUDE={}: no cutlass/cutlass.h there", env_include));
     }
     return headers;
   }

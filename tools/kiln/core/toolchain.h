@@ -14,10 +14,10 @@
 namespace kiln::core {
 
 struct CudaToolchain {
-  std::string nvcc;                    // the command: "/usr/local/cuda/bin/nvcc" or "nvcc"
-  std::string version;                 // "13.0.88"
-  std::vector<int> sms;                // what `nvcc --list-gpu-code` lists, ascending
-  std::filesystem::path include_dir;   // the toolkit's include/ (cuda.h, for the runtime's types)
+  std::string nvcc;                   // the command: "/usr/local/cuda/bin/nvcc" or "nvcc"
+  std::string version;                // "13.0.88"
+  std::vector<int> sms;               // what `nvcc --list-gpu-code` lists, ascending
+  std::filesystem::path include_dir;  // the toolkit's include/ (cuda.h, for the runtime's types)
 };
 
 struct HostToolchain {

@@ -77,21 +77,24 @@ void checkCubins(const ArtifactMetadata& m, const ArtifactTree& tree, const std:
       const std::string expected_path = imagePath(name, sm, ptx);
       listed.insert(image.cubin);
       const auto& archs = m.provenance.gpu_archs;
-      const int image_sm = sm;  // clang before 16 cannot capture a structured binding (the fuzz build)
-      const auto arch =
-          std::find_if(archs.begin(), archs.end(), [&](const GpuArch& a) { return a.sm == image_sm; });
+      const int image_sm =
+          sm;  // clang before 16 cannot capture a structured binding (the fuzz build)
+      const auto arch = std::find_if(archs.begin(), archs.end(),
+                                     [&](const GpuArch& a) { return a.sm == image_sm; });
       if (arch == archs.end()) {
         problems.push_back(
             fmt::format("{}metadata.json: variant {} has an image for sm_{}, which is not in "
                         "gpu_archs ({})",
                         at, name, sm, m.provenance.tag));
       } else if (arch->ptx != ptx) {
-        problems.push_back(fmt::format("{}metadata.json: variant {} SM {} has a {} image, but gpu_archs lists {}",
-                                       at, name, sm, image.format, gpuArchName(*arch)));
+        problems.push_back(
+            fmt::format("{}metadata.json: variant {} SM {} has a {} image, but gpu_archs lists {}",
+                        at, name, sm, image.format, gpuArchName(*arch)));
       }
       if (ptx && image.target != ptxTarget(sm)) {
-        problems.push_back(fmt::format("{}metadata.json: variant {} SM {} is PTX with target '{}', expected '{}'",
-                                       at, name, sm, image.target, ptxTarget(sm)));
+        problems.push_back(
+            fmt::format("{}metadata.json: variant {} SM {} is PTX with target '{}', expected '{}'",
+                        at, name, sm, image.target, ptxTarget(sm)));
       }
       if (image.cubin != expected_path) {
         problems.push_back(
@@ -125,11 +128,13 @@ void checkCubins(const ArtifactMetadata& m, const ArtifactTree& tree, const std:
         ++report.ptx_images;
         const int target = ptxTargetSm(bytes);
         if (bytes.find('\0') != std::string::npos) {
-          problems.push_back(fmt::format("{}: PTX holds a NUL byte (the driver would load it truncated)", what));
+          problems.push_back(
+              fmt::format("{}: PTX holds a NUL byte (the driver would load it truncated)", what));
         } else if (target != sm) {
-          problems.push_back(target == 0 ? fmt::format("{}: not PTX (no .target sm_NN directive)", what)
-                                         : fmt::format("{}: PTX is for .target sm_{}, metadata.json says {}", what,
-                                                       target, image.target));
+          problems.push_back(
+              target == 0 ? fmt::format("{}: not PTX (no .target sm_NN directive)", what)
+                          : fmt::format("{}: PTX is for .target sm_{}, metadata.json says {}", what,
+                                        target, image.target));
         }
         continue;
       }
@@ -269,8 +274,9 @@ bool checkArtifact(const ArtifactTree& tree, const std::string& dir_name, const 
     if (sm <= 0 || (i > 0 && sm <= p.gpu_archs[i - 1].sm)) sms_valid = false;
   }
   if (!sms_valid) {
-    problems.push_back(fmt::format("{}: gpu_archs [{}] must be valid SMs (sm_NN or compute_NN), ascending and unique",
-                                   meta, fmt::join(arch_names, ", ")));
+    problems.push_back(fmt::format(
+        "{}: gpu_archs [{}] must be valid SMs (sm_NN or compute_NN), ascending and unique", meta,
+        fmt::join(arch_names, ", ")));
   } else if (p.tag != joinTag(p.gpu_archs)) {
     problems.push_back(fmt::format("{}: tag '{}' disagrees with gpu_archs (expected '{}')", meta,
                                    p.tag, joinTag(p.gpu_archs)));
@@ -365,8 +371,9 @@ std::string checkEntryPath(const std::string& path, bool is_dir, std::vector<std
 }  // namespace
 
 std::string summarize(const VerifyReport& r) {
-  const std::string ptx =
-      r.ptx_images == 0 ? "" : fmt::format(", {} PTX image{}", r.ptx_images, r.ptx_images == 1 ? "" : "s");
+  const std::string ptx = r.ptx_images == 0 ? ""
+                                            : fmt::format(", {} PTX image{}", r.ptx_images,
+                                                          r.ptx_images == 1 ? "" : "s");
   return fmt::format("{} {} (CUDA {}): {} variant{}, {} cubin{}{}, {} library object{} verified",
                      r.arch, r.tag, r.cuda_version, r.variants, r.variants == 1 ? "" : "s",
                      r.cubins, r.cubins == 1 ? "" : "s", ptx, r.library_members,

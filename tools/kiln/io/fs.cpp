@@ -21,7 +21,8 @@ namespace kiln::io {
 
 core::Result<std::string> readFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return core::makeError(fmt::format("{}: cannot read: {}", path.string(), std::strerror(errno)));
+  if (!in)
+    return core::makeError(fmt::format("{}: cannot read: {}", path.string(), std::strerror(errno)));
   std::ostringstream buffer;
   buffer << in.rdbuf();
   if (in.bad()) return core::makeError(fmt::format("{}: read failed", path.string()));
@@ -31,18 +32,24 @@ core::Result<std::string> readFile(const fs::path& path) {
 core::Result<void> writeFile(const fs::path& path, const std::string& contents) {
   std::error_code ec;
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
-  if (ec) return core::makeError(fmt::format("{}: cannot create directory: {}", path.parent_path().string(), ec.message()));
+  if (ec)
+    return core::makeError(
+        fmt::format("{}: cannot create directory: {}", path.parent_path().string(), ec.message()));
   fs::path tmp = path;
   tmp += fmt::format(".tmp-{}", ::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return core::makeError(fmt::format("{}: cannot write: {}", tmp.string(), std::strerror(errno)));
+    if (!out)
+      return core::makeError(
+          fmt::format("{}: cannot write: {}", tmp.string(), std::strerror(errno)));
     out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
     out.close();
     if (!out) return core::makeError(fmt::format("{}: write failed (disk full?)", tmp.string()));
   }
   fs::rename(tmp, path, ec);
-  if (ec) return core::makeError(fmt::format("{}: cannot rename into place: {}", path.string(), ec.message()));
+  if (ec)
+    return core::makeError(
+        fmt::format("{}: cannot rename into place: {}", path.string(), ec.message()));
   return {};
 }
 
@@ -50,7 +57,9 @@ core::Result<void> copyFile(const fs::path& from, const fs::path& to) {
   std::error_code ec;
   if (to.has_parent_path()) fs::create_directories(to.parent_path(), ec);
   fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
-  if (ec) return core::makeError(fmt::format("cannot copy {} to {}: {}", from.string(), to.string(), ec.message()));
+  if (ec)
+    return core::makeError(
+        fmt::format("cannot copy {} to {}: {}", from.string(), to.string(), ec.message()));
   return {};
 }
 
@@ -66,8 +75,8 @@ std::vector<fs::path> listFiles(const fs::path& dir) {
   std::vector<fs::path> files;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return files;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (it->is_regular_file(ec)) files.push_back(fs::absolute(it->path()));
   }
   std::sort(files.begin(), files.end());
@@ -108,7 +117,10 @@ T load(const std::string& bytes, size_t offset) {
 }
 
 core::Result<void> checkElf64(const std::string& bytes, const fs::path& path) {
-  if (bytes.size() < 64 || std::memcmp(bytes.data(), "\x7f" "ELF", 4) != 0) {
+  if (bytes.size() < 64 || std::memcmp(bytes.data(),
+                                       "\x7f"
+                                       "ELF",
+                                       4) != 0) {
     return core::makeError(fmt::format("{}: not an ELF file", path.string()));
   }
   if (bytes[4] != 2 || bytes[5] != 1) {
@@ -133,7 +145,9 @@ core::Result<std::vector<std::string>> elfGlobalSymbols(const fs::path& path) {
   const std::string& bytes = *read;
   auto valid = checkElf64(bytes, path);
   if (!valid) return valid.failure();
-  auto corrupt = [&] { return core::makeError(fmt::format("{}: corrupt ELF section table", path.string())); };
+  auto corrupt = [&] {
+    return core::makeError(fmt::format("{}: corrupt ELF section table", path.string()));
+  };
   const auto shoff = load<std::uint64_t>(bytes, 40);
   const auto shentsize = load<std::uint16_t>(bytes, 58);
   const auto shnum = load<std::uint16_t>(bytes, 60);

@@ -14,7 +14,7 @@
 namespace kiln::io {
 
 struct ProcessResult {
-  int exit_code = 0;      // the process's exit status; 128 + N when killed by signal N
+  int exit_code = 0;  // the process's exit status; 128 + N when killed by signal N
   std::string stdout_text;
   std::string stderr_text;
 };

@@ -3,7 +3,8 @@
 // into the caller's workspace.
 //
 //   out[b, t, h, :] = softmax_j(scale * q[b, t, h, :] . K[b, j, h / G, :]) . V[b, j, h / G, :]
-//                     over the keys j < seq_lens[b] - (T - 1 - t) of sequence b, G = q_heads / kv_heads
+//                     over the keys j < seq_lens[b] - (T - 1 - t) of sequence b, G = q_heads /
+//                     kv_heads
 //
 // (causal over the T tokens, whose own keys are the last T of the sequence; a row with no key,
 // seq_lens[b] <= T - 1 - t, is zeros). Layouts (row-major, contiguous, the problem's dtype unless
@@ -42,15 +43,15 @@ enum class KvLayout { kNHD, kHND };
 
 struct Problem {
   DType dtype = DType::kBFloat16;
-  int batch = 0;              // 0 is a no-op: pointers are not checked and nothing is touched
-  int q_heads = 0;            // a multiple of kv_heads
+  int batch = 0;    // 0 is a no-op: pointers are not checked and nothing is touched
+  int q_heads = 0;  // a multiple of kv_heads
   int kv_heads = 0;
-  int head_dim = 0;           // one of the artifact's baked head dims (64, 128)
-  int query_tokens = 1;       // T, 1..kMaxQueryTokens (8): query tokens per sequence
-  int page_size = 16;         // a power of two, 16..256
+  int head_dim = 0;                     // one of the artifact's baked head dims (64, 128)
+  int query_tokens = 1;                 // T, 1..kMaxQueryTokens (8): query tokens per sequence
+  int page_size = 16;                   // a power of two, 16..256
   KvLayout kv_layout = KvLayout::kNHD;  // both caches
-  int num_pages = 0;          // pages in each cache
-  int max_pages_per_seq = 0;  // the page table's row length
+  int num_pages = 0;                    // pages in each cache
+  int max_pages_per_seq = 0;            // the page table's row length
   // An upper bound of seq_lens that the caller knows on the host (0: max_pages_per_seq *
   // page_size). Only the split count depends on it; a sequence longer than it is still exact.
   int max_seq_len = 0;

@@ -4,11 +4,11 @@
 //   for query token t of sequence b, over its keys j, G = q_heads / kv_heads
 //
 // Layouts (row-major, contiguous, the problem's dtype unless noted):
-//   q, out        [total_q, q_heads, head_dim]   sequence b owns rows [cu_seqlens_q[b], cu_seqlens_q[b+1])
-//   k, v          [total_k, kv_heads, head_dim]  sequence b owns rows [cu_seqlens_k[b], cu_seqlens_k[b+1])
-//   lse           [q_heads, total_q] fp32, optional: natural-log log-sum-exp of the scaled scores
-//   cu_seqlens_q, [batch + 1] int32, non-decreasing from 0 to total_q (resp. total_k)
-//   cu_seqlens_k
+//   q, out        [total_q, q_heads, head_dim]   sequence b owns rows [cu_seqlens_q[b],
+//   cu_seqlens_q[b+1]) k, v          [total_k, kv_heads, head_dim]  sequence b owns rows
+//   [cu_seqlens_k[b], cu_seqlens_k[b+1]) lse           [q_heads, total_q] fp32, optional:
+//   natural-log log-sum-exp of the scaled scores cu_seqlens_q, [batch + 1] int32, non-decreasing
+//   from 0 to total_q (resp. total_k) cu_seqlens_k
 // Per sequence sq = its query count and sk = its key count may differ (sq < sk: chunked prefill
 // over cached keys). Causal variants align the mask to the bottom right: query i sees key j iff
 // j <= i + sk - sq; a query that sees no key gets out = 0 and lse = -inf.
@@ -34,16 +34,16 @@ enum class Mask { kNone, kCausal };
 struct Problem {
   DType dtype = DType::kBFloat16;
   Mask mask = Mask::kNone;
-  int head_dim = 0;      // one of the artifact's baked head dims (64, 128)
-  int batch = 0;         // 0 is a no-op: pointers are not checked and nothing is touched
-  int q_heads = 0;       // a multiple of kv_heads
+  int head_dim = 0;  // one of the artifact's baked head dims (64, 128)
+  int batch = 0;     // 0 is a no-op: pointers are not checked and nothing is touched
+  int q_heads = 0;   // a multiple of kv_heads
   int kv_heads = 0;
-  int total_q = 0;       // rows of q and out (cu_seqlens_q[batch])
-  int total_k = 0;       // rows of k and v (cu_seqlens_k[batch])
+  int total_q = 0;  // rows of q and out (cu_seqlens_q[batch])
+  int total_k = 0;  // rows of k and v (cu_seqlens_k[batch])
   // The longest sequence's query count, known on the host (FlashAttention's max_seqlen_q): the
   // grid covers it. A sequence longer than it is not computed past it. 0: total_q.
   int max_seqlen_q = 0;
-  float scale = 0.0f;    // softmax scale, finite and > 0 (usually 1 / sqrt(head_dim))
+  float scale = 0.0f;  // softmax scale, finite and > 0 (usually 1 / sqrt(head_dim))
   void* out = nullptr;
   float* lse = nullptr;  // optional
   const void* q = nullptr;

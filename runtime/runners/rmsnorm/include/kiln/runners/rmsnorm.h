@@ -29,10 +29,10 @@ struct Problem {
   std::int64_t rows = 0;    // 0 is a no-op: pointers are not checked and nothing is touched
   std::int64_t hidden = 0;  // must be one of the artifact's baked sizes
   float eps = 1e-6f;
-  void* out = nullptr;            // [rows, hidden]; may equal x (in place)
-  const void* x = nullptr;        // [rows, hidden]
-  void* residual = nullptr;       // [rows, hidden], updated in place; nullptr selects plain RMSNorm
-  const void* weight = nullptr;   // [hidden]
+  void* out = nullptr;           // [rows, hidden]; may equal x (in place)
+  const void* x = nullptr;       // [rows, hidden]
+  void* residual = nullptr;      // [rows, hidden], updated in place; nullptr selects plain RMSNorm
+  const void* weight = nullptr;  // [hidden]
 };
 
 // Host-side admission: a variant for (hidden, dtype) is in the artifact (else kNotSupported,
