@@ -1,11 +1,11 @@
 // `kiln build`: options -> core::runBuild, with a sink that prints progress lines and, with
 // --verbose, every command and the tools' output.
 #include <cstdio>
-#include <cstdlib>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "cli/build_console.h"
 #include "cli/commands.h"
 #include "core/builder.h"
 #include "core/report.h"
@@ -15,30 +15,15 @@ namespace kiln::cli {
 
 namespace {
 
-class PrintingSink final : public core::BuildSink {
+class PrintingSink final : public ConsoleSink<core::BuildSink> {
  public:
-  explicit PrintingSink(bool verbose) : verbose_(verbose) {}
-  void note(const std::string& line) override { fmt::print("note: {}\n", line); }
-  void command(const std::vector<std::string>& argv) override {
-    if (verbose_) fmt::print("$ {}\n", io::shellJoin(argv));
-  }
-  void toolOutput(const std::string& text) override {
-    if (verbose_ && !text.empty()) fmt::print("{}", text.back() == '\n' ? text : text + "\n");
-  }
+  using ConsoleSink::ConsoleSink;
   void compiled(const core::CompileProgress& p) override {
     fmt::print("[{}/{}] {} {} {:.1f}s (slowest so far: {} {:.1f}s)\n", p.done, p.total, p.variant,
                p.target, p.seconds, p.slowest_variant, p.slowest_seconds);
     std::fflush(stdout);
   }
-
- private:
-  bool verbose_;
 };
-
-std::string env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : "";
-}
 
 }  // namespace
 
@@ -68,12 +53,7 @@ Handler setupBuild(CLI::App& app) {
     options->root = *root;
     options->runtime_dir = *runtime;
     options->output_dir = *output;
-    options->nvcc = env("KILN_NVCC");
-    options->cuda_home = env("CUDA_HOME");
-    options->cxx = env("KILN_CXX");
-    options->cutlass_include = env("KILN_CUTLASS_INCLUDE");
-    options->python = env("KILN_PYTHON");
-    options->stage_dir = env("KILN_SOURCE_STAGE_DIR");
+    readBuildEnvironment(options.get());
     io::PosixProcessRunner runner;
     PrintingSink sink(*verbose);
     auto result = core::runBuild(*options, runner, sink);

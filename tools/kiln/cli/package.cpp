@@ -3,10 +3,10 @@
 // (what verify checks, the tarball's bytes, the coverage gate) live in core/ (package.h,
 // verify.h, matrix.h) and docs/packaging.md.
 #include <cstdio>
-#include <cstdlib>
 
 #include <fmt/format.h>
 
+#include "cli/build_console.h"
 #include "cli/commands.h"
 #include "core/matrix.h"
 #include "core/package.h"
@@ -20,22 +20,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? value : "";
-}
-
 // Prints the builder's progress (as `kiln build` does) and a header and report per entry.
-class MatrixPrinter final : public core::MatrixSink {
+class MatrixPrinter final : public ConsoleSink<core::MatrixSink> {
  public:
-  explicit MatrixPrinter(bool verbose) : verbose_(verbose) {}
-  void note(const std::string& line) override { fmt::print("note: {}\n", line); }
-  void command(const std::vector<std::string>& argv) override {
-    if (verbose_) fmt::print("$ {}\n", io::shellJoin(argv));
-  }
-  void toolOutput(const std::string& text) override {
-    if (verbose_ && !text.empty()) fmt::print("{}", text.back() == '\n' ? text : text + "\n");
-  }
+  using ConsoleSink::ConsoleSink;
   void compiled(const core::CompileProgress& p) override {
     fmt::print("[{}/{}] {} {} {:.1f}s\n", p.done, p.total, p.variant, p.target, p.seconds);
     std::fflush(stdout);
@@ -56,9 +44,6 @@ class MatrixPrinter final : public core::MatrixSink {
                o.package.sha256, core::renderSizeReport(o.sizes));
     std::fflush(stdout);
   }
-
- private:
-  bool verbose_;
 };
 
 int packageOne(const std::string& artifact_dir, const fs::path& dist) {
@@ -127,12 +112,7 @@ Handler setupPackage(CLI::App& app) {
     options->build.root = *root;
     options->build.runtime_dir = *runtime;
     options->build.output_dir = *output;
-    options->build.nvcc = env("KILN_NVCC");
-    options->build.cuda_home = env("CUDA_HOME");
-    options->build.cxx = env("KILN_CXX");
-    options->build.cutlass_include = env("KILN_CUTLASS_INCLUDE");
-    options->build.python = env("KILN_PYTHON");
-    options->build.stage_dir = env("KILN_SOURCE_STAGE_DIR");
+    readBuildEnvironment(&options->build);
     io::PosixProcessRunner runner;
     MatrixPrinter printer(*verbose);
     auto outcomes = core::runMatrix(*options, runner, printer);

@@ -61,12 +61,8 @@ class CudaFrontEnd final : public FrontEnd {
     CompileOutput output;
     output.target = nvccTarget(request.sm, variant.arch_specific, request.ptx);
     output.commands = commands(request);
-    const auto start = std::chrono::steady_clock::now();
-    auto result = runner.run(output.commands.front());
-    output.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto result = runCompileCommand(runner, &output);
     if (!result) return result.failure();
-    output.log = result->stdout_text + result->stderr_text;
     if (result->exit_code != 0) {
       return makeError(fmt::format("{} for {}: nvcc failed with exit code {}:\n{}", variant.name,
                                    output.target, result->exit_code, output.log));
@@ -132,6 +128,14 @@ std::vector<std::string> nvccCommand(const CompileRequest& request) {
   argv.push_back(request.cubin.string());
   argv.push_back((request.sources / variant.source.lexically_relative(request.root)).string());
   return argv;
+}
+
+Result<io::ProcessResult> runCompileCommand(io::ProcessRunner& runner, CompileOutput* output) {
+  const auto start = std::chrono::steady_clock::now();
+  auto result = runner.run(output->commands.front());
+  output->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (result) output->log = result->stdout_text + result->stderr_text;
+  return result;
 }
 
 Result<const FrontEnd*> frontEndFor(SourceKind kind) {

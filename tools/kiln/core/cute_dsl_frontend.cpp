@@ -5,7 +5,6 @@
 // CompileOutput the CUDA front end does.
 #include "core/cute_dsl_frontend.h"
 
-#include <chrono>
 #include <regex>
 #include <sstream>
 
@@ -275,12 +274,8 @@ class CuteDslFrontEnd final : public FrontEnd {
     if (auto written = io::writeFile(driver, std::string(kDriver)); !written)
       return written.failure();
     output.commands = commands(request);
-    const auto start = std::chrono::steady_clock::now();
-    auto result = runner.run(output.commands.front());
-    output.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto result = runCompileCommand(runner, &output);
     if (!result) return result.failure();
-    output.log = result->stdout_text + result->stderr_text;
     if (result->exit_code != 0) {
       return makeError(fmt::format(
           "{} for {}: the CuTe DSL script {} failed with exit code {}:\n{}", variant.name,

@@ -54,6 +54,11 @@ class FrontEnd {
                                         io::ProcessRunner& runner) const = 0;
 };
 
+// Runs a front end's one compile command, output->commands.front(): its wall time goes to
+// output->seconds and its stdout + stderr to output->log. The process's result (the caller judges
+// its exit code), or the error that it could not be started.
+Result<io::ProcessResult> runCompileCommand(io::ProcessRunner& runner, CompileOutput* output);
+
 // The front end for a source kind; an error for a kind that has none yet.
 Result<const FrontEnd*> frontEndFor(SourceKind kind);
 
