@@ -10,9 +10,12 @@
 
 #include "decodeattn/launch.h"
 #include "decodeattn/selector.h"
+#include "runners/fixed_variant.h"
 
 namespace kiln::decodeattn {
 namespace {
+
+using kiln::fake::fixedVariant;
 
 const char* const kEntries[] = {"kiln_decodeattn", "kiln_decodeattn_rows32",
                                 "kiln_decodeattn_merge"};
@@ -25,23 +28,10 @@ const kiln_variant kD64Bf16{"decodeattn_d64_bf16", "decodeattn", kEntries, 3, kI
 const kiln_variant kD128Fp16{"decodeattn_d128_fp16", "decodeattn", kEntries, 3, kImages, 2};
 const kiln_variant kNoMerge{"decodeattn_d64_fp16", "decodeattn", kEntries, 2, kImages, 2};
 
-const kiln_variant* d128Bf16() {
-  return &kD128Bf16;
-}
-const kiln_variant* d64Bf16() {
-  return &kD64Bf16;
-}
-const kiln_variant* d128Fp16() {
-  return &kD128Fp16;
-}
-const kiln_variant* noMerge() {
-  return &kNoMerge;
-}
-
 const VariantInfo kTable[] = {
-    {"decodeattn_d128_bf16", 128, "bf16", &d128Bf16},
-    {"decodeattn_d64_bf16", 64, "bf16", &d64Bf16},
-    {"decodeattn_d128_fp16", 128, "fp16", &d128Fp16},
+    {"decodeattn_d128_bf16", 128, "bf16", &fixedVariant<kD128Bf16>},
+    {"decodeattn_d64_bf16", 64, "bf16", &fixedVariant<kD64Bf16>},
+    {"decodeattn_d128_fp16", 128, "fp16", &fixedVariant<kD128Fp16>},
 };
 
 // Addresses are never dereferenced: the selector only inspects them.
@@ -310,7 +300,7 @@ TEST(DecodeAttentionSelector, UnbuiltHeadDimNamesValueAndBuiltDims) {
 }
 
 TEST(DecodeAttentionSelector, UnbuiltDtypeNamesBuiltDtypes) {
-  const VariantInfo bf16_only[] = {{"decodeattn_d128_bf16", 128, "bf16", &d128Bf16}};
+  const VariantInfo bf16_only[] = {{"decodeattn_d128_bf16", 128, "bf16", &fixedVariant<kD128Bf16>}};
   Problem p = validProblem();
   p.dtype = DType::kFloat16;
   Plan plan;
@@ -331,7 +321,7 @@ TEST(DecodeAttentionSelector, OutOfRangeDtype) {
 }
 
 TEST(DecodeAttentionSelector, MissingMergeEntryIsInternal) {
-  const VariantInfo table[] = {{"decodeattn_d64_fp16", 64, "fp16", &noMerge}};
+  const VariantInfo table[] = {{"decodeattn_d64_fp16", 64, "fp16", &fixedVariant<kNoMerge>}};
   Problem p = validProblem();
   p.dtype = DType::kFloat16;
   p.head_dim = 64;

@@ -12,9 +12,12 @@
 #include "fmha/launch.h"
 #include "fmha/selector.h"
 #include "kiln/runner_support.h"
+#include "runners/fixed_variant.h"
 
 namespace kiln::fmha {
 namespace {
+
+using kiln::fake::fixedVariant;
 
 const char* const kEntries[] = {"kiln_fmha"};
 const char* const kOtherEntries[] = {"kiln_fmha_other"};
@@ -27,27 +30,11 @@ const kiln_variant kD128Bf16Full{"fmha_wgmma_d128_bf16_full", "fmha", kEntries, 
 const kiln_variant kD64Fp16Full{"fmha_wgmma_d64_fp16_full", "fmha", kEntries, 1, kImages, 1};
 const kiln_variant kNoEntry{"fmha_wgmma_d64_bf16_full", "fmha", kOtherEntries, 1, kImages, 1};
 
-const kiln_variant* d128Bf16Causal() {
-  return &kD128Bf16Causal;
-}
-const kiln_variant* d64Bf16Causal() {
-  return &kD64Bf16Causal;
-}
-const kiln_variant* d128Bf16Full() {
-  return &kD128Bf16Full;
-}
-const kiln_variant* d64Fp16Full() {
-  return &kD64Fp16Full;
-}
-const kiln_variant* noEntry() {
-  return &kNoEntry;
-}
-
 const VariantInfo kTable[] = {
-    {"fmha_wgmma_d128_bf16_causal", 128, "bf16", "causal", &d128Bf16Causal},
-    {"fmha_wgmma_d64_bf16_causal", 64, "bf16", "causal", &d64Bf16Causal},
-    {"fmha_wgmma_d128_bf16_full", 128, "bf16", "full", &d128Bf16Full},
-    {"fmha_wgmma_d64_fp16_full", 64, "fp16", "full", &d64Fp16Full},
+    {"fmha_wgmma_d128_bf16_causal", 128, "bf16", "causal", &fixedVariant<kD128Bf16Causal>},
+    {"fmha_wgmma_d64_bf16_causal", 64, "bf16", "causal", &fixedVariant<kD64Bf16Causal>},
+    {"fmha_wgmma_d128_bf16_full", 128, "bf16", "full", &fixedVariant<kD128Bf16Full>},
+    {"fmha_wgmma_d64_fp16_full", 64, "fp16", "full", &fixedVariant<kD64Fp16Full>},
 };
 
 // Addresses are never dereferenced: the selector only inspects them.
@@ -244,7 +231,7 @@ TEST(FmhaSelector, UnbuiltMaskNamesTheBuiltMasks) {
 
 TEST(FmhaSelector, UnbuiltDtypeNamesBuiltDtypes) {
   const VariantInfo bf16_only[] = {
-      {"fmha_wgmma_d128_bf16_causal", 128, "bf16", "causal", &d128Bf16Causal}};
+      {"fmha_wgmma_d128_bf16_causal", 128, "bf16", "causal", &fixedVariant<kD128Bf16Causal>}};
   Problem p = validProblem();
   p.dtype = DType::kFloat16;
   Plan plan;
@@ -270,7 +257,8 @@ TEST(FmhaSelector, OutOfRangeEnums) {
 }
 
 TEST(FmhaSelector, MissingEntryOrVariantTableIsInternal) {
-  const VariantInfo no_entry[] = {{"fmha_wgmma_d64_bf16_full", 64, "bf16", "full", &noEntry}};
+  const VariantInfo no_entry[] = {
+      {"fmha_wgmma_d64_bf16_full", 64, "bf16", "full", &fixedVariant<kNoEntry>}};
   Problem p = validProblem();
   p.mask = Mask::kNone;
   p.head_dim = 64;

@@ -10,9 +10,12 @@
 
 #include "gdn/launch.h"
 #include "gdn/selector.h"
+#include "runners/fixed_variant.h"
 
 namespace kiln::gdn {
 namespace {
+
+using kiln::fake::fixedVariant;
 
 const char* const kEntries[] = {"kiln_gdn_decode"};
 const char* const kMtpEntries[] = {"kiln_gdn_decode_mtp"};
@@ -24,37 +27,27 @@ const kiln_variant kGatingBf16{
     "gdn_decode_gating_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1};
 const kiln_variant kMtpGatingBf16{
     "gdn_decode_mtp_gating_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1};
-const kiln_variant* bf16() {
-  return &kBf16;
-}
-const kiln_variant* mtpBf16() {
-  return &kMtpBf16;
-}
-const kiln_variant* mtpFp16() {
-  return &kMtpFp16;
-}
-const kiln_variant* gatingBf16() {
-  return &kGatingBf16;
-}
-const kiln_variant* mtpGatingBf16() {
-  return &kMtpGatingBf16;
-}
 // The decode variant alone, and the artifact's shape: decode bf16 plus multi-token bf16 and fp16
 // (so fp16 decode is not built, fp16 multi-token is).
 // (name, d_k, d_v, tile_v, row_split, tiles_per_block, max_tokens, fused_gating, dtype, variant):
 // kiln.toml's constants.
 const VariantInfo kTable[] = {
-    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &bf16}};
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &fixedVariant<kBf16>}};
 const VariantInfo kMixed[] = {
-    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false, "bf16", &mtpBf16},
-    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &bf16},
-    {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 4, 1, 8, false, "fp16", &mtpFp16}};
+    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false, "bf16",
+     &fixedVariant<kMtpBf16>},
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &fixedVariant<kBf16>},
+    {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 4, 1, 8, false, "fp16",
+     &fixedVariant<kMtpFp16>}};
 // Both gate forms of both kernels in bf16, the fused ones listed first.
 const VariantInfo kGating[] = {
-    {"gdn_decode_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, true, "bf16", &gatingBf16},
-    {"gdn_decode_mtp_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, true, "bf16", &mtpGatingBf16},
-    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &bf16},
-    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false, "bf16", &mtpBf16}};
+    {"gdn_decode_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, true, "bf16",
+     &fixedVariant<kGatingBf16>},
+    {"gdn_decode_mtp_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, true, "bf16",
+     &fixedVariant<kMtpGatingBf16>},
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &fixedVariant<kBf16>},
+    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false, "bf16",
+     &fixedVariant<kMtpBf16>}};
 
 alignas(16) unsigned char kBuffer[256];
 

@@ -9,10 +9,13 @@
 #include <vector>
 
 #include "rmsnorm/launch.h"
+#include "runners/fixed_variant.h"
 #include "selector.h"
 
 namespace kiln::rmsnorm {
 namespace {
+
+using kiln::fake::fixedVariant;
 
 const char* const kEntries[] = {"kiln_rmsnorm", "kiln_add_rmsnorm"};
 const char* const kEntriesReversed[] = {"kiln_add_rmsnorm", "kiln_rmsnorm"};
@@ -24,27 +27,11 @@ const kiln_variant kBf16H4096{"rmsnorm_h4096_bf16", "rmsnorm", kEntriesReversed,
 const kiln_variant kBf16H2560{"rmsnorm_h2560_bf16", "rmsnorm", kEntries, 2, kImages, 2};
 const kiln_variant kNoFused{"rmsnorm_h1024_bf16", "rmsnorm", kEntries, 1, kImages, 2};
 
-const kiln_variant* fp16H1024() {
-  return &kFp16H1024;
-}
-const kiln_variant* fp16H4096() {
-  return &kFp16H4096;
-}
-const kiln_variant* bf16H4096() {
-  return &kBf16H4096;
-}
-const kiln_variant* bf16H2560() {
-  return &kBf16H2560;
-}
-const kiln_variant* noFused() {
-  return &kNoFused;
-}
-
 const VariantInfo kTable[] = {
-    {"rmsnorm_h1024_fp16", 1024, "fp16", &fp16H1024},
-    {"rmsnorm_h4096_fp16", 4096, "fp16", &fp16H4096},
-    {"rmsnorm_h2560_bf16", 2560, "bf16", &bf16H2560},
-    {"rmsnorm_h4096_bf16", 4096, "bf16", &bf16H4096},
+    {"rmsnorm_h1024_fp16", 1024, "fp16", &fixedVariant<kFp16H1024>},
+    {"rmsnorm_h4096_fp16", 4096, "fp16", &fixedVariant<kFp16H4096>},
+    {"rmsnorm_h2560_bf16", 2560, "bf16", &fixedVariant<kBf16H2560>},
+    {"rmsnorm_h4096_bf16", 4096, "bf16", &fixedVariant<kBf16H4096>},
 };
 
 // Addresses are never dereferenced: the selector only inspects them.
@@ -127,8 +114,8 @@ TEST(RmsnormSelector, HiddenBuiltOnlyForOtherDtypeIsNotBuilt) {
 }
 
 TEST(RmsnormSelector, UnbuiltDtypeNamesBuiltDtypes) {
-  const VariantInfo bf16_only[] = {{"rmsnorm_h4096_bf16", 4096, "bf16", &bf16H4096},
-                                   {"rmsnorm_h2560_bf16", 2560, "bf16", &bf16H2560}};
+  const VariantInfo bf16_only[] = {{"rmsnorm_h4096_bf16", 4096, "bf16", &fixedVariant<kBf16H4096>},
+                                   {"rmsnorm_h2560_bf16", 2560, "bf16", &fixedVariant<kBf16H2560>}};
   Plan plan;
   const Status s = select(bf16_only, validProblem(DType::kFloat16, 4096), nullptr, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);
@@ -255,7 +242,7 @@ TEST(RmsnormSelector, RowsBeyondTheGridLimitAreInvalid) {
 }
 
 TEST(RmsnormSelector, MissingEntryIsInternal) {
-  const VariantInfo table[] = {{"rmsnorm_h1024_bf16", 1024, "bf16", &noFused}};
+  const VariantInfo table[] = {{"rmsnorm_h1024_bf16", 1024, "bf16", &fixedVariant<kNoFused>}};
   Problem p = validProblem(DType::kBFloat16, 1024);
   Plan plan;
   EXPECT_TRUE(select(table, p, nullptr, &plan).ok());
