@@ -307,14 +307,18 @@ endmacro()
 # Every input file now under the checkout directories ARGN (relative to `root`) must be among
 # the paths listed in the variable named `recorded_var`: a file added since the build is an
 # error that says, in `unrecorded`, who did not record it.
-function(_kiln_check_unrecorded root dir rebuild recorded_var unrecorded)
+function(_kiln_check_unrecorded root dir rebuild recorded_var unrecorded not_inputs)
   set(globs "")
   foreach(sub IN LISTS ARGN)
     list(APPEND globs "${root}/${sub}/*")
   endforeach()
   file(GLOB_RECURSE present LIST_DIRECTORIES false RELATIVE "${root}" ${globs})
-  # Documentation (*.md) and hidden files are not inputs (the builder's rule, core/inputs.h).
+  # Documentation (*.md) and hidden files are not inputs (the builder's rule, core/inputs.h), nor
+  # what matches `not_inputs`.
   list(FILTER present EXCLUDE REGEX "(\\.md$|(^|/)\\.[^/]*$)")
+  if(NOT not_inputs STREQUAL "")
+    list(FILTER present EXCLUDE REGEX "${not_inputs}")
+  endif()
   foreach(path IN LISTS present)
     if(NOT path IN_LIST ${recorded_var})
       _kiln_fatal("kiln: artifact ${dir} is stale: ${path} is new since the build "
@@ -325,7 +329,7 @@ endfunction()
 
 # Staleness by content, against the kiln checkout. A variant records every file of its group
 # directory and of kernels/common/ with its sha256 (docs/artifact-format.md, `inputs`), and the
-# artifact every file of runtime/include/, runtime/src/ and runtime/runners/<group>/ of its
+# artifact every file of runtime/include/, runtime/src/ and kernels/<group>/runner/ of its
 # groups (`runtime_inputs`, absent from metadata written before it existed): each recorded file
 # must still hash the same (each path is hashed once), and no file may have been added to those
 # directories since. The kernels are skipped when the checkout has no kernels/, the runtime when
@@ -356,8 +360,10 @@ function(_kiln_check_inputs json dir arch tag groups artifacts_dir)
     if(NOT IS_DIRECTORY "${root}/kernels/${group}")
       continue()  # a group gone from the checkout was caught above (its inputs are gone)
     endif()
+    # A group's runner/ is an input of the runtime, its tests/ and bench/ of nothing.
     _kiln_check_unrecorded("${root}" "${dir}" "${rebuild}" recorded_${group}
-                           "no variant of group ${group} recorded it" kernels/${group} kernels/common)
+                           "no variant of group ${group} recorded it"
+                           "^kernels/${group}/(runner|tests|bench)/" kernels/${group} kernels/common)
   endforeach()
 
   string(JSON runtime_inputs ERROR_VARIABLE absent GET "${json}" runtime_inputs)
@@ -377,10 +383,12 @@ function(_kiln_check_inputs json dir arch tag groups artifacts_dir)
   endforeach()
   set(runtime_dirs runtime/include runtime/src)
   foreach(group IN LISTS groups)
-    list(APPEND runtime_dirs runtime/runners/${group})
+    if(IS_DIRECTORY "${root}/kernels/${group}/runner")
+      list(APPEND runtime_dirs kernels/${group}/runner)
+    endif()
   endforeach()
   _kiln_check_unrecorded("${root}" "${dir}" "${rebuild}" runtime_paths
-                         "the artifact's runtime_inputs do not list it" ${runtime_dirs})
+                         "the artifact's runtime_inputs do not list it" "" ${runtime_dirs})
 endfunction()
 
 # The gating rule, in one place. A group is enabled when the artifact has it and GROUPS (if

@@ -4,4 +4,6 @@
 include(CMakeFindDependencyMacro)
 find_dependency(Threads)
 include("${CMAKE_CURRENT_LIST_DIR}/Kiln.cmake")
+# kiln_groups(): the groups of a kiln checkout, for the projects that build per group.
+include("${CMAKE_CURRENT_LIST_DIR}/KilnGroups.cmake")
 set(Kiln_FOUND TRUE)

@@ -16,7 +16,7 @@
 #   <group>-smoke        the first cases of the test only (a hang or a crash shows in seconds)
 #   <group>-memcheck     compute-sanitizer memcheck over $KILN_MEMCHECK_FILTER of the test
 #   <group>-racecheck    compute-sanitizer racecheck (shared memory) over the same filter
-#   <group>-bench[-quick] python3 bench/<group>_vs_torch.py [--quick] $KILN_BENCH_ARGS
+#   <group>-bench[-quick] python3 kernels/<group>/bench/<group>_vs_torch.py [--quick] $KILN_BENCH_ARGS
 #                        (JSON: $OUT/<group>_bench_<label>.json)
 #   probe-<which>        $KILN_GPU_DIR/memory_paths <which> (gdn, decodeattn, all, locality or
 #                        timeline: the access-pattern probe, bench/probes/memory_paths.cu built with
@@ -51,10 +51,8 @@ run_step() {
 
 for step in "$@"; do
   group="${step%%-*}"
-  # The decodeattn group's test and bench script carry the longer name.
-  stem="$group"
-  [ "$group" = decodeattn ] && stem=decode_attention
-  test_bin="$GPU_DIR/build/gpu/${stem}_numerics_test"
+  test_bin="$GPU_DIR/build/gpu/${group}_numerics_test"
+  bench_script="kernels/${group}/bench/${group}_vs_torch.py"
   lib="$GPU_DIR/build/bench/libkiln_bench_${group}.so"
   case "$step" in
     info)
@@ -80,10 +78,10 @@ for step in "$@"; do
       run_step "$step" compute-sanitizer --tool racecheck --racecheck-report hazard \
         --error-exitcode 3 "$test_bin" --gtest_filter="$FILTER" ;;
     *-bench-quick)
-      run_step "$step" env PYTHONUNBUFFERED=1 python3 "bench/${stem}_vs_torch.py" --lib "$lib" \
+      run_step "$step" env PYTHONUNBUFFERED=1 python3 "$bench_script" --lib "$lib" \
         --json "$OUT/${group}_bench_${label}.json" --quick ${KILN_BENCH_ARGS:-} ;;
     *-bench)
-      run_step "$step" env PYTHONUNBUFFERED=1 python3 "bench/${stem}_vs_torch.py" --lib "$lib" \
+      run_step "$step" env PYTHONUNBUFFERED=1 python3 "$bench_script" --lib "$lib" \
         --json "$OUT/${group}_bench_${label}.json" ${KILN_BENCH_ARGS:-} ;;
     *)
       echo "unknown step $step"; exit 2 ;;

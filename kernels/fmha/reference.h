@@ -1,6 +1,6 @@
 // Host reference for the fmha group, in float64, for the GPU numerics test and the CPU tests:
 // prefill attention over a packed ragged batch with the semantics of the runner's contract
-// (runtime/runners/fmha/include/kiln/runners/fmha.h): cumulative offsets per sequence, GQA head
+// (kernels/fmha/runner/include/kiln/runners/fmha.h): cumulative offsets per sequence, GQA head
 // mapping, causal masks aligned to the bottom right, the natural-log lse [q_heads, total_q], and
 // out = 0, lse = -inf for a query that sees no key.
 // Header-only, no CUDA headers. Inputs are float64 arrays holding the exact values of the 16-bit

@@ -1,5 +1,5 @@
 // Gated DeltaNet decode, float64 host reference: the ground truth for tests/gpu/gdn_* and itself
-// checked on hand-computed cases in tests/runners/gdn_reference_test.cpp. Written for reading,
+// checked on hand-computed cases in kernels/gdn/tests/gdn_reference_test.cpp. Written for reading,
 // not speed; the formulas are those of gdn_rule.py's header, step by step. The multi-token form
 // (gdn_decode_mtp) is the one-token form applied token after token, with each state recorded.
 #pragma once

@@ -578,21 +578,21 @@ TEST_F(BuilderTest, NvccReadsTheStagedSources) {
 // stale, documentation does not, and neither touches a variant's fingerprint.
 TEST_F(BuilderTest, RuntimeSourcesAreInputsOfTheArtifactFingerprint) {
   ASSERT_TRUE(
-      io::writeFile(tmp_.path() / "runtime/runners/alpha/runner.cpp", "int alpha_runner;\n"));
+      io::writeFile(tmp_.path() / "kernels/alpha/runner/runner.cpp", "int alpha_runner;\n"));
   ASSERT_TRUE(
-      io::writeFile(tmp_.path() / "runtime/runners/gamma/runner.cpp", "int gamma_runner;\n"));
+      io::writeFile(tmp_.path() / "kernels/gamma/runner/runner.cpp", "int gamma_runner;\n"));
   ASSERT_TRUE(build("alpha"));
   const auto first = metadata();
   EXPECT_EQ(
       first["runtime_inputs"],
       nlohmann::json({{"runtime/include/kiln/variant.h", io::sha256Hex("#pragma once\n")},
-                      {"runtime/runners/alpha/runner.cpp", io::sha256Hex("int alpha_runner;\n")},
+                      {"kernels/alpha/runner/runner.cpp", io::sha256Hex("int alpha_runner;\n")},
                       {"runtime/src/status.cpp", io::sha256Hex("int kiln_status;\n")}}));
   const std::string variant = first["variants"]["alpha_h1024_bf16"]["fingerprint"];
 
   ASSERT_TRUE(io::writeFile(tmp_.path() / "runtime/src/README.md", "# the runtime\n"));
   ASSERT_TRUE(
-      io::writeFile(tmp_.path() / "runtime/runners/gamma/runner.cpp", "int gamma_runner_v2;\n"));
+      io::writeFile(tmp_.path() / "kernels/gamma/runner/runner.cpp", "int gamma_runner_v2;\n"));
   ASSERT_TRUE(build("alpha", /*clean=*/true));
   EXPECT_EQ(metadata()["fingerprint"], first["fingerprint"]);  // *.md, and a group not built
   EXPECT_EQ(metadata()["runtime_inputs"], first["runtime_inputs"]);
@@ -606,7 +606,7 @@ TEST_F(BuilderTest, RuntimeSourcesAreInputsOfTheArtifactFingerprint) {
   EXPECT_EQ(changed["variants"]["alpha_h1024_bf16"]["fingerprint"], variant);
 
   ASSERT_TRUE(
-      io::writeFile(tmp_.path() / "runtime/runners/alpha/runner.cpp", "int alpha_runner_v2;\n"));
+      io::writeFile(tmp_.path() / "kernels/alpha/runner/runner.cpp", "int alpha_runner_v2;\n"));
   ASSERT_TRUE(build("alpha", /*clean=*/true));
   EXPECT_NE(metadata()["fingerprint"], changed["fingerprint"]);
 }

@@ -81,7 +81,7 @@ endfunction()
 # FX_SCHEMA, FX_LIB_SHA, FX_META_TAG, FX_FINGERPRINT, FX_CUDA_VERSION, FX_BUILD_DATE overrides
 # one field; FX_INPUT_SHA the recorded sha256 of
 # kernels/rmsnorm/kiln.toml; FX_DROP_INPUT leaves one path out of the inputs. The runtime_inputs
-# are the checkout's runtime/include/, runtime/src/ and runtime/runners/rmsnorm/ files, as kiln
+# are the checkout's runtime/include/, runtime/src/ and kernels/rmsnorm/runner/ files, as kiln
 # records them; FX_RUNTIME_SHA is the recorded sha256 of runtime/src/status.cpp, and
 # FX_NO_RUNTIME_INPUTS leaves the field out (metadata of a kiln that predates it).
 
@@ -127,7 +127,7 @@ function(write_fixture root arch tag)
   endforeach()
   fixture_inputs(rmsnorm_inputs kernels/rmsnorm kernels/common)
   fixture_inputs(softmax_inputs kernels/common)
-  fixture_inputs(runtime_inputs runtime/include runtime/src runtime/runners/rmsnorm)
+  fixture_inputs(runtime_inputs runtime/include runtime/src kernels/rmsnorm/runner)
   set(runtime_field "\n  \"runtime_inputs\": ${runtime_inputs},")
   if(FX_NO_RUNTIME_INPUTS)
     set(runtime_field "")

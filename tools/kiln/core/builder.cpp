@@ -272,12 +272,15 @@ class Builder {
   // The input files (core/inputs.h) of the group directory and of kernels/common/.
   Result<InputMap> groupInputs(const Group& group) {
     InputMap inputs;
-    if (auto r = addInputs(group.dir, "kernels/" + group.name + "/", inputs); !r)
+    if (auto r = addInputs(group.dir, "kernels/" + group.name + "/", inputs, kNonKernelDirs); !r)
       return r.failure();
     if (auto r = addInputs(root_ / "kernels" / "common", "kernels/common/", inputs); !r)
       return r.failure();
     return inputs;
   }
+
+  // A group's runner: kernels/<group>/runner/ (core/inputs.h), absent for a group without one.
+  fs::path runnerDir(const std::string& group) const { return root_ / "kernels" / group / kRunnerDir; }
 
   // The runtime and runner sources compiled into lib/libkiln.a (generate()), keyed as in a kiln
   // checkout ("runtime/src/loader.cpp") wherever --runtime-dir points: the artifact's
@@ -289,8 +292,7 @@ class Builder {
         return r.failure();
     }
     for (const auto& [group, g] : metadata_.groups) {
-      auto r = addInputs(runtime_ / "runners" / group, fmt::format("runtime/runners/{}/", group),
-                         inputs);
+      auto r = addInputs(runnerDir(group), fmt::format("kernels/{}/{}/", group, kRunnerDir), inputs);
       if (!r) return r.failure();
     }
     return inputs;
@@ -551,7 +553,7 @@ class Builder {
           {file, staging_ / ".obj" / ("runtime_" + file.stem().string() + ".o"), {}});
     }
     for (const auto& [group, g] : metadata_.groups) {
-      const fs::path dir = runtime_ / "runners" / group;
+      const fs::path dir = runnerDir(group);
       if (!fs::is_directory(dir)) continue;
       if (auto r = io::copyTree(dir / "include/kiln", staging_ / "include/kiln"); !r) return r;
       // Sorted (listFiles), so the library's members are in the same order in every checkout.
@@ -575,6 +577,7 @@ class Builder {
                                      "-O2",
                                      "-fPIC",
                                      "-ffile-prefix-map=" + runtime_.string() + "=runtime",
+                                     "-ffile-prefix-map=" + (root_ / "kernels").string() + "=kernels",
                                      "-I",
                                      (staging_ / "include").string(),
                                      "-I",

@@ -24,7 +24,7 @@ struct BuildOptions {
   std::filesystem::path root;        // the repository (holds kernels/, runtime/)
   std::filesystem::path output_dir;  // empty: <root>/artifacts
   std::filesystem::path
-      runtime_dir;  // the runtime sources (include/, src/, runners/); empty: <root>/runtime
+      runtime_dir;  // the runtime sources (include/, src/); empty: <root>/runtime
   // Tool overrides, normally from the environment (the CLI reads it; the library does not).
   std::string nvcc;             // KILN_NVCC
   std::string cuda_home;        // CUDA_HOME

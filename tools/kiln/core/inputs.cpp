@@ -3,6 +3,9 @@
 // one a /tmp cleaner removed, must never be compiled.
 #include "core/inputs.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -167,12 +170,18 @@ bool isInput(const fs::path& file) {
   return file.extension() != ".md" && !name.empty() && name[0] != '.';
 }
 
-Result<void> addInputs(const fs::path& dir, const std::string& prefix, InputMap& inputs) {
+Result<void> addInputs(const fs::path& dir, const std::string& prefix, InputMap& inputs,
+                       std::span<const char* const> skip) {
   for (const auto& file : io::listFiles(dir)) {
     if (!isInput(file)) continue;
+    const fs::path rel = file.lexically_relative(fs::absolute(dir));
+    const std::string top = rel.begin()->string();
+    if (std::next(rel.begin()) != rel.end() &&
+        std::any_of(skip.begin(), skip.end(), [&](const char* d) { return top == d; }))
+      continue;
     auto sha = io::sha256File(file);
     if (!sha) return sha.failure();
-    inputs[prefix + file.lexically_relative(fs::absolute(dir)).generic_string()] = *sha;
+    inputs[prefix + rel.generic_string()] = *sha;
   }
   return {};
 }

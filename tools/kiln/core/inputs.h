@@ -13,6 +13,7 @@
 
 #include <filesystem>
 #include <map>
+#include <span>
 #include <string>
 
 #include "core/result.h"
@@ -25,10 +26,18 @@ using InputMap = std::map<std::string, std::string>;  // path -> sha256 of the f
 // make the evidenced artifact stale. cmake/Kiln.cmake applies the same rule.
 bool isInput(const std::filesystem::path& file);
 
+// A group folder holds more than its kernels: runner/ is compiled into the library (an input of
+// the artifact's `runtime_inputs`, with the runtime), and tests/ and bench/ are no input of the
+// artifact at all (editing a test must not make the artifact it tests stale). The kernels'
+// inputs are the rest of the folder. cmake/Kiln.cmake applies the same rule.
+inline constexpr char kRunnerDir[] = "runner";
+inline constexpr const char* kNonKernelDirs[] = {kRunnerDir, "tests", "bench"};
+
 // Adds every input file under `dir` (recursively) to `inputs`, keyed `prefix` followed by its
 // path relative to `dir` in generic form: prefix "kernels/rmsnorm/" for <root>/kernels/rmsnorm.
+// Files under the top-level folders of `dir` named in `skip` are left out.
 Result<void> addInputs(const std::filesystem::path& dir, const std::string& prefix,
-                       InputMap& inputs);
+                       InputMap& inputs, std::span<const char* const> skip = {});
 
 // Where nvcc's sources are staged unless BuildOptions says otherwise. A fixed path, not $TMPDIR:
 // the path is written into every image, so it must be the same on every machine.

@@ -1,0 +1,102 @@
+// A C bridge from Python (ctypes) to the fmha runner of a kiln artifact, for
+// kernels/fmha/bench/fmha_vs_torch.py: the benchmark passes raw device pointers (torch's data_ptr()), the
+// shape as one int array, the softmax scale and its CUDA stream, and gets a status code and
+// message back. The artifact's library is linked statically into this shared library with its
+// symbols hidden, so only these functions show.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <string>
+
+#include "bridge.h"
+#include "kiln/groups/fmha.h"
+#include "kiln/kiln_all.h"
+#include "kiln/runners/fmha.h"
+
+#if !defined(KILN_FMHA_ENABLED)
+#error "the artifact has no fmha group: kiln build --gpu-arch sm_90 --kernels fmha"
+#endif
+
+namespace {
+
+// Shapes as one array, so that the entry points below cannot take them in different orders:
+// {dtype (0 fp16, 1 bf16), mask (0 full, 1 causal), head_dim, batch, q_heads, kv_heads, total_q,
+//  total_k, max_seqlen_q}.
+constexpr int kShapeFields = 9;
+
+kiln::fmha::Problem problemOf(const int* shape, float scale) {
+  kiln::fmha::Problem p;
+  p.dtype = shape[0] == 0 ? kiln::fmha::DType::kFloat16 : kiln::fmha::DType::kBFloat16;
+  p.mask = shape[1] == 0 ? kiln::fmha::Mask::kNone : kiln::fmha::Mask::kCausal;
+  p.head_dim = shape[2];
+  p.batch = shape[3];
+  p.q_heads = shape[4];
+  p.kv_heads = shape[5];
+  p.total_q = shape[6];
+  p.total_k = shape[7];
+  p.max_seqlen_q = shape[8];
+  p.scale = scale;
+  return p;
+}
+
+// The codes must be 0 or 1: anything else is refused rather than read as bf16 / causal.
+bool checkCodes(const int* shape, char* message, std::size_t message_bytes) {
+  if ((shape[0] != 0 && shape[0] != 1) || (shape[1] != 0 && shape[1] != 1)) {
+    kiln_bench::copyMessage("dtype code " + std::to_string(shape[0]) + " / mask code " +
+                                std::to_string(shape[1]) + ": each must be 0 or 1",
+                            message, message_bytes);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+KILN_BENCH_EXPORT int kiln_bench_fmha_shape_fields(void) {
+  return kShapeFields;
+}
+
+// Runs prefill attention. lse may be null (not written). Returns 0 on success, else the
+// kiln::StatusCode value, with the status text in `message`. stream: a cudaStream_t
+// (torch.cuda.current_stream().cuda_stream).
+KILN_BENCH_EXPORT int kiln_bench_fmha(const int* shape, float scale, void* out, float* lse,
+                                      const void* q, const void* k, const void* v,
+                                      const std::int32_t* cu_seqlens_q,
+                                      const std::int32_t* cu_seqlens_k, void* workspace,
+                                      std::size_t workspace_bytes, void* stream, char* message,
+                                      std::size_t message_bytes) {
+  if (!checkCodes(shape, message, message_bytes)) {
+    return static_cast<int>(kiln::StatusCode::kInvalidArgument);
+  }
+  kiln::fmha::Problem p = problemOf(shape, scale);
+  p.out = out;
+  p.lse = lse;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.cu_seqlens_q = cu_seqlens_q;
+  p.cu_seqlens_k = cu_seqlens_k;
+  const kiln::Status s =
+      kiln::fmha::run(p, workspace, workspace_bytes, static_cast<kiln::Stream>(stream));
+  kiln_bench::copyMessage(s.toString(), message, message_bytes);
+  return static_cast<int>(s.code());
+}
+
+// workspaceSize() of the problem (pointers play no part in it).
+KILN_BENCH_EXPORT std::size_t kiln_bench_fmha_workspace(const int* shape, float scale) {
+  return kiln::fmha::workspaceSize(problemOf(shape, scale));
+}
+
+// The i-th fmha variant: its name, head dim, dtype code (0 fp16, 1 bf16) and mask code (0 full,
+// 1 causal). Returns 0, or -1 when i is out of range.
+KILN_BENCH_EXPORT int kiln_bench_variant(int i, char* name, std::size_t name_bytes, int* head_dim,
+                                         int* dtype, int* mask) {
+  if (i < 0 || i >= static_cast<int>(std::size(kiln::generated::fmha::kVariants))) return -1;
+  const auto& v = kiln::generated::fmha::kVariants[i];
+  kiln_bench::copyMessage(v.name, name, name_bytes);
+  if (head_dim != nullptr) *head_dim = v.head_dim;
+  if (dtype != nullptr) *dtype = kiln_bench::dtypeCode(v.dtype);
+  if (mask != nullptr) *mask = std::strcmp(v.mask, "causal") == 0 ? 1 : 0;
+  return 0;
+}

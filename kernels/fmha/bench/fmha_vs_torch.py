@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+"""kiln fmha (prefill attention) vs cuDNN and FlashAttention-2 (torch SDPA), one process, same data.
+
+Loads the ctypes bridge (libkiln_bench_fmha.so, see bench/CMakeLists.txt), measures the
+device-to-device copy bandwidth and the dense GEMM rate (torch.matmul 8192^3 in each dtype: the
+tensor-core ceiling) in the same run, then for each row:
+
+  1. builds q [B*S, Hq, d], k / v [B*S, Hkv, d] (torch.randn in the dtype) packed as kiln takes
+     them, with cu_seqlens = [0, S, 2S, ..., B*S] (every sequence S tokens); the peers get the
+     same memory as [B, H, S, d] views (q.view(B, S, H, d).transpose(1, 2)); a backend that
+     refuses the view gets contiguous [B, H, S, d] copies made before any timing, and the row
+     says which layout ran (--peer-layout forces one);
+  2. runs kiln (out poisoned with NaN first) and each peer once: kiln's output must be finite and
+     within rel L2 2e-2 of cuDNN's (of FlashAttention's when cuDNN does not run); each peer's
+     distance to cuDNN is reported too;
+  3. times kiln (the runner: one kernel, no lse) and each peer
+     (torch.nn.functional.scaled_dot_product_attention under sdpa_kernel(CUDNN_ATTENTION) and
+     sdpa_kernel(FLASH_ATTENTION), is_causal for the causal rows: sq == sk, so torch's top-left
+     mask is kiln's bottom-right one; GQA rows pass enable_gqa=True, and a backend that refuses it
+     gets K / V expanded to Hq heads outside the timed region) with CUDA events: warm-up, then the
+     median of the timed runs, rotating through 2-3 input sets (each set is >= 4x the L2 at every
+     row, and the problems are compute bound); torch.cuda._sleep ahead of each timed run keeps
+     the GPU busy while the host enqueues, so the events bracket device time only;
+  4. reports us, TFLOP/s (4 * B * Hq * S^2 * d, halved for causal), % of the GEMM rate, the
+     floor (max of FLOPs / GEMM rate and bytes of q, k, v, out / copy bandwidth) and the ratios
+     kiln / cuDNN and kiln / FA2 of TFLOP/s (= peer us / kiln us; > 1: kiln is faster).
+
+Rows: the FlashAttention-3 paper's workload (16k tokens = B x S, hidden 2048: Hq = Hkv =
+2048 / d; S = 512 ... 16k) for d 64 and 128, fp16 and bf16, full and causal; plus GQA 32 query /
+8 KV heads, d 128, bf16, B 4, S 4k, full and causal. --quick: d128 bf16 S 4k and 16k (both masks)
+and the GQA rows.
+
+A peer that fails records its error and the run continues. SM and memory clocks are logged
+(nvidia-smi) before and after. Writes JSON to --json and prints a table last. Exit code 1 when a
+kiln check fails (wrong output, a run error, or a variant missing from the artifact).
+"""
+import argparse
+import ctypes
+import math
+import pathlib
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+# kiln_bench (the shared timing) lives in the repository's bench/.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "bench"))
+import kiln_bench as kb  # noqa: E402
+
+# kiln vs cuDNN: two fp32-accumulating kernels that each round P and the output to the dtype
+# (each within PERF.md's bound of the exact answer: bf16 1.2e-2, fp16 2e-3; ~3e-3 / ~4e-4 in
+# practice), so their distance stays well under 2e-2; a wrong mask, head mapping or tile is O(1).
+CHECK_REL_L2 = 2e-2
+DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
+DTYPE_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+TOKENS, HIDDEN = 16384, 2048  # FlashAttention-3's benchmark: 16k tokens, hidden 2048
+SEQ_LENS = [512, 1024, 2048, 4096, 8192, 16384]
+GQA = {"batch": 4, "seq": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128,
+       "dtype": torch.bfloat16}
+GEMM_N = 8192
+
+
+def workload_rows(head_dims, dtypes, masks, seq_lens, quick):
+    """The rows as dicts: workload, batch, seq, q_heads, kv_heads, head_dim, dtype, causal."""
+    rows = []
+    if quick:
+        head_dims, dtypes, masks, seq_lens = [128], [torch.bfloat16], [False, True], [4096, 16384]
+    for d in head_dims:
+        for dtype in dtypes:
+            for causal in masks:
+                for s in seq_lens:
+                    rows.append({"workload": "fa3", "batch": TOKENS // s, "seq": s,
+                                 "q_heads": HIDDEN // d, "kv_heads": HIDDEN // d, "head_dim": d,
+                                 "dtype": dtype, "causal": causal})
+    for causal in masks:
+        rows.append(dict(GQA, workload="gqa", causal=causal))
+    return rows
+
+
+class Kiln(kb.Bridge):
+    def __init__(self, path):
+        super().__init__(path)
+        self.lib.kiln_bench_fmha_shape_fields.restype = ctypes.c_int
+        self.fields = self.lib.kiln_bench_fmha_shape_fields()
+        shape_t = ctypes.POINTER(ctypes.c_int)
+        f = self.lib.kiln_bench_fmha
+        f.argtypes = [shape_t, ctypes.c_float] + [ctypes.c_void_p] * 8 + [
+            ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+        f.restype = ctypes.c_int
+        self.lib.kiln_bench_fmha_workspace.argtypes = [shape_t, ctypes.c_float]
+        self.lib.kiln_bench_fmha_workspace.restype = ctypes.c_size_t
+        v = self.lib.kiln_bench_variant
+        v.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t] + [
+            ctypes.POINTER(ctypes.c_int)] * 3
+        v.restype = ctypes.c_int
+        self.variants = []
+        i = 0
+        while True:
+            name = ctypes.create_string_buffer(128)
+            head_dim, dtype, mask = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+            if v(i, name, 128, ctypes.byref(head_dim), ctypes.byref(dtype),
+                 ctypes.byref(mask)) != 0:
+                break
+            self.variants.append((name.value.decode(), head_dim.value, dtype.value, mask.value))
+            i += 1
+
+    def variant(self, head_dim, dtype, causal):
+        """The name of the artifact's variant for the row, or None."""
+        for name, h, d, m in self.variants:
+            if h == head_dim and d == DTYPE_CODE[dtype] and m == int(causal):
+                return name
+        return None
+
+    def shape(self, row):
+        total = row["batch"] * row["seq"]
+        values = [DTYPE_CODE[row["dtype"]], int(row["causal"]), row["head_dim"], row["batch"],
+                  row["q_heads"], row["kv_heads"], total, total, row["seq"]]
+        assert len(values) == self.fields
+        return (ctypes.c_int * self.fields)(*values)
+
+    def workspace_bytes(self, shape, scale):
+        return self.lib.kiln_bench_fmha_workspace(shape, scale)
+
+    def args(self, s, workspace):
+        """The raw pointers of one input set, checked once: the bridge reads every tensor in the
+        row-major layout of kiln/runners/fmha.h."""
+        for name in ("out", "q", "k", "v", "cu_seqlens"):
+            t = s[name]
+            if not t.is_contiguous():
+                raise RuntimeError(f"kiln fmha: {name} is not contiguous "
+                                   f"(shape {tuple(t.shape)}, strides {t.stride()})")
+        return (s["out"].data_ptr(), None, s["q"].data_ptr(), s["k"].data_ptr(),
+                s["v"].data_ptr(), s["cu_seqlens"].data_ptr(), s["cu_seqlens"].data_ptr(),
+                workspace.data_ptr() if workspace is not None else None,
+                workspace.numel() if workspace is not None else 0)
+
+    def __call__(self, shape, scale, args):
+        rc = self.lib.kiln_bench_fmha(shape, scale, *args,
+                                      torch.cuda.current_stream().cuda_stream, self.message,
+                                      len(self.message))
+        if rc != 0:
+            raise RuntimeError(f"kiln fmha: {self.message.value.decode()}")
+
+
+def make_set(row, gen):
+    """One input set: kiln's packed tensors, and the peers' [B, H, S, d] views of them."""
+    b, s, hq, hkv, d, dtype = (row["batch"], row["seq"], row["q_heads"], row["kv_heads"],
+                               row["head_dim"], row["dtype"])
+    total = b * s
+    q = torch.randn(total, hq, d, device="cuda", dtype=dtype, generator=gen)
+    k = torch.randn(total, hkv, d, device="cuda", dtype=dtype, generator=gen)
+    v = torch.randn(total, hkv, d, device="cuda", dtype=dtype, generator=gen)
+    cu = torch.arange(0, total + 1, s, device="cuda", dtype=torch.int32)
+    out = torch.empty(total, hq, d, device="cuda", dtype=dtype)
+    return {"q": q, "k": k, "v": v, "cu_seqlens": cu, "out": out,
+            "q_bhsd": q.view(b, s, hq, d).transpose(1, 2),
+            "k_bhsd": k.view(b, s, hkv, d).transpose(1, 2),
+            "v_bhsd": v.view(b, s, hkv, d).transpose(1, 2)}
+
+
+def kiln_out_bhsd(s, row):
+    return s["out"].view(row["batch"], row["seq"], row["q_heads"], row["head_dim"]).transpose(1, 2)
+
+
+def rel_l2(got, ref):
+    return ((got.double() - ref.double()).norm() / ref.double().norm()).item()
+
+
+def first_line(e):
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:300] if text else ''}"
+
+
+class Peer:
+    """torch SDPA under one backend, on the [B, H, S, d] view of kiln's tensors or on contiguous
+    copies; GQA through enable_gqa, or K / V expanded to Hq heads when the backend refuses it."""
+
+    def __init__(self, name, backend, layouts):
+        self.name, self.backend, self.layouts = name, backend, layouts
+        self.layout, self.gqa = layouts[0], "none"
+
+    def tensors(self, s):
+        suffix = "_bhsd" if self.layout == "view" else "_contig"
+        kv = "_expanded" if self.gqa == "expanded" else ""
+        return s["q" + suffix], s["k" + suffix + kv], s["v" + suffix + kv]
+
+    def __call__(self, s, row, scale):
+        q, k, v = self.tensors(s)
+        extra = {"enable_gqa": True} if self.gqa == "enable_gqa" else {}
+        with sdpa_kernel(self.backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=row["causal"], scale=scale,
+                                                  **extra)
+
+    def prepare(self, sets, row, scale):
+        """Finds a (layout, GQA mode) that runs; returns (output of set 0 or None, notes)."""
+        errors = []
+        grouped = row["q_heads"] != row["kv_heads"]
+        for gqa in (["enable_gqa", "expanded"] if grouped else ["none"]):
+            for layout in self.layouts:
+                self.layout, self.gqa = layout, gqa
+                try:
+                    for s in sets:
+                        if layout == "contiguous" and "q_contig" not in s:
+                            for t in ("q", "k", "v"):
+                                s[t + "_contig"] = s[t + "_bhsd"].contiguous()
+                        if gqa == "expanded":
+                            g = row["q_heads"] // row["kv_heads"]
+                            suffix = "_bhsd" if layout == "view" else "_contig"
+                            for t in ("k", "v"):
+                                if t + suffix + "_expanded" not in s:
+                                    s[t + suffix + "_expanded"] = (
+                                        s[t + suffix].repeat_interleave(g, dim=1))
+                    out = self(sets[0], row, scale)
+                    torch.cuda.synchronize()
+                    return out, "; ".join(errors)
+                except Exception as e:  # noqa: BLE001 - any backend refusal is recorded
+                    errors.append(f"{layout}/{gqa}: {first_line(e)}")
+        return None, "; ".join(errors)
+
+
+def gemm_tflops(dtype, busy_cycles, runs=20):
+    """torch.matmul of two GEMM_N x GEMM_N matrices in `dtype`: the dense tensor-core rate."""
+    a = torch.randn(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
+    b = torch.randn(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
+    c = torch.empty(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
+    med, _ = kb.timed(lambda _s: torch.matmul(a, b, out=c), [None], runs, 5, busy_cycles)
+    return 2 * GEMM_N ** 3 / (med * 1e-3) / 1e12
+
+
+def bench_row(kiln, row, gemm, copy_tbps, l2_bytes, gen, busy_cycles, peers, runs):
+    b, s, hq, hkv, d, dtype = (row["batch"], row["seq"], row["q_heads"], row["kv_heads"],
+                               row["head_dim"], row["dtype"])
+    causal = row["causal"]
+    scale = 1.0 / math.sqrt(d)
+    flops = 4 * b * hq * s * s * d * (0.5 if causal else 1.0)
+    elem = dtype.itemsize
+    nbytes = b * s * (2 * hq + 2 * hkv) * d * elem  # q, out, k, v
+    nsets = kb.rotation_sets(nbytes, l2_bytes, 3)
+    r = {"workload": row["workload"], "dtype": DTYPE_NAME[dtype],
+         "mask": "causal" if causal else "full", "batch": b, "seq": s, "q_heads": hq,
+         "kv_heads": hkv, "head_dim": d, "flops": flops, "bytes": nbytes, "input_sets": nsets,
+         "gemm_tflops": gemm[dtype],
+         "floor_us": max(flops / (gemm[dtype] * 1e12), nbytes / (copy_tbps * 1e12)) * 1e6}
+    r["variant"] = kiln.variant(d, dtype, causal)
+    sets = [make_set(row, gen) for _ in range(nsets)]
+    s0 = sets[0]
+
+    # Every peer once (outputs of set 0), then kiln's check against cuDNN's, before any timing.
+    outs = {}
+    for peer in peers:
+        out, notes = peer.prepare(sets, row, scale)
+        if out is None:
+            r[f"{peer.name}_error"] = notes
+            continue
+        r[f"{peer.name}_layout"] = peer.layout
+        if peer.gqa != "none":
+            r[f"{peer.name}_gqa"] = peer.gqa
+        if notes:
+            r[f"{peer.name}_note"] = notes
+        outs[peer.name] = out
+    check_peer = "cudnn" if "cudnn" in outs else ("flash" if "flash" in outs else None)
+    r["checked_against"] = check_peer
+    if check_peer is not None:
+        for name, out in outs.items():
+            if name != check_peer:
+                r[f"{name}_vs_{check_peer}_rel_l2"] = rel_l2(out, outs[check_peer])
+
+    r["correct"] = False
+    if r["variant"] is None:
+        r["why"] = (f"fmha_wgmma_d{d}_{DTYPE_NAME[dtype]}_{r['mask']} is not in the artifact "
+                    f"(variants: {', '.join(n for n, *_ in kiln.variants) or 'none'})")
+    else:
+        try:
+            shape = kiln.shape(row)
+            ws_bytes = kiln.workspace_bytes(shape, scale)
+            workspace = (torch.empty(ws_bytes, dtype=torch.uint8, device="cuda")
+                         if ws_bytes > 0 else None)
+            args = [kiln.args(x, workspace) for x in sets]
+            s0["out"].fill_(float("nan"))
+            kiln(shape, scale, args[0])
+            torch.cuda.synchronize()
+            finite = bool(torch.isfinite(s0["out"]).all().item())
+            if check_peer is None:
+                r["why"] = "no peer ran: nothing to check kiln against"
+            else:
+                rel = rel_l2(kiln_out_bhsd(s0, row), outs[check_peer])
+                r[f"kiln_vs_{check_peer}_rel_l2"] = rel
+                r["correct"] = finite and rel < CHECK_REL_L2
+                if not r["correct"]:
+                    r["why"] = (f"kiln rel L2 {rel:.3g} to {check_peer} >= {CHECK_REL_L2}"
+                                f"{'' if finite else ', non-finite output'}")
+            if r["correct"]:
+                med, mn = kb.timed(lambda a: kiln(shape, scale, a), args, runs, 5, busy_cycles)
+                r.update({"kiln_us": med * 1e3, "kiln_min_us": mn * 1e3,
+                          "kiln_tflops": flops / (med * 1e-3) / 1e12})
+                r["kiln_pct_of_gemm"] = 100 * r["kiln_tflops"] / gemm[dtype]
+        except Exception as e:  # noqa: BLE001 - a kiln refusal or a launch error fails the row
+            r["why"] = f"kiln: {first_line(e)}"
+
+    for peer in peers:
+        if peer.name not in outs:
+            continue
+        try:
+            med, mn = kb.timed(lambda x, p=peer: p(x, row, scale), sets, runs, 5, busy_cycles)
+        except Exception as e:  # noqa: BLE001
+            r[f"{peer.name}_error"] = f"timing: {first_line(e)}"
+            continue
+        r.update({f"{peer.name}_us": med * 1e3, f"{peer.name}_min_us": mn * 1e3,
+                  f"{peer.name}_tflops": flops / (med * 1e-3) / 1e12})
+        if "kiln_us" in r:
+            r[f"kiln_vs_{peer.name}"] = r[f"{peer.name}_us"] / r["kiln_us"]  # > 1: kiln faster
+    del sets, outs
+    torch.cuda.empty_cache()
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--lib", required=True, help="path of libkiln_bench_fmha.so")
+    ap.add_argument("--json", required=True, help="where to write the results")
+    ap.add_argument("--quick", action="store_true",
+                    help="only d128 bf16 S 4k and 16k (both masks) and the GQA rows")
+    ap.add_argument("--dtypes", default="fp16,bf16", help="of the FA3 rows: fp16,bf16")
+    ap.add_argument("--head-dims", default="64,128", help="of the FA3 rows: 64,128")
+    ap.add_argument("--masks", default="full,causal", help="full,causal")
+    ap.add_argument("--seq-lens", default=",".join(map(str, SEQ_LENS)),
+                    help="of the FA3 rows (each divides 16384)")
+    ap.add_argument("--peer-layout", default="auto", choices=["auto", "view", "contiguous"],
+                    help="the peers' q/k/v: [B, H, S, d] views of kiln's packed tensors, "
+                         "contiguous copies, or auto (the view, else copies)")
+    ap.add_argument("--runs", type=int, default=30, help="timed runs per measurement")
+    ap.add_argument("--seed", type=int, default=None)
+    args = ap.parse_args()
+
+    dtypes = [DTYPES[x] for x in args.dtypes.split(",") if x]
+    head_dims = [int(x) for x in args.head_dims.split(",") if x]
+    masks = [{"full": False, "causal": True}[x] for x in args.masks.split(",") if x]
+    seq_lens = [int(x) for x in args.seq_lens.split(",") if x]
+    for s in seq_lens:
+        if TOKENS % s != 0:
+            ap.error(f"--seq-lens: {s} does not divide {TOKENS}")
+    rows = workload_rows(head_dims, dtypes, masks, seq_lens, args.quick)
+
+    kiln = Kiln(args.lib)
+    props = torch.cuda.get_device_properties(0)
+    l2_bytes = kb.l2_bytes_of(props)
+    seed, gen = kb.start_seed(args.seed)
+    busy_cycles = 400000  # ~200 us of GPU work ahead of each timed call: ctypes, SDPA dispatch fit
+
+    layouts = {"auto": ["view", "contiguous"], "view": ["view"],
+               "contiguous": ["contiguous"]}[args.peer_layout]
+    peers = [Peer("cudnn", SDPBackend.CUDNN_ATTENTION, layouts),
+             Peer("flash", SDPBackend.FLASH_ATTENTION, layouts)]
+
+    result = kb.result_header("fmha_vs_torch", props, l2_bytes, kiln, seed,
+                              {"cudnn": torch.backends.cudnn.version()})
+    result["quick"] = args.quick
+    result["check_rel_l2"] = CHECK_REL_L2
+    result["kiln_variants"] = [n for n, *_ in kiln.variants]
+    copy_tbps = kb.measure_copy(result)
+    gemm = {}
+    for dtype in sorted({row["dtype"] for row in rows}, key=DTYPE_NAME.get):
+        gemm[dtype] = gemm_tflops(dtype, busy_cycles)
+        torch.cuda.empty_cache()
+    result["gemm_tflops"] = {DTYPE_NAME[k]: v for k, v in gemm.items()}
+    print(f"{props.name} sm_{result['sm']} ({props.multi_processor_count} SMs), driver "
+          f"{result['driver']}, torch {torch.__version__}, cuDNN {result['cudnn']}; artifact "
+          f"{kiln.tag} {kiln.fingerprint[:16]}; seed {seed}")
+    kb.print_copy(result)
+    print("dense GEMM " + ", ".join(f"{DTYPE_NAME[k]} {v:.0f} TFLOP/s" for k, v in gemm.items())
+          + f" (torch.matmul {GEMM_N}^3); clocks (sm, mem): {kb.clocks()}")
+
+    out_rows = []
+    for row in rows:
+        r = bench_row(kiln, row, gemm, copy_tbps, l2_bytes, gen, busy_cycles, peers, args.runs)
+        out_rows.append(r)
+        print(f"  {r['dtype']} d{r['head_dim']} {r['mask']:>6} B {r['batch']:>2} S {r['seq']:>5}"
+              f" H {r['q_heads']}/{r['kv_heads']}: kiln "
+              f"{r.get('kiln_tflops', float('nan')):.0f}, cuDNN "
+              f"{r.get('cudnn_tflops', float('nan')):.0f}, FA2 "
+              f"{r.get('flash_tflops', float('nan')):.0f} TFLOP/s"
+              f"{'' if r['correct'] else '  NOT OK: ' + r.get('why', '')}", flush=True)
+    result["rows"] = out_rows
+    result["clocks_after"] = kb.clocks()
+
+    def fmt(row, key, spec):
+        return format(row[key], spec) if key in row else "-"
+
+    print()
+    header = (f"{'d':>3} {'dtype':>5} {'mask':>6} {'B x S':>10} {'Hq/Hkv':>6} {'floor':>7} "
+              f"{'kiln us':>8} {'TF/s':>5} {'%gemm':>5} {'cuDNN us':>8} {'TF/s':>5} "
+              f"{'FA2 us':>8} {'TF/s':>5} {'/cuDNN':>6} {'/FA2':>5} {'rel L2':>8}  ok")
+    kb.print_header(header)
+    failed = 0
+    for r in out_rows:
+        failed += not r["correct"]
+        check = r.get(f"kiln_vs_{r['checked_against']}_rel_l2") if r["checked_against"] else None
+        print(f"{r['head_dim']:>3} {r['dtype']:>5} {r['mask']:>6} "
+              f"{str(r['batch']) + ' x ' + str(r['seq']):>10} "
+              f"{str(r['q_heads']) + '/' + str(r['kv_heads']):>6} {r['floor_us']:7.0f} "
+              f"{fmt(r, 'kiln_us', '8.0f'):>8} {fmt(r, 'kiln_tflops', '5.0f'):>5} "
+              f"{fmt(r, 'kiln_pct_of_gemm', '5.1f'):>5} "
+              f"{fmt(r, 'cudnn_us', '8.0f'):>8} {fmt(r, 'cudnn_tflops', '5.0f'):>5} "
+              f"{fmt(r, 'flash_us', '8.0f'):>8} {fmt(r, 'flash_tflops', '5.0f'):>5} "
+              f"{fmt(r, 'kiln_vs_cudnn', '5.2f'):>5}x {fmt(r, 'kiln_vs_flash', '4.2f'):>4}x "
+              f"{format(check, '8.2e') if check is not None else '-':>8}  "
+              f"{'yes' if r['correct'] else 'NO ' + r.get('why', '')}")
+        for peer in ("cudnn", "flash"):
+            if f"{peer}_error" in r:
+                print(f"    {peer}: {r[f'{peer}_error']}")
+            elif r.get(f"{peer}_layout") == "contiguous" or r.get(f"{peer}_gqa") == "expanded":
+                note = r.get(f"{peer}_note", "")
+                expanded = r.get(f"{peer}_gqa") == "expanded"
+                print(f"    {peer}: ran on {r[f'{peer}_layout']} q/k/v"
+                      f"{', K/V expanded to Hq heads' if expanded else ''}"
+                      f"{f' ({note})' if note else ''}")
+    print("floor: max(FLOPs / GEMM rate, bytes / copy bandwidth), us; /cuDNN, /FA2: kiln TFLOP/s "
+          "over the peer's (> 1: kiln is faster); rel L2: kiln vs " +
+          ("cuDNN" if all(r["checked_against"] == "cudnn" for r in out_rows) else
+           "cuDNN (FA2 where cuDNN did not run)"))
+    return kb.finish(args.json, result, failed)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

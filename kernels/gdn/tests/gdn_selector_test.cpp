@@ -1,0 +1,495 @@
+// The gdn selector on a fake variant table: admission errors name the value and the limit, the
+// launch plan matches launch.h, and a no-op batch touches nothing; for both problems (decode in
+// place, multi-token into a cache), each served only by the variants with its entry.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "gdn/launch.h"
+#include "gdn/runner/selector.h"
+#include "support/fixed_variant.h"
+
+namespace kiln::gdn {
+namespace {
+
+using kiln::fake::fixedVariant;
+
+const char* const kEntries[] = {"kiln_gdn_decode"};
+const char* const kMtpEntries[] = {"kiln_gdn_decode_mtp"};
+const kiln_image kImages[] = {{90, 0, nullptr, 0, "", 0}};
+const kiln_variant kBf16{"gdn_decode_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1};
+const kiln_variant kMtpBf16{"gdn_decode_mtp_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1};
+const kiln_variant kMtpFp16{"gdn_decode_mtp_dk128_dv128_fp16", "gdn", kMtpEntries, 1, kImages, 1};
+const kiln_variant kGatingBf16{
+    "gdn_decode_gating_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1};
+const kiln_variant kMtpGatingBf16{
+    "gdn_decode_mtp_gating_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1};
+// The decode variant alone, and the artifact's shape: decode bf16 plus multi-token bf16 and fp16
+// (so fp16 decode is not built, fp16 multi-token is).
+// (name, d_k, d_v, tile_v, row_split, tiles_per_block, max_tokens, fused_gating, dtype, variant):
+// kiln.toml's constants.
+const VariantInfo kTable[] = {
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &fixedVariant<kBf16>}};
+const VariantInfo kMixed[] = {
+    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false, "bf16",
+     &fixedVariant<kMtpBf16>},
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &fixedVariant<kBf16>},
+    {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 4, 1, 8, false, "fp16",
+     &fixedVariant<kMtpFp16>}};
+// Both gate forms of both kernels in bf16, the fused ones listed first.
+const VariantInfo kGating[] = {
+    {"gdn_decode_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, true, "bf16",
+     &fixedVariant<kGatingBf16>},
+    {"gdn_decode_mtp_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, true, "bf16",
+     &fixedVariant<kMtpGatingBf16>},
+    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &fixedVariant<kBf16>},
+    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false, "bf16",
+     &fixedVariant<kMtpBf16>}};
+
+alignas(16) unsigned char kBuffer[256];
+
+Problem valid() {
+  Problem p;
+  p.dtype = DType::kBFloat16;
+  p.batch = 8;
+  p.heads_qk = 16;
+  p.heads_v = 32;
+  p.num_slots = 64;
+  p.scale = 1.0f / std::sqrt(128.0f);
+  p.q = p.k = p.v = kBuffer;
+  p.out = kBuffer;
+  p.state = reinterpret_cast<float*>(kBuffer);
+  p.g = p.beta = reinterpret_cast<const float*>(kBuffer);
+  p.slots = reinterpret_cast<const std::int32_t*>(kBuffer);
+  return p;
+}
+
+TEST(GdnSelector, PlansTheLaunchFromTheBakedConstants) {
+  Plan plan;
+  ASSERT_TRUE(select(kTable, valid(), nullptr, &plan).ok());
+  EXPECT_EQ(plan.info, &kTable[0]);
+  EXPECT_EQ(plan.entry, 0);
+  EXPECT_EQ(plan.config.grid.x, 4u);  // 128 / 32
+  EXPECT_EQ(plan.config.grid.y, 32u);
+  EXPECT_EQ(plan.config.grid.z, 8u);
+  EXPECT_EQ(plan.config.block.x, 32u);  // tile_v: a warp's lanes, one column each
+  EXPECT_EQ(plan.config.block.y, 4u);   // row_split: warps splitting the d_k rows
+  EXPECT_EQ(plan.config.block.z, 1u);
+  EXPECT_EQ(plan.config.shared_bytes, 0u);
+  EXPECT_EQ(plan.args.heads_v, 32);
+}
+
+TEST(GdnSelector, LaunchShapeRefusesBlocksTheKernelCannotHave) {
+  EXPECT_TRUE(launchShape(128, 128, 32, 4, 1, 32, 8).valid);
+  EXPECT_FALSE(launchShape(128, 128, 32, 3, 1, 32, 8).valid);  // row_split must divide d_k
+  EXPECT_FALSE(launchShape(128, 128, 32, 0, 1, 32, 8).valid);
+  EXPECT_FALSE(launchShape(128, 128, 48, 4, 1, 32, 8).valid);    // tile_v must divide d_v
+  EXPECT_FALSE(launchShape(2048, 128, 32, 64, 1, 32, 8).valid);  // 2048 threads > 1024
+  EXPECT_FALSE(launchShape(128, 128, 32, 4, 0, 32, 8).valid);
+  EXPECT_FALSE(launchShape(128, 128, 32, 4, 3, 32, 8).valid);   // 3 tiles of 32 do not tile 128
+  EXPECT_FALSE(launchShape(128, 128, 32, 16, 4, 32, 8).valid);  // 2048 threads > 1024
+  const LaunchShape two = launchShape(128, 128, 32, 4, 2, 32, 8);
+  ASSERT_TRUE(two.valid);
+  EXPECT_EQ(two.grid_x, 2u);  // 128 columns / (2 tiles of 32)
+  EXPECT_EQ(two.block_z, 2u);
+  EXPECT_FALSE(launchShape(128, 128, 32, 4, 1, 32, 0).valid);
+  EXPECT_FALSE(launchShape(128, 128, 32, 4, 1, 65536, 8).valid);
+}
+
+TEST(GdnSelector, ErrorsNameTheValueAndTheLimit) {
+  Plan plan;
+  Problem p = valid();
+  p.dtype = DType::kFloat16;
+  Status s = select(kTable, p, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_NE(s.message().find(
+                "head dims 128x128 are not built for fp16; built (d_k x d_v dtype): 128x128 bf16"),
+            std::string::npos)
+      << s.message();
+  p = valid();
+  p.head_dim_k = 64;
+  EXPECT_NE(select(kTable, p, nullptr, &plan).message().find("head dims 64x128"),
+            std::string::npos);
+  p = valid();
+  p.heads_v = 24;
+  p.heads_qk = 16;
+  EXPECT_NE(select(kTable, p, nullptr, &plan)
+                .message()
+                .find("heads_v 24 must be a multiple of heads_qk 16"),
+            std::string::npos);
+  p = valid();
+  p.q = kBuffer + 4;
+  {
+    const std::string message = select(kTable, p, nullptr, &plan).message();
+    EXPECT_EQ(message.rfind("gdn: pointer q (0x", 0), 0u) << message;  // names the address
+    EXPECT_NE(message.find(") is not 16-byte aligned"), std::string::npos) << message;
+  }
+  p = valid();
+  p.scale = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_NE(select(kTable, p, nullptr, &plan).message().find("scale is not finite"),
+            std::string::npos);
+  p = valid();
+  p.batch = 70000;
+  EXPECT_NE(select(kTable, p, nullptr, &plan).message().find("must each be <= 65535"),
+            std::string::npos);
+}
+
+TEST(GdnSelector, EmptyBatchIsANoOpWithoutPointers) {
+  Problem p;
+  p.batch = 0;
+  p.heads_qk = 1;
+  p.heads_v = 1;
+  Plan plan;
+  ASSERT_TRUE(select(kTable, p, nullptr, &plan).ok());
+  EXPECT_TRUE(plan.no_op);
+}
+
+// ---- multi-token problem ------------------------------------------------------------------
+
+// The selector only compares the pool's and the cache's addresses and extents (128 MiB and 64 MiB
+// here), never dereferences them: place them 1 TiB apart.
+const std::uintptr_t kPoolAddress = std::uintptr_t{1} << 40;
+const std::uintptr_t kCacheAddress = std::uintptr_t{2} << 40;
+
+MtpProblem validMtp() {
+  MtpProblem p;
+  p.dtype = DType::kBFloat16;
+  p.batch = 8;
+  p.tokens = 4;
+  p.heads_qk = 16;
+  p.heads_v = 32;
+  p.num_slots = 64;
+  p.scale = 1.0f / std::sqrt(128.0f);
+  p.q = p.k = p.v = kBuffer;
+  p.out = kBuffer;
+  p.state = reinterpret_cast<const float*>(kPoolAddress);
+  p.cache = reinterpret_cast<float*>(kCacheAddress);
+  p.g = p.beta = reinterpret_cast<const float*>(kBuffer);
+  p.slots = reinterpret_cast<const std::int32_t*>(kBuffer);
+  return p;
+}
+
+TEST(GdnSelector, EachProblemTakesOnlyTheVariantsWithItsEntry) {
+  Plan plan;
+  ASSERT_TRUE(select(kMixed, valid(), nullptr, &plan).ok());
+  EXPECT_EQ(plan.info, &kMixed[1]);  // the decode variant, not the multi-token one listed first
+  EXPECT_EQ(plan.entry, 0);
+  MtpPlan mtp;
+  ASSERT_TRUE(select(kMixed, validMtp(), nullptr, &mtp).ok());
+  EXPECT_EQ(mtp.info, &kMixed[0]);
+  MtpProblem p = validMtp();
+  p.dtype = DType::kFloat16;
+  ASSERT_TRUE(select(kMixed, p, nullptr, &mtp).ok());
+  EXPECT_EQ(mtp.info, &kMixed[2]);
+  // fp16 is built only as multi-token: decode fp16 is refused, listing the decode variants only.
+  Problem d = valid();
+  d.dtype = DType::kFloat16;
+  const Status s = select(kMixed, d, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_NE(s.message().find(
+                "head dims 128x128 are not built for fp16; built (d_k x d_v dtype): 128x128 bf16"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(s.message().find("fp16;"), s.message().find("fp16; built"));  // fp16 not in the list
+  // A table without multi-token variants refuses every multi-token problem.
+  const Status none = select(kTable, validMtp(), nullptr, &mtp);
+  EXPECT_EQ(none.code(), StatusCode::kNotSupported);
+  EXPECT_NE(
+      none.message().find("multi-token decode: head dims 128x128 are not built for bf16; built "
+                          "(d_k x d_v dtype): none"),
+      std::string::npos)
+      << none.message();
+}
+
+TEST(GdnSelector, MtpPlansTheDecodeGridAndPassesTheArguments) {
+  MtpPlan plan;
+  const MtpProblem p = validMtp();
+  ASSERT_TRUE(select(kMixed, p, nullptr, &plan).ok());
+  const LaunchShape shape = launchShape(128, 128, 32, 4, 1, 32, 8);
+  EXPECT_EQ(plan.config.grid.x, shape.grid_x);  // 128 / 32
+  EXPECT_EQ(plan.config.grid.y, 32u);
+  EXPECT_EQ(plan.config.grid.z, 8u);  // one block row per sequence; tokens loop in the kernel
+  EXPECT_EQ(plan.config.block.x, 32u);
+  EXPECT_EQ(plan.config.block.y, 4u);
+  EXPECT_EQ(plan.config.shared_bytes, 0u);  // static shared memory only (in the cubin)
+  EXPECT_EQ(plan.args.tokens, 4);
+  EXPECT_EQ(plan.args.heads_qk, 16);
+  EXPECT_EQ(plan.args.heads_v, 32);
+  EXPECT_EQ(plan.args.state, p.state);
+  EXPECT_EQ(plan.args.cache, p.cache);
+  EXPECT_EQ(plan.args.cache_slots, nullptr);  // cache[b, t]
+  EXPECT_EQ(plan.args.slotted, 0);
+  EXPECT_EQ(plan.args.scale, p.scale);
+}
+
+// The two multi-token shapes that failed on the H200 in run 4 (kernels/gdn/tests/gpu/gdn_numerics_test.cpp:
+// t2_b256_h4_hv16_skip, t4_b256_h8_hv8_skip; batch 256 is the only difference from the passing
+// cases). The plan was not the cause (the GPU test's buffers were: see
+// tests/gpu/common/gpu_test_support.h, allocate()), and this pins it: every (column tile, value
+// head, sequence) of batch 256 gets its block, with the whole row split, and the kernel's
+// arguments carry the problem's heads and tokens unchanged.
+TEST(GdnSelector, MtpPlansBatch256WithABlockPerTileHeadAndSequence) {
+  struct Case {
+    int tokens, heads_qk, heads_v;
+  };
+  for (const Case c : {Case{2, 4, 16}, Case{4, 8, 8}, Case{8, 16, 32}}) {
+    MtpProblem p = validMtp();
+    p.batch = 256;
+    p.tokens = c.tokens;
+    p.heads_qk = c.heads_qk;
+    p.heads_v = c.heads_v;
+    p.num_slots = 256 + 256 / 4 + 2;  // the GPU test's pool: more slots than sequences
+    MtpPlan plan;
+    ASSERT_TRUE(select(kMixed, p, nullptr, &plan).ok()) << c.tokens << " " << c.heads_v;
+    EXPECT_FALSE(plan.no_op);
+    EXPECT_EQ(plan.config.grid.x * plan.config.block.x, 128u);  // every column of d_v
+    EXPECT_EQ(plan.config.grid.y, static_cast<unsigned>(c.heads_v));
+    EXPECT_EQ(plan.config.grid.z, 256u);  // every sequence, skipped ones included
+    EXPECT_EQ(plan.config.block.y, 4u);   // row_split warps: all 128 rows of d_k
+    EXPECT_EQ(plan.config.block.x * plan.config.block.y * plan.config.block.z, 128u);
+    EXPECT_EQ(plan.args.tokens, c.tokens);
+    EXPECT_EQ(plan.args.heads_qk, c.heads_qk);
+    EXPECT_EQ(plan.args.heads_v, c.heads_v);
+    EXPECT_EQ(plan.args.out, p.out);
+    EXPECT_EQ(plan.args.cache, p.cache);
+  }
+}
+
+TEST(GdnSelector, MtpTokensFromOneToTheBakedLimit) {
+  MtpPlan plan;
+  MtpProblem p = validMtp();
+  for (int t = 1; t <= 8; ++t) {
+    p.tokens = t;
+    EXPECT_TRUE(select(kMixed, p, nullptr, &plan).ok()) << t;
+  }
+  p.tokens = 9;
+  Status s = select(kMixed, p, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(
+      s.message().find("gdn: tokens 9 exceeds max_tokens 8 of gdn_decode_mtp_dk128_dv128_bf16"),
+      std::string::npos)
+      << s.message();
+  p.tokens = 0;
+  s = select(kMixed, p, nullptr, &plan);
+  EXPECT_NE(s.message().find("gdn: tokens 0 must be >= 1"), std::string::npos) << s.message();
+  p.batch = 0;  // checked even for an empty batch: the problem is wrong, not empty
+  EXPECT_FALSE(select(kMixed, p, nullptr, &plan).ok());
+}
+
+TEST(GdnSelector, MtpErrorsNameTheValueAndTheLimit) {
+  MtpPlan plan;
+  MtpProblem p = validMtp();
+  p.head_dim_k = 64;
+  EXPECT_NE(select(kMixed, p, nullptr, &plan)
+                .message()
+                .find("multi-token decode: head dims 64x128 are not "
+                      "built for bf16; built (d_k x d_v dtype): "
+                      "128x128 bf16, 128x128 fp16"),
+            std::string::npos)
+      << select(kMixed, p, nullptr, &plan).message();
+  p = validMtp();
+  p.heads_v = 24;
+  EXPECT_NE(select(kMixed, p, nullptr, &plan)
+                .message()
+                .find("heads_v 24 must be a multiple of heads_qk 16"),
+            std::string::npos);
+  p = validMtp();
+  p.cache = nullptr;
+  EXPECT_NE(select(kMixed, p, nullptr, &plan).message().find("gdn: cache is null"),
+            std::string::npos);
+  p = validMtp();
+  p.cache = reinterpret_cast<float*>(kCacheAddress + 4);
+  EXPECT_NE(select(kMixed, p, nullptr, &plan).message().find(") is not 16-byte aligned"),
+            std::string::npos);
+  p = validMtp();
+  p.state = nullptr;
+  EXPECT_NE(select(kMixed, p, nullptr, &plan).message().find("gdn: state is null"),
+            std::string::npos);
+  p = validMtp();
+  p.batch = 70000;
+  EXPECT_NE(select(kMixed, p, nullptr, &plan).message().find("must each be <= 65535"),
+            std::string::npos);
+}
+
+TEST(GdnSelector, MtpRefusesACacheOverlappingThePool) {
+  MtpPlan plan;
+  MtpProblem p = validMtp();
+  // Pool: 64 slots x 32 x 128 x 128 floats = 128 MiB from `state`.
+  const std::uintptr_t pool = reinterpret_cast<std::uintptr_t>(p.state);
+  const std::uintptr_t pool_bytes = std::uintptr_t{64} * 32 * 128 * 128 * 4;
+  p.cache = reinterpret_cast<float*>(pool + pool_bytes - 16);  // starts in the pool's last 16 bytes
+  Status s = select(kMixed, p, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find(
+                "cache [batch 8, tokens 4, ...] overlaps the state pool [num_slots 64, ...]"),
+            std::string::npos)
+      << s.message();
+  p.cache = reinterpret_cast<float*>(pool + pool_bytes);  // right after it: fine
+  EXPECT_TRUE(select(kMixed, p, nullptr, &plan).ok());
+  // Cache: 8 x 4 x 32 x 128 x 128 floats = 64 MiB; ending exactly where the pool starts is fine,
+  // one element further is not.
+  const std::uintptr_t cache_bytes = std::uintptr_t{8} * 4 * 32 * 128 * 128 * 4;
+  p.cache = reinterpret_cast<float*>(pool - cache_bytes);
+  EXPECT_TRUE(select(kMixed, p, nullptr, &plan).ok());
+  p.cache = reinterpret_cast<float*>(pool - cache_bytes + 16);
+  EXPECT_FALSE(select(kMixed, p, nullptr, &plan).ok());
+}
+
+// With cache_slots, token t's state goes to cache[cache_slots[b, t]] of a cache of cache_entries
+// states, which may be the pool itself (vLLM's slot per draft position): the selector passes the
+// map and checks the cache's extent against the pool.
+TEST(GdnSelector, MtpCacheSlotsMapTheStatesIntoACacheOrThePool) {
+  alignas(4) static const std::int32_t kCacheSlots[8 * 4] = {};
+  MtpPlan plan;
+  MtpProblem p = validMtp();
+  p.cache_slots = kCacheSlots;
+  p.cache = const_cast<float*>(p.state);  // the pool
+  p.cache_entries = 64;
+  ASSERT_TRUE(select(kMixed, p, nullptr, &plan).ok());
+  EXPECT_EQ(plan.args.cache, p.state);
+  EXPECT_EQ(plan.args.cache_slots, kCacheSlots);
+  EXPECT_EQ(plan.args.slotted, 1);
+
+  auto refusal = [&](const MtpProblem& bad) {
+    const Status s = select(kMixed, bad, nullptr, &plan);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    return s.message();
+  };
+  MtpProblem bad = p;
+  bad.cache_entries = 63;
+  EXPECT_NE(refusal(bad).find(
+                "gdn: the cache is the state pool, but cache_entries 63 is not num_slots 64"),
+            std::string::npos)
+      << refusal(bad);
+  bad = p;
+  bad.cache_entries = 0;
+  EXPECT_NE(refusal(bad).find("gdn: cache_entries 0 must be >= 1 with cache_slots"),
+            std::string::npos)
+      << refusal(bad);
+  bad = p;
+  bad.cache_slots = reinterpret_cast<const std::int32_t*>(kBuffer + 2);
+  EXPECT_NE(refusal(bad).find("pointer cache_slots"), std::string::npos) << refusal(bad);
+  EXPECT_NE(refusal(bad).find("is not 4-byte aligned"), std::string::npos) << refusal(bad);
+  bad = validMtp();
+  bad.cache_entries = 5;  // the [batch, T] cache has no entry count
+  EXPECT_NE(refusal(bad).find("gdn: cache_entries 5 is given without cache_slots"),
+            std::string::npos)
+      << refusal(bad);
+
+  // A cache of its own: 100 states (200 MiB) must end before the pool or start after it.
+  p.cache_entries = 100;
+  const std::uintptr_t pool = reinterpret_cast<std::uintptr_t>(p.state);
+  const std::uintptr_t cache_bytes = std::uintptr_t{100} * 32 * 128 * 128 * 4;
+  p.cache = reinterpret_cast<float*>(pool - cache_bytes);
+  EXPECT_TRUE(select(kMixed, p, nullptr, &plan).ok());
+  EXPECT_EQ(plan.args.slotted, 1);
+  p.cache = reinterpret_cast<float*>(pool - cache_bytes + 16);
+  EXPECT_NE(refusal(p).find("gdn: cache [cache_entries 100, ...] overlaps the state pool "
+                            "[num_slots 64, ...] without being it (cache == state)"),
+            std::string::npos)
+      << refusal(p);
+}
+
+TEST(GdnSelector, MtpEmptyBatchIsANoOpWithoutPointers) {
+  MtpProblem p;
+  p.batch = 0;
+  p.tokens = 2;
+  p.heads_qk = 1;
+  p.heads_v = 1;
+  MtpPlan plan;
+  ASSERT_TRUE(select(kMixed, p, nullptr, &plan).ok());
+  EXPECT_TRUE(plan.no_op);
+}
+
+// The gating inputs instead of g and beta: the problem takes the fused-gating variant of its
+// kernel, passes the four pointers in the entry's order and leaves g and beta null.
+Problem withGating(Problem p) {
+  p.g = p.beta = nullptr;
+  p.gating.a = kBuffer + 2;  // 16-bit elements: 2-byte alignment is enough
+  p.gating.b = kBuffer + 34;
+  p.gating.a_log = reinterpret_cast<const float*>(kBuffer + 64);
+  p.gating.dt_bias = reinterpret_cast<const float*>(kBuffer + 128);
+  return p;
+}
+
+TEST(GdnSelector, GatingInputsTakeTheFusedGatingVariant) {
+  Plan plan;
+  const Problem fused = withGating(valid());
+  ASSERT_TRUE(select(kGating, fused, nullptr, &plan).ok());
+  EXPECT_EQ(plan.info, &kGating[0]);
+  EXPECT_EQ(plan.args.g, nullptr);
+  EXPECT_EQ(plan.args.beta, nullptr);
+  EXPECT_EQ(plan.args.a, fused.gating.a);
+  EXPECT_EQ(plan.args.b, fused.gating.b);
+  EXPECT_EQ(plan.args.a_log, fused.gating.a_log);
+  EXPECT_EQ(plan.args.dt_bias, fused.gating.dt_bias);
+  // g and beta: the variant that reads them, with the gating arguments null.
+  ASSERT_TRUE(select(kGating, valid(), nullptr, &plan).ok());
+  EXPECT_EQ(plan.info, &kGating[2]);
+  EXPECT_EQ(plan.args.a, nullptr);
+  EXPECT_EQ(plan.args.dt_bias, nullptr);
+  MtpPlan mtp;
+  MtpProblem m = validMtp();
+  m.g = m.beta = nullptr;
+  m.gating = fused.gating;
+  ASSERT_TRUE(select(kGating, m, nullptr, &mtp).ok());
+  EXPECT_EQ(mtp.info, &kGating[1]);
+  EXPECT_EQ(mtp.args.a_log, fused.gating.a_log);
+  ASSERT_TRUE(select(kGating, validMtp(), nullptr, &mtp).ok());
+  EXPECT_EQ(mtp.info, &kGating[3]);
+}
+
+TEST(GdnSelector, GatingErrorsNameTheFormAndThePointer) {
+  Plan plan;
+  // Fused gating where only g / beta variants are built: refused, listing what is built.
+  Status s = select(kTable, withGating(valid()), nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_NE(s.message().find("head dims 128x128 are not built for bf16 (fused gating); built "
+                             "(d_k x d_v dtype): 128x128 bf16"),
+            std::string::npos)
+      << s.message();
+  // Both forms at once.
+  Problem both = withGating(valid());
+  both.g = reinterpret_cast<const float*>(kBuffer);
+  s = select(kGating, both, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("both gate forms are given"), std::string::npos) << s.message();
+  // A missing or misaligned gating input is named.
+  Problem p = withGating(valid());
+  p.gating.dt_bias = nullptr;
+  EXPECT_NE(select(kGating, p, nullptr, &plan).message().find("gating.dt_bias is null"),
+            std::string::npos)
+      << select(kGating, p, nullptr, &plan).message();
+  p = withGating(valid());
+  p.gating.b = kBuffer + 3;
+  EXPECT_NE(select(kGating, p, nullptr, &plan).message().find("pointer gating.b (0x"),
+            std::string::npos);
+  p = withGating(valid());
+  p.gating.a_log = reinterpret_cast<const float*>(kBuffer + 2);
+  EXPECT_NE(select(kGating, p, nullptr, &plan).message().find("pointer gating.a_log (0x"),
+            std::string::npos);
+  // The multi-token problem checks the same.
+  MtpProblem m = validMtp();
+  m.gating = withGating(valid()).gating;
+  MtpPlan mtp;
+  s = select(kGating, m, nullptr, &mtp);
+  EXPECT_NE(s.message().find("both gate forms are given"), std::string::npos) << s.message();
+}
+
+TEST(GdnSelector, DeviceCheckIsTheLastStep) {
+  const DeviceQuery device{87, [](const kiln_variant&, int sm) {
+                             return Status(
+                                 StatusCode::kNoKernelImage,
+                                 "artifact has sm_90 only; device is sm_" + std::to_string(sm));
+                           }};
+  Plan plan;
+  Status s = select(kTable, valid(), &device, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
+  EXPECT_NE(s.message().find("device is sm_87"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::gdn
