@@ -38,9 +38,8 @@ Status checkHeads(const char* group, std::int64_t q_heads, std::int64_t kv_heads
   return Status::Ok();
 }
 
-Status dtypeOf(const char* group, DType dtype, const char** name) {
-  *name = dtypeName(dtype);
-  if (*name != nullptr) return Status::Ok();
+Status checkDtype(const char* group, DType dtype) {
+  if (dtypeName(dtype) != nullptr) return Status::Ok();
   return Status(StatusCode::kInvalidArgument, std::string(group) + ": dtype " +
                                                   std::to_string(static_cast<int>(dtype)) +
                                                   " is not a DType value (fp16 or bf16)");
@@ -58,8 +57,8 @@ Status checkImage(const kiln_variant& variant, int device_sm) {
   return selectImage(variant, device_sm, &image);
 }
 
-DeviceQuery deviceQuery(int device_sm) {
-  return DeviceQuery{device_sm, &checkImage};
+DeviceQuery deviceQuery(int device_sm, std::span<const int> supported_sms) {
+  return DeviceQuery{device_sm, &checkImage, supported_sms};
 }
 
 Status checkDevice(const char* group, const kiln_variant* variant, const DeviceQuery& device) {

@@ -111,47 +111,61 @@ TEST(RunnerSupport, CheckHeadsNamesTheValueAndTheLimit) {
 }
 
 struct Row {
-  const char* dtype;
+  DType dtype;
   int size;
 };
 
 TEST(RunnerSupport, NotBuiltMessagesListWhatTheTableHolds) {
-  const Row rows[] = {{"bf16", 4096}, {"fp16", 1024}, {"bf16", 8192}};
+  const Row rows[] = {{DType::kBFloat16, 4096}, {DType::kFloat16, 1024}, {DType::kBFloat16, 8192}};
   const std::span<const Row> table(rows);
-  const Status s = runner::dtypeNotBuilt("grp", "fp8", table);
+  const Row bf16_rows[] = {{DType::kBFloat16, 4096}};
+  const Status s = runner::dtypeNotBuilt("grp", DType::kFloat16, std::span<const Row>(bf16_rows));
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);
-  EXPECT_EQ(s.message(), "grp: dtype fp8 is not built; built dtypes: bf16, fp16");
-  EXPECT_EQ(runner::dtypeNotBuilt("grp", "bf16", std::span<const Row>()).message(),
+  EXPECT_EQ(s.message(), "grp: dtype fp16 is not built; built dtypes: bf16");
+  EXPECT_EQ(runner::dtypeNotBuilt("grp", DType::kBFloat16, std::span<const Row>()).message(),
             "grp: dtype bf16 is not built; built dtypes: none");
-  EXPECT_EQ(runner::builtFor(table, "bf16", [](const Row& r) { return r.size; }), "4096, 8192");
+  EXPECT_EQ(runner::builtDtypes(table), "bf16, fp16");
+  EXPECT_EQ(runner::builtFor(table, DType::kBFloat16, [](const Row& r) { return r.size; }),
+            "4096, 8192");
 }
 
 TEST(RunnerSupport, FindBuiltReturnsTheRowOrNamesWhatIsBuilt) {
-  const Row rows[] = {{"bf16", 4096}, {"fp16", 1024}, {"bf16", 8192}};
+  const Row rows[] = {{DType::kBFloat16, 4096}, {DType::kFloat16, 1024}, {DType::kBFloat16, 8192}};
   const std::span<const Row> table(rows);
   const auto size = [](const Row& r) { return r.size; };
   const Row* found = nullptr;
-  ASSERT_TRUE(runner::findBuilt("grp", table, "bf16", "hidden", 8192, size, &found).ok());
+  ASSERT_TRUE(runner::findBuilt("grp", table, DType::kBFloat16, "hidden", 8192, size, &found).ok());
   EXPECT_EQ(found, &rows[2]);
-  ASSERT_TRUE(runner::findBuilt("grp", table, "fp16", "hidden", 1024, size, &found).ok());
+  ASSERT_TRUE(runner::findBuilt("grp", table, DType::kFloat16, "hidden", 1024, size, &found).ok());
   EXPECT_EQ(found, &rows[1]);
 
-  Status s = runner::findBuilt("grp", table, "fp16", "hidden", 4096, size, &found);
+  Status s = runner::findBuilt("grp", table, DType::kFloat16, "hidden", 4096, size, &found);
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);
   EXPECT_EQ(s.message(), "grp: hidden 4096 is not built for fp16; built for fp16: 1024");
   EXPECT_EQ(found, nullptr);
-  s = runner::findBuilt("grp", table, "fp8", "hidden", 4096, size, &found);
-  EXPECT_EQ(s.message(), "grp: dtype fp8 is not built; built dtypes: bf16, fp16");
+  s = runner::findBuilt("grp", table.first(1), DType::kFloat16, "hidden", 4096, size, &found);
+  EXPECT_EQ(s.message(), "grp: dtype fp16 is not built; built dtypes: bf16");
 }
 
-TEST(RunnerSupport, DtypeOfNamesTheEnumOrRefusesOtherValues) {
-  const char* name = nullptr;
-  ASSERT_TRUE(runner::dtypeOf("grp", DType::kBFloat16, &name).ok());
-  EXPECT_STREQ(name, "bf16");
-  const Status s = runner::dtypeOf("grp", static_cast<DType>(7), &name);
+TEST(RunnerSupport, CheckDtypeRefusesValuesOutsideTheEnum) {
+  EXPECT_TRUE(runner::checkDtype("grp", DType::kBFloat16).ok());
+  EXPECT_TRUE(runner::checkDtype("grp", DType::kFloat16).ok());
+  const Status s = runner::checkDtype("grp", static_cast<DType>(7));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "grp: dtype 7 is not a DType value (fp16 or bf16)");
-  EXPECT_EQ(name, nullptr);
 }
+
+// The generated variant tables check a runner's row type with fieldCount (codegen.cpp).
+struct ThreeFields {
+  const char* name;
+  DType dtype;
+  const kiln_variant* (*variant)();
+};
+struct OneField {
+  int value;
+};
+static_assert(runner::fieldCount<ThreeFields>() == 3);
+static_assert(runner::fieldCount<Row>() == 2);
+static_assert(runner::fieldCount<OneField>() == 1);
 
 }  // namespace

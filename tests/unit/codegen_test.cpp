@@ -56,7 +56,9 @@ TEST(Codegen, TwoSmVariantSharesTheSingleSmHeader) {
   multi.images[87] = sm87;
 
   EXPECT_EQ(variantHeader(multi), variantHeader(single));
-  EXPECT_EQ(groupHeader("rmsnorm", {&multi}), groupHeader("rmsnorm", {&single}));
+  const GroupRecord group{"cuda", {80, 90}, {single.name}};
+  EXPECT_EQ(groupHeader("rmsnorm", group, {&multi}, true),
+            groupHeader("rmsnorm", group, {&single}, true));
   ArtifactMetadata m1, m2;
   m1.provenance.tag = "sm_90";
   m1.variants[single.name] = single;
@@ -92,10 +94,12 @@ TEST(Codegen, BoolConstant) {
   EXPECT_NE(variantHeader(v).find("inline constexpr bool kCausal = true;\n"), std::string::npos);
 }
 
+// A group without a runner (a test fixture's): a table of plain values after name and variant.
 TEST(Codegen, GroupHeaderTable) {
   const VariantRecord a = makeRecord("rmsnorm_h1024_fp16", 1024, "fp16");
   const VariantRecord b = makeRecord("rmsnorm_h4096_bf16", 4096, "bf16");
-  const std::string header = groupHeader("rmsnorm", {&a, &b});
+  const GroupRecord group{"cuda", {80, 90}, {a.name, b.name}};
+  const std::string header = groupHeader("rmsnorm", group, {&a, &b}, false);
   for (const char* line : {
            "#include \"kiln/variants/rmsnorm_h1024_fp16.h\"\n",
            "namespace kiln::generated::rmsnorm {\n",
@@ -104,6 +108,36 @@ TEST(Codegen, GroupHeaderTable) {
            "  const char* dtype;\n};\n",
            "    {\"rmsnorm_h1024_fp16\", &kiln_rmsnorm_h1024_fp16_variant, 1024, \"fp16\"},\n",
            "    {\"rmsnorm_h4096_bf16\", &kiln_rmsnorm_h4096_bf16_variant, 4096, \"bf16\"},\n",
+           "inline constexpr int kNumVariants = 2;\n",
+           "inline constexpr int kSupportedSms[] = {80, 90};\n",
+       }) {
+    EXPECT_NE(header.find(line), std::string::npos) << "missing: " << line << "in\n" << header;
+  }
+  EXPECT_EQ(header.find("kiln/runners/"), std::string::npos) << header;
+}
+
+// A group with a runner: the rows are the runner's VariantInfo, initialized by field name with
+// the constants in the runner's types, and the field count is checked, so that kiln.toml and the
+// runner cannot disagree without a compile error.
+TEST(Codegen, GroupHeaderTableInTheRunnersTypes) {
+  VariantRecord a = makeRecord("fmha_wgmma_d128_bf16_causal", 128, "bf16");
+  a.group = "fmha";
+  a.constants = {{"head_dim", ConstantType::kInt, std::int64_t{128}},
+                 {"dtype", ConstantType::kDtype, std::string("bf16")},
+                 {"mask", ConstantType::kEnum, std::string("causal")},
+                 {"paged_kv", ConstantType::kBool, false}};
+  const GroupRecord group{"cuda", {90}, {a.name}};
+  const std::string header = groupHeader("fmha", group, {&a}, true);
+  for (const char* line : {
+           "#include \"kiln/runner_support.h\"\n#include \"kiln/runners/fmha.h\"\n",
+           "using VariantInfo = ::kiln::fmha::VariantInfo;\n",
+           "    {.name = \"fmha_wgmma_d128_bf16_causal\", .head_dim = 128, "
+           ".dtype = ::kiln::DType::kBFloat16, .mask = ::kiln::fmha::Mask::kCausal, "
+           ".paged_kv = false, .variant = &kiln_fmha_wgmma_d128_bf16_causal_variant},\n",
+           "static_assert(::kiln::runner::fieldCount<VariantInfo>() == 6,\n",
+           "kiln::fmha::VariantInfo must have the fields name, head_dim, dtype, mask, paged_kv, "
+           "variant",
+           "inline constexpr int kSupportedSms[] = {90};\n",
        }) {
     EXPECT_NE(header.find(line), std::string::npos) << "missing: " << line << "in\n" << header;
   }

@@ -5,9 +5,8 @@
 // partials in the caller's workspace, and launches.
 #include "kiln/runners/decodeattn.h"
 
-#include <array>
 #include <cstddef>
-#include <iterator>
+#include <span>
 
 #include "kiln/groups/decodeattn.h"
 #include "kiln/runner_support.h"
@@ -18,18 +17,8 @@ namespace kiln::decodeattn {
 namespace {
 
 namespace generated = ::kiln::generated::decodeattn;
-constexpr std::size_t kNumVariants = std::size(generated::kVariants);
-
-// The generated table in the selector's shape (a copy of four fields per variant).
-constexpr std::array<VariantInfo, kNumVariants> makeTable() {
-  std::array<VariantInfo, kNumVariants> table{};
-  for (std::size_t i = 0; i < kNumVariants; ++i) {
-    const auto& v = generated::kVariants[i];
-    table[i] = VariantInfo{v.name, v.head_dim, v.dtype, v.variant};
-  }
-  return table;
-}
-constexpr std::array<VariantInfo, kNumVariants> kTable = makeTable();
+// The artifact's variants, in the runner's own VariantInfo (kiln build generates the table).
+constexpr std::span<const VariantInfo> kTable = generated::kVariants;
 
 // Admission does not depend on the SM count; any positive value plans the same checks.
 int hostMultiprocessors(const Problem& problem) {
@@ -44,7 +33,7 @@ Status canImplement(const Problem& problem) {
 }
 
 Status canImplement(const Problem& problem, int device_sm) {
-  const DeviceQuery device = runner::deviceQuery(device_sm);
+  const DeviceQuery device = runner::deviceQuery(device_sm, generated::kSupportedSms);
   Plan plan;
   return select(kTable, problem, hostMultiprocessors(problem), &device, &plan);
 }
@@ -77,7 +66,7 @@ Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes,
   const int multiprocessors =
       problem.multiprocessors > 0 ? problem.multiprocessors : info.multiprocessors;
   KILN_RETURN_IF_ERROR(select(kTable, problem, multiprocessors, nullptr, &plan));
-  KILN_RETURN_IF_ERROR(checkDevice(plan, runner::deviceQuery(info.sm)));
+  KILN_RETURN_IF_ERROR(checkDevice(plan, runner::deviceQuery(info.sm, generated::kSupportedSms)));
   KILN_RETURN_IF_ERROR(checkWorkspace(plan, workspace, workspace_bytes));
   if (plan.num_splits > 1) {
     auto* base = static_cast<unsigned char*>(workspace);

@@ -68,11 +68,10 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   if (plan == nullptr) return Status(StatusCode::kInternal, "decodeattn: select without a plan");
   *plan = Plan{};
 
-  const char* dtype = nullptr;
-  KILN_RETURN_IF_ERROR(runner::dtypeOf("decodeattn", problem.dtype, &dtype));
+  KILN_RETURN_IF_ERROR(runner::checkDtype("decodeattn", problem.dtype));
   const VariantInfo* info = nullptr;
   KILN_RETURN_IF_ERROR(runner::findBuilt(
-      "decodeattn", table, dtype, "head_dim", problem.head_dim,
+      "decodeattn", table, problem.dtype, "head_dim", problem.head_dim,
       [](const VariantInfo& v) { return v.head_dim; }, &info));
   int rows16_entry = -1, rows32_entry = -1;
   KILN_RETURN_IF_ERROR(runner::resolveEntry("decodeattn", info->name, info->variant,

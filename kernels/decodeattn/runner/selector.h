@@ -27,14 +27,6 @@ inline constexpr int kMaxGridYZ = 65535;            // CUDA's limit for grid.y a
 inline constexpr long long kMaxGridX = 2147483647;  // CUDA's limit for grid.x (merge: rows)
 inline constexpr long long kMaxKeysPerSequence = 1LL << 30;  // max_pages_per_seq * page_size
 
-// One variant of the artifact: the generated kiln::generated::decodeattn::kVariants entry's fields.
-struct VariantInfo {
-  const char* name;                  // "decodeattn_d128_bf16"
-  int head_dim;                      // baked head dim
-  const char* dtype;                 // "fp16" | "bf16"
-  const kiln_variant* (*variant)();  // the variant's images and entries
-};
-
 // The device a problem is admitted for (kiln/runner_support.h): the runtime's image check in the
 // runner, a fake in unit tests.
 using runner::DeviceQuery;

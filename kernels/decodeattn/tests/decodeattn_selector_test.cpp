@@ -29,9 +29,9 @@ const kiln_variant kD128Fp16{"decodeattn_d128_fp16", "decodeattn", kEntries, 3, 
 const kiln_variant kNoMerge{"decodeattn_d64_fp16", "decodeattn", kEntries, 2, kImages, 2};
 
 const VariantInfo kTable[] = {
-    {"decodeattn_d128_bf16", 128, "bf16", &fixedVariant<kD128Bf16>},
-    {"decodeattn_d64_bf16", 64, "bf16", &fixedVariant<kD64Bf16>},
-    {"decodeattn_d128_fp16", 128, "fp16", &fixedVariant<kD128Fp16>},
+    {"decodeattn_d128_bf16", 128, DType::kBFloat16, &fixedVariant<kD128Bf16>},
+    {"decodeattn_d64_bf16", 64, DType::kBFloat16, &fixedVariant<kD64Bf16>},
+    {"decodeattn_d128_fp16", 128, DType::kFloat16, &fixedVariant<kD128Fp16>},
 };
 
 // Addresses are never dereferenced: the selector only inspects them.
@@ -132,7 +132,8 @@ TEST(DecodeAttentionSelector, LaunchShapeConstants) {
 }
 
 TEST(DecodeAttentionSelector, SplitCountsOfTheBenchmarkRows) {
-  // (batch, keys) rows of kernels/decodeattn/bench/decodeattn_vs_torch.py on an H200, GQA 32/8, d128.
+  // (batch, keys) rows of kernels/decodeattn/bench/decodeattn_vs_torch.py on an H200, GQA 32/8,
+  // d128.
   EXPECT_EQ(chooseSplits(1 * 8, 32768, kH200, 128), 16);  // 132 slots (one per SM) / 8 pairs
   EXPECT_EQ(chooseSplits(8 * 8, 8192, kH200, 128), 2);
   EXPECT_EQ(chooseSplits(32 * 8, 4096, kH200, 128), 1);
@@ -300,7 +301,8 @@ TEST(DecodeAttentionSelector, UnbuiltHeadDimNamesValueAndBuiltDims) {
 }
 
 TEST(DecodeAttentionSelector, UnbuiltDtypeNamesBuiltDtypes) {
-  const VariantInfo bf16_only[] = {{"decodeattn_d128_bf16", 128, "bf16", &fixedVariant<kD128Bf16>}};
+  const VariantInfo bf16_only[] = {
+      {"decodeattn_d128_bf16", 128, DType::kBFloat16, &fixedVariant<kD128Bf16>}};
   Problem p = validProblem();
   p.dtype = DType::kFloat16;
   Plan plan;
@@ -321,7 +323,8 @@ TEST(DecodeAttentionSelector, OutOfRangeDtype) {
 }
 
 TEST(DecodeAttentionSelector, MissingMergeEntryIsInternal) {
-  const VariantInfo table[] = {{"decodeattn_d64_fp16", 64, "fp16", &fixedVariant<kNoMerge>}};
+  const VariantInfo table[] = {
+      {"decodeattn_d64_fp16", 64, DType::kFloat16, &fixedVariant<kNoMerge>}};
   Problem p = validProblem();
   p.dtype = DType::kFloat16;
   p.head_dim = 64;

@@ -5,9 +5,8 @@
 // selector described into the kernel parameters, and launches.
 #include "kiln/runners/fmha.h"
 
-#include <array>
 #include <cstddef>
-#include <iterator>
+#include <span>
 #include <string>
 
 #include "kiln/groups/fmha.h"
@@ -19,19 +18,8 @@ namespace kiln::fmha {
 namespace {
 
 namespace generated = ::kiln::generated::fmha;
-constexpr std::size_t kNumVariants = std::size(generated::kVariants);
-
-// The generated table in the selector's shape (a copy of five fields per variant; the generated
-// entry has head_dim as int, dtype and mask as const char*).
-constexpr std::array<VariantInfo, kNumVariants> makeTable() {
-  std::array<VariantInfo, kNumVariants> table{};
-  for (std::size_t i = 0; i < kNumVariants; ++i) {
-    const auto& v = generated::kVariants[i];
-    table[i] = VariantInfo{v.name, v.head_dim, v.dtype, v.mask, v.variant};
-  }
-  return table;
-}
-constexpr std::array<VariantInfo, kNumVariants> kTable = makeTable();
+// The artifact's variants, in the runner's own VariantInfo (kiln build generates the table).
+constexpr std::span<const VariantInfo> kTable = generated::kVariants;
 
 Status encode(const char* name, const TensorMapSpec& spec, TensorMap* out) {
   const Status s = encodeTensorMap(spec, out);
@@ -47,7 +35,7 @@ Status canImplement(const Problem& problem) {
 }
 
 Status canImplement(const Problem& problem, int device_sm) {
-  const DeviceQuery device = runner::deviceQuery(device_sm);
+  const DeviceQuery device = runner::deviceQuery(device_sm, generated::kSupportedSms);
   Plan plan;
   return select(kTable, problem, &device, &plan);
 }
@@ -63,7 +51,7 @@ Status run(const Problem& problem, void*, std::size_t, Stream stream) {
   if (plan.no_op) return Status::Ok();
   DeviceInfo info;
   KILN_RETURN_IF_ERROR(deviceForStream(stream, &info));
-  KILN_RETURN_IF_ERROR(checkDevice(plan, runner::deviceQuery(info.sm)));
+  KILN_RETURN_IF_ERROR(checkDevice(plan, runner::deviceQuery(info.sm, generated::kSupportedSms)));
   persistentGrid(&plan, info.multiprocessors);
   KILN_RETURN_IF_ERROR(encode("tma_q", plan.tma_q, &plan.params.tma_q));
   KILN_RETURN_IF_ERROR(encode("tma_k", plan.tma_k, &plan.params.tma_k));

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -33,24 +32,31 @@ Status checkPointer(const char* name, const void* p, std::size_t alignment) {
 }
 
 // "64, 128": the head dims built for (dtype, mask), in table order.
-std::string builtHeadDims(std::span<const VariantInfo> table, const char* dtype, const char* mask) {
+std::string builtHeadDims(std::span<const VariantInfo> table, DType dtype, Mask mask) {
   std::string list;
   for (const VariantInfo& v : table) {
-    if (std::strcmp(v.dtype, dtype) != 0 || std::strcmp(v.mask, mask) != 0) continue;
+    if (v.dtype != dtype || v.mask != mask) continue;
     list += (list.empty() ? "" : ", ") + std::to_string(v.head_dim);
   }
   return list;
 }
 
 // "full, causal": the distinct masks built for `dtype`, in table order.
-std::string builtMasks(std::span<const VariantInfo> table, const char* dtype) {
-  std::vector<std::string> masks;
-  for (const VariantInfo& v : table) {
-    if (std::strcmp(v.dtype, dtype) != 0) continue;
-    if (std::find(masks.begin(), masks.end(), v.mask) == masks.end()) masks.emplace_back(v.mask);
-  }
+std::string builtMasks(std::span<const VariantInfo> table, DType dtype) {
+  std::vector<Mask> masks;
   std::string list;
-  for (const std::string& m : masks) list += (list.empty() ? "" : ", ") + m;
+  for (const VariantInfo& v : table) {
+    if (v.dtype != dtype || std::find(masks.begin(), masks.end(), v.mask) != masks.end()) continue;
+    masks.push_back(v.mask);
+    list += (list.empty() ? "" : ", ") + std::string(maskName(v.mask));
+  }
+  return list;
+}
+
+// "sm_90" / "sm_90, sm_100": the group's supported SMs.
+std::string smList(std::span<const int> sms) {
+  std::string list;
+  for (int sm : sms) list += (list.empty() ? "sm_" : ", sm_") + std::to_string(sm);
   return list;
 }
 
@@ -88,7 +94,7 @@ Status checkMap(const char* name, const TensorMapSpec& spec) {
 
 const char* maskName(Mask mask) {
   switch (mask) {
-    case Mask::kNone:
+    case Mask::kFull:
       return "full";
     case Mask::kCausal:
       return "causal";
@@ -98,14 +104,16 @@ const char* maskName(Mask mask) {
 
 Status checkDevice(const Plan& plan, const DeviceQuery& device) {
   Status image = runner::checkDevice("fmha", plan.info != nullptr ? plan.variant : nullptr, device);
-  if (device.sm == kServedSm) return image;
+  const auto& served = device.supported_sms;  // kiln.toml: wgmma and setmaxnreg, sm_90a only
+  if (served.empty() || std::find(served.begin(), served.end(), device.sm) != served.end())
+    return image;
   if (!image.ok() && image.code() != StatusCode::kNoKernelImage) return image;  // e.g. SM 0
   // Any other SM: say that no build can help, after what the artifact holds (when it knows).
   const std::string what =
       image.ok() ? std::string(plan.info->name) + ": device is sm_" + std::to_string(device.sm)
                  : image.message();
-  return Status(StatusCode::kNoKernelImage, what + "; the fmha kernels (wgmma, TMA) run on sm_" +
-                                                std::to_string(kServedSm) + " only");
+  return Status(StatusCode::kNoKernelImage,
+                what + "; the fmha kernels (wgmma, TMA) run on " + smList(served) + " only");
 }
 
 Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
@@ -113,8 +121,8 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   if (plan == nullptr) return Status(StatusCode::kInternal, "fmha: select without a plan");
   *plan = Plan{};
 
-  const char* dtype = nullptr;
-  KILN_RETURN_IF_ERROR(runner::dtypeOf("fmha", problem.dtype, &dtype));
+  KILN_RETURN_IF_ERROR(runner::checkDtype("fmha", problem.dtype));
+  const char* dtype = dtypeName(problem.dtype);
   const char* mask = maskName(problem.mask);
   if (mask == nullptr) {
     return invalid("mask " + std::to_string(static_cast<int>(problem.mask)) +
@@ -124,26 +132,26 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   bool dtype_built = false;
   bool mask_built = false;
   for (const VariantInfo& v : table) {
-    if (std::strcmp(v.dtype, dtype) != 0) continue;
+    if (v.dtype != problem.dtype) continue;
     dtype_built = true;
-    if (std::strcmp(v.mask, mask) != 0) continue;
+    if (v.mask != problem.mask) continue;
     mask_built = true;
     if (v.head_dim == problem.head_dim) {
       info = &v;
       break;
     }
   }
-  if (!dtype_built) return runner::dtypeNotBuilt("fmha", dtype, table);
+  if (!dtype_built) return runner::dtypeNotBuilt("fmha", problem.dtype, table);
   if (!mask_built) {
     return Status(StatusCode::kNotSupported, std::string("fmha: mask ") + mask +
                                                  " is not built for " + dtype + "; built for " +
-                                                 dtype + ": " + builtMasks(table, dtype));
+                                                 dtype + ": " + builtMasks(table, problem.dtype));
   }
   if (info == nullptr) {
     return Status(StatusCode::kNotSupported, "fmha: head_dim " + std::to_string(problem.head_dim) +
                                                  " is not built for " + dtype + " " + mask +
                                                  "; built for " + dtype + " " + mask + ": " +
-                                                 builtHeadDims(table, dtype, mask));
+                                                 builtHeadDims(table, problem.dtype, problem.mask));
   }
   KILN_RETURN_IF_ERROR(runner::resolveEntry("fmha", info->name, info->variant, kEntry,
                                             &plan->variant, &plan->entry));

@@ -19,16 +19,6 @@ namespace kiln::fmha {
 inline constexpr const char kEntry[] = "kiln_fmha";
 inline constexpr unsigned kTensorAlignment = 16;  // TMA global addresses; 16-byte stores of out
 inline constexpr unsigned kIndexAlignment = 4;    // int32 cu_seqlens, fp32 lse
-inline constexpr int kServedSm = 90;              // wgmma and setmaxnreg: sm_90a images only
-
-// One variant of the artifact: the generated kiln::generated::fmha::kVariants entry's fields.
-struct VariantInfo {
-  const char* name;                  // "fmha_wgmma_d128_bf16_causal"
-  int head_dim;                      // baked head dim
-  const char* dtype;                 // "fp16" | "bf16"
-  const char* mask;                  // "full" | "causal"
-  const kiln_variant* (*variant)();  // the variant's images and entries
-};
 
 // The device a problem is admitted for (kiln/runner_support.h): the runtime's image check in the
 // runner, a fake in unit tests.

@@ -1,5 +1,6 @@
-// The fmha runner (runner.cpp, compiled here against a stand-in of the generated group header)
-// on the fake driver: run() encodes the three tensor maps the selector describes into the kernel
+// The fmha runner (runner.cpp, compiled here against the group header kiln build's code generation
+// writes for every variant of kiln.toml, with fake sm_90a cubins: kiln_fake_artifact) on the fake
+// driver: run() encodes the three tensor maps the selector describes into the kernel
 // parameters and launches the plan on the caller's stream; a device other than sm_90, an invalid
 // problem, a zero batch and a failed encode launch nothing.
 #include <gtest/gtest.h>
@@ -13,24 +14,6 @@
 #include "fmha/params.h"
 #include "kiln/runners/fmha.h"
 #include "runtime/fake_driver.h"
-
-namespace {
-
-const char* const kEntries[] = {"kiln_fmha"};
-const char kCubin[] = "FAKECUBIN kiln_fmha";
-const kiln_image kImages[] = {
-    {90, 1, reinterpret_cast<const unsigned char*>(kCubin), sizeof(kCubin), "0000", 0}};
-const kiln_variant kD128Bf16Causal{"fmha_wgmma_d128_bf16_causal", "fmha", kEntries, 1, kImages, 1};
-const kiln_variant kD64Fp16Full{"fmha_wgmma_d64_fp16_full", "fmha", kEntries, 1, kImages, 1};
-
-}  // namespace
-
-extern "C" const kiln_variant* kiln_fmha_wgmma_d128_bf16_causal_variant(void) {
-  return &kD128Bf16Causal;
-}
-extern "C" const kiln_variant* kiln_fmha_wgmma_d64_fp16_full_variant(void) {
-  return &kD64Fp16Full;
-}
 
 namespace kiln::fmha {
 namespace {
@@ -151,7 +134,7 @@ TEST(FmhaRunner, Fp16VariantEncodesFp16Maps) {
   fake::Driver driver({fake::h200()});
   Problem p = validProblem();
   p.dtype = DType::kFloat16;
-  p.mask = Mask::kNone;
+  p.mask = Mask::kFull;
   p.head_dim = 64;
   const Status s = run(p, nullptr, 0, driver.makeStream(0));
   ASSERT_TRUE(s.ok()) << s.toString();
@@ -184,9 +167,9 @@ TEST(FmhaRunner, InvalidProblemIsRefusedAsCanImplementSays) {
   EXPECT_EQ(s.message(), "fmha: q_heads 15 is not a positive multiple of kv_heads 2");
   EXPECT_EQ(canImplement(p).message(), s.message());
   p = validProblem();
-  p.head_dim = 64;  // built for fp16 full only
+  p.head_dim = 96;  // kiln.toml builds 64 and 128
   EXPECT_EQ(run(p, nullptr, 0, driver.makeStream(0)).message(),
-            "fmha: head_dim 64 is not built for bf16 causal; built for bf16 causal: 128");
+            "fmha: head_dim 96 is not built for bf16 causal; built for bf16 causal: 128, 64");
   EXPECT_EQ(driver.tensor_map_encodes.load(), 0);
   EXPECT_EQ(driver.launches.load(), 0);
 }

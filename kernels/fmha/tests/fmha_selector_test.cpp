@@ -31,10 +31,12 @@ const kiln_variant kD64Fp16Full{"fmha_wgmma_d64_fp16_full", "fmha", kEntries, 1,
 const kiln_variant kNoEntry{"fmha_wgmma_d64_bf16_full", "fmha", kOtherEntries, 1, kImages, 1};
 
 const VariantInfo kTable[] = {
-    {"fmha_wgmma_d128_bf16_causal", 128, "bf16", "causal", &fixedVariant<kD128Bf16Causal>},
-    {"fmha_wgmma_d64_bf16_causal", 64, "bf16", "causal", &fixedVariant<kD64Bf16Causal>},
-    {"fmha_wgmma_d128_bf16_full", 128, "bf16", "full", &fixedVariant<kD128Bf16Full>},
-    {"fmha_wgmma_d64_fp16_full", 64, "fp16", "full", &fixedVariant<kD64Fp16Full>},
+    {"fmha_wgmma_d128_bf16_causal", 128, DType::kBFloat16, Mask::kCausal,
+     &fixedVariant<kD128Bf16Causal>},
+    {"fmha_wgmma_d64_bf16_causal", 64, DType::kBFloat16, Mask::kCausal,
+     &fixedVariant<kD64Bf16Causal>},
+    {"fmha_wgmma_d128_bf16_full", 128, DType::kBFloat16, Mask::kFull, &fixedVariant<kD128Bf16Full>},
+    {"fmha_wgmma_d64_fp16_full", 64, DType::kFloat16, Mask::kFull, &fixedVariant<kD64Fp16Full>},
 };
 
 // Addresses are never dereferenced: the selector only inspects them.
@@ -151,7 +153,7 @@ TEST(FmhaSelector, TensorMapsDescribeTokenMajorTensors) {
 TEST(FmhaSelector, Fp16HeadDim64MapsAndShape) {
   Problem p = validProblem();
   p.dtype = DType::kFloat16;
-  p.mask = Mask::kNone;
+  p.mask = Mask::kFull;
   p.head_dim = 64;
   p.q_heads = 8;
   p.kv_heads = 1;  // MQA
@@ -213,7 +215,7 @@ TEST(FmhaSelector, UnbuiltHeadDimNamesWhatIsBuiltForThatDtypeAndMask) {
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);
   EXPECT_EQ(s.message(),
             "fmha: head_dim 96 is not built for bf16 causal; built for bf16 causal: 128, 64");
-  p.mask = Mask::kNone;
+  p.mask = Mask::kFull;
   const Status full = select(kTable, p, nullptr, &plan);
   EXPECT_EQ(full.message(),
             "fmha: head_dim 96 is not built for bf16 full; built for bf16 full: 128");
@@ -230,8 +232,8 @@ TEST(FmhaSelector, UnbuiltMaskNamesTheBuiltMasks) {
 }
 
 TEST(FmhaSelector, UnbuiltDtypeNamesBuiltDtypes) {
-  const VariantInfo bf16_only[] = {
-      {"fmha_wgmma_d128_bf16_causal", 128, "bf16", "causal", &fixedVariant<kD128Bf16Causal>}};
+  const VariantInfo bf16_only[] = {{"fmha_wgmma_d128_bf16_causal", 128, DType::kBFloat16,
+                                    Mask::kCausal, &fixedVariant<kD128Bf16Causal>}};
   Problem p = validProblem();
   p.dtype = DType::kFloat16;
   Plan plan;
@@ -258,15 +260,16 @@ TEST(FmhaSelector, OutOfRangeEnums) {
 
 TEST(FmhaSelector, MissingEntryOrVariantTableIsInternal) {
   const VariantInfo no_entry[] = {
-      {"fmha_wgmma_d64_bf16_full", 64, "bf16", "full", &fixedVariant<kNoEntry>}};
+      {"fmha_wgmma_d64_bf16_full", 64, DType::kBFloat16, Mask::kFull, &fixedVariant<kNoEntry>}};
   Problem p = validProblem();
-  p.mask = Mask::kNone;
+  p.mask = Mask::kFull;
   p.head_dim = 64;
   Plan plan;
   Status s = select(no_entry, p, nullptr, &plan);
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_EQ(s.message(), "fmha: variant fmha_wgmma_d64_bf16_full has no entry kernel kiln_fmha");
-  const VariantInfo no_table[] = {{"fmha_wgmma_d64_bf16_full", 64, "bf16", "full", nullptr}};
+  const VariantInfo no_table[] = {
+      {"fmha_wgmma_d64_bf16_full", 64, DType::kBFloat16, Mask::kFull, nullptr}};
   s = select(no_table, p, nullptr, &plan);
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_TRUE(contains(s.message(), "has no variant table")) << s.message();
@@ -391,23 +394,26 @@ TEST(FmhaSelector, LargestAdmittedShapesStayWithinTheTmaLimits) {
             "2147483647");
 }
 
+// kiln.toml's supported_sms, as the generated kSupportedSms hands them to the device query.
+constexpr int kFmhaSms[] = {90};
+
 // The real image check (kiln::selectImage through runner::checkImage) against the artifact's
 // sm_90a image: an sm_87 or sm_100 device is told what the artifact has and that no build serves
 // it; sm_90 runs.
 TEST(FmhaSelector, OnlySm90IsServedAndTheMessageSaysSo) {
   Plan plan;
-  const DeviceQuery orin{87, &runner::checkImage};
+  const DeviceQuery orin{87, &runner::checkImage, kFmhaSms};
   Status s = select(kTable, validProblem(), &orin, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
   EXPECT_EQ(s.message(),
             "fmha_wgmma_d128_bf16_causal: artifact has sm_90a only; device is sm_87; the fmha "
             "kernels (wgmma, TMA) run on sm_90 only");
-  const DeviceQuery blackwell{100, &runner::checkImage};
+  const DeviceQuery blackwell{100, &runner::checkImage, kFmhaSms};
   s = select(kTable, validProblem(), &blackwell, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
   EXPECT_TRUE(contains(s.message(), "device is sm_100; the fmha kernels (wgmma, TMA) run on sm_90"))
       << s.message();
-  const DeviceQuery h200{90, &runner::checkImage};
+  const DeviceQuery h200{90, &runner::checkImage, kFmhaSms};
   s = select(kTable, validProblem(), &h200, &plan);
   EXPECT_TRUE(s.ok()) << s.toString();
   // The zero-batch no-op is still refused on a device that cannot run the group.
@@ -421,10 +427,12 @@ TEST(FmhaSelector, OnlySm90IsServedAndTheMessageSaysSo) {
 // SM run the wgmma kernels; on sm_90 the check's own verdict stands.
 TEST(FmhaSelector, DeviceCheckRefusesOtherSmsWhateverTheImageCheckSays) {
   int calls = 0;
-  const DeviceQuery lenient{89, [&](const kiln_variant&, int) {
+  const DeviceQuery lenient{89,
+                            [&](const kiln_variant&, int) {
                               ++calls;
                               return Status::Ok();
-                            }};
+                            },
+                            kFmhaSms};
   Plan plan;
   Status s = select(kTable, validProblem(), &lenient, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
@@ -432,19 +440,21 @@ TEST(FmhaSelector, DeviceCheckRefusesOtherSmsWhateverTheImageCheckSays) {
             "fmha_wgmma_d128_bf16_causal: device is sm_89; the fmha kernels (wgmma, TMA) run on "
             "sm_90 only");
   EXPECT_EQ(calls, 1);
-  const DeviceQuery missing{90, [&](const kiln_variant& v, int sm) {
+  const DeviceQuery missing{90,
+                            [&](const kiln_variant& v, int sm) {
                               ++calls;
                               return Status(StatusCode::kNoKernelImage,
                                             std::string(v.name) +
                                                 ": artifact has no images; "
                                                 "device is sm_" +
                                                 std::to_string(sm));
-                            }};
+                            },
+                            kFmhaSms};
   s = select(kTable, validProblem(), &missing, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
   EXPECT_EQ(s.message(), "fmha_wgmma_d128_bf16_causal: artifact has no images; device is sm_90");
   // A bad SM number is the image check's own error, not "runs on sm_90 only".
-  const DeviceQuery nonsense{0, &runner::checkImage};
+  const DeviceQuery nonsense{0, &runner::checkImage, kFmhaSms};
   s = select(kTable, validProblem(), &nonsense, &plan);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message().find("run on sm_90"), std::string::npos) << s.message();

@@ -4,9 +4,8 @@
 // variant's cubin came from CuTe DSL, which changes nothing here: it is launched like any image.
 #include "kiln/runners/gdn.h"
 
-#include <array>
 #include <cstddef>
-#include <iterator>
+#include <span>
 
 #include "kiln/groups/gdn.h"
 #include "kiln/runner_support.h"
@@ -17,19 +16,8 @@ namespace kiln::gdn {
 namespace {
 
 namespace generated = ::kiln::generated::gdn;
-constexpr std::size_t kNumVariants = std::size(generated::kVariants);
-
-constexpr std::array<VariantInfo, kNumVariants> makeTable() {
-  std::array<VariantInfo, kNumVariants> table{};
-  for (std::size_t i = 0; i < kNumVariants; ++i) {
-    const auto& v = generated::kVariants[i];
-    table[i] = VariantInfo{v.name,      v.head_dim_k,      v.head_dim_v, v.tile_v,
-                           v.row_split, v.tiles_per_block, v.max_tokens, v.fused_gating,
-                           v.dtype,     v.variant};
-  }
-  return table;
-}
-constexpr std::array<VariantInfo, kNumVariants> kTable = makeTable();
+// The artifact's variants, in the runner's own VariantInfo (kiln build generates the table).
+constexpr std::span<const VariantInfo> kTable = generated::kVariants;
 
 }  // namespace
 
@@ -39,7 +27,7 @@ Status canImplement(const Problem& problem) {
 }
 
 Status canImplement(const Problem& problem, int device_sm) {
-  const DeviceQuery device = runner::deviceQuery(device_sm);
+  const DeviceQuery device = runner::deviceQuery(device_sm, generated::kSupportedSms);
   Plan plan;
   return select(kTable, problem, &device, &plan);
 }
@@ -67,7 +55,7 @@ Status canImplement(const MtpProblem& problem) {
 }
 
 Status canImplement(const MtpProblem& problem, int device_sm) {
-  const DeviceQuery device = runner::deviceQuery(device_sm);
+  const DeviceQuery device = runner::deviceQuery(device_sm, generated::kSupportedSms);
   MtpPlan plan;
   return select(kTable, problem, &device, &plan);
 }

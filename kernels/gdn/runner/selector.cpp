@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <string>
@@ -39,7 +38,7 @@ std::string builtList(std::span<const VariantInfo> table, const char* entry) {
   for (const VariantInfo& v : table) {
     if (!hasEntry(v, entry)) continue;
     list += (list.empty() ? "" : ", ") + std::to_string(v.head_dim_k) + "x" +
-            std::to_string(v.head_dim_v) + " " + v.dtype + gateForm(v.fused_gating);
+            std::to_string(v.head_dim_v) + " " + dtypeName(v.dtype) + gateForm(v.fused_gating);
   }
   return list.empty() ? "none" : list;
 }
@@ -73,12 +72,12 @@ Status checkGateForm(const P& p) {
 
 // dtype, head dims, heads, batch, scale and grid; on success *info is the variant.
 Status admitShape(std::span<const VariantInfo> table, const Shape& p, const VariantInfo** info) {
-  const char* dtype = nullptr;
-  KILN_RETURN_IF_ERROR(runner::dtypeOf("gdn", p.dtype, &dtype));
+  KILN_RETURN_IF_ERROR(runner::checkDtype("gdn", p.dtype));
+  const char* dtype = dtypeName(p.dtype);
   *info = nullptr;
   for (const VariantInfo& v : table) {
-    if (std::strcmp(v.dtype, dtype) == 0 && v.head_dim_k == p.head_dim_k &&
-        v.head_dim_v == p.head_dim_v && v.fused_gating == p.fused_gating && hasEntry(v, p.entry)) {
+    if (v.dtype == p.dtype && v.head_dim_k == p.head_dim_k && v.head_dim_v == p.head_dim_v &&
+        v.fused_gating == p.fused_gating && hasEntry(v, p.entry)) {
       *info = &v;
       break;
     }

@@ -19,20 +19,6 @@ inline constexpr const char kDecodeMtpEntry[] = "kiln_gdn_decode_mtp";  // gdn_d
 inline constexpr unsigned kActivationAlignment = 16;  // q, k, v, out, state: 16-byte aligned rows
 inline constexpr unsigned kGateAlignment = 2;  // gating.a, gating.b: one 16-bit element per read
 
-// One variant of the artifact: the generated kiln::generated::gdn::kVariants entry's fields.
-struct VariantInfo {
-  const char* name;
-  int head_dim_k;
-  int head_dim_v;
-  int tile_v;           // state columns per block (block.x)
-  int row_split;        // warps per block splitting the d_k rows (block.y)
-  int tiles_per_block;  // column tiles of one value head per block (block.z)
-  int max_tokens;       // tokens per sequence per launch: 1 (gdn_decode), 8 (gdn_decode_mtp)
-  bool fused_gating;    // computes g, beta from Gating's inputs (the `_gating` families)
-  const char* dtype;    // "fp16" | "bf16"
-  const kiln_variant* (*variant)();
-};
-
 // The device a problem is admitted for (kiln/runner_support.h): the runtime's image check in the
 // runner, a fake in unit tests.
 using runner::DeviceQuery;

@@ -31,23 +31,23 @@ const kiln_variant kMtpGatingBf16{
 // (so fp16 decode is not built, fp16 multi-token is).
 // (name, d_k, d_v, tile_v, row_split, tiles_per_block, max_tokens, fused_gating, dtype, variant):
 // kiln.toml's constants.
-const VariantInfo kTable[] = {
-    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &fixedVariant<kBf16>}};
-const VariantInfo kMixed[] = {
-    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false, "bf16",
-     &fixedVariant<kMtpBf16>},
-    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &fixedVariant<kBf16>},
-    {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 4, 1, 8, false, "fp16",
-     &fixedVariant<kMtpFp16>}};
+const VariantInfo kTable[] = {{"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false,
+                               DType::kBFloat16, &fixedVariant<kBf16>}};
+const VariantInfo kMixed[] = {{"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false,
+                               DType::kBFloat16, &fixedVariant<kMtpBf16>},
+                              {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false,
+                               DType::kBFloat16, &fixedVariant<kBf16>},
+                              {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 4, 1, 8, false,
+                               DType::kFloat16, &fixedVariant<kMtpFp16>}};
 // Both gate forms of both kernels in bf16, the fused ones listed first.
-const VariantInfo kGating[] = {
-    {"gdn_decode_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, true, "bf16",
-     &fixedVariant<kGatingBf16>},
-    {"gdn_decode_mtp_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, true, "bf16",
-     &fixedVariant<kMtpGatingBf16>},
-    {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false, "bf16", &fixedVariant<kBf16>},
-    {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false, "bf16",
-     &fixedVariant<kMtpBf16>}};
+const VariantInfo kGating[] = {{"gdn_decode_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, true,
+                                DType::kBFloat16, &fixedVariant<kGatingBf16>},
+                               {"gdn_decode_mtp_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8,
+                                true, DType::kBFloat16, &fixedVariant<kMtpGatingBf16>},
+                               {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false,
+                                DType::kBFloat16, &fixedVariant<kBf16>},
+                               {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false,
+                                DType::kBFloat16, &fixedVariant<kMtpBf16>}};
 
 alignas(16) unsigned char kBuffer[256];
 
@@ -225,12 +225,12 @@ TEST(GdnSelector, MtpPlansTheDecodeGridAndPassesTheArguments) {
   EXPECT_EQ(plan.args.scale, p.scale);
 }
 
-// The two multi-token shapes that failed on the H200 in run 4 (kernels/gdn/tests/gpu/gdn_numerics_test.cpp:
-// t2_b256_h4_hv16_skip, t4_b256_h8_hv8_skip; batch 256 is the only difference from the passing
-// cases). The plan was not the cause (the GPU test's buffers were: see
-// tests/gpu/common/gpu_test_support.h, allocate()), and this pins it: every (column tile, value
-// head, sequence) of batch 256 gets its block, with the whole row split, and the kernel's
-// arguments carry the problem's heads and tokens unchanged.
+// The two multi-token shapes that failed on the H200 in run 4
+// (kernels/gdn/tests/gpu/gdn_numerics_test.cpp: t2_b256_h4_hv16_skip, t4_b256_h8_hv8_skip; batch
+// 256 is the only difference from the passing cases). The plan was not the cause (the GPU test's
+// buffers were: see tests/gpu/common/gpu_test_support.h, allocate()), and this pins it: every
+// (column tile, value head, sequence) of batch 256 gets its block, with the whole row split, and
+// the kernel's arguments carry the problem's heads and tokens unchanged.
 TEST(GdnSelector, MtpPlansBatch256WithABlockPerTileHeadAndSequence) {
   struct Case {
     int tokens, heads_qk, heads_v;

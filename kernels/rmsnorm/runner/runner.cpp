@@ -4,9 +4,8 @@
 // (which finds the device from the caller's stream).
 #include "kiln/runners/rmsnorm.h"
 
-#include <array>
 #include <cstddef>
-#include <iterator>
+#include <span>
 
 #include "kiln/groups/rmsnorm.h"
 #include "kiln/runner_support.h"
@@ -17,18 +16,8 @@ namespace kiln::rmsnorm {
 namespace {
 
 namespace generated = ::kiln::generated::rmsnorm;
-constexpr std::size_t kNumVariants = std::size(generated::kVariants);
-
-// The generated table in the selector's shape (a copy of four fields per variant).
-constexpr std::array<VariantInfo, kNumVariants> makeTable() {
-  std::array<VariantInfo, kNumVariants> table{};
-  for (std::size_t i = 0; i < kNumVariants; ++i) {
-    const auto& v = generated::kVariants[i];
-    table[i] = VariantInfo{v.name, v.hidden, v.dtype, v.variant};
-  }
-  return table;
-}
-constexpr std::array<VariantInfo, kNumVariants> kTable = makeTable();
+// The artifact's variants, in the runner's own VariantInfo (kiln build generates the table).
+constexpr std::span<const VariantInfo> kTable = generated::kVariants;
 
 }  // namespace
 
@@ -38,7 +27,7 @@ Status canImplement(const Problem& problem) {
 }
 
 Status canImplement(const Problem& problem, int device_sm) {
-  const DeviceQuery device = runner::deviceQuery(device_sm);
+  const DeviceQuery device = runner::deviceQuery(device_sm, generated::kSupportedSms);
   Plan plan;
   return select(kTable, problem, &device, &plan);
 }

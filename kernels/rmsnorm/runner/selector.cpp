@@ -41,11 +41,10 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   if (plan == nullptr) return Status(StatusCode::kInternal, "rmsnorm: select without a plan");
   *plan = Plan{};
 
-  const char* dtype = nullptr;
-  KILN_RETURN_IF_ERROR(runner::dtypeOf("rmsnorm", problem.dtype, &dtype));
+  KILN_RETURN_IF_ERROR(runner::checkDtype("rmsnorm", problem.dtype));
   const VariantInfo* info = nullptr;
   KILN_RETURN_IF_ERROR(runner::findBuilt(
-      "rmsnorm", table, dtype, "hidden", problem.hidden,
+      "rmsnorm", table, problem.dtype, "hidden", problem.hidden,
       [](const VariantInfo& v) { return v.hidden; }, &info));
   if (problem.rows < 0) return invalid("rows " + std::to_string(problem.rows) + " is negative");
   if (!std::isfinite(problem.eps) || problem.eps <= 0.0f) {

@@ -19,14 +19,6 @@ inline constexpr const char kPlainEntry[] = "kiln_rmsnorm";
 inline constexpr const char kFusedEntry[] = "kiln_add_rmsnorm";
 inline constexpr unsigned kRequiredAlignment = 16;  // the kernel's 16-byte vector accesses
 
-// One variant of the artifact: the generated kiln::generated::rmsnorm::kVariants entry's fields.
-struct VariantInfo {
-  const char* name;                  // "rmsnorm_h4096_bf16"
-  int hidden;                        // baked hidden size
-  const char* dtype;                 // "fp16" | "bf16"
-  const kiln_variant* (*variant)();  // the variant's images and entries
-};
-
 // The device a problem is admitted for (kiln/runner_support.h): the runtime's image check in the
 // runner, a fake in unit tests.
 using runner::DeviceQuery;

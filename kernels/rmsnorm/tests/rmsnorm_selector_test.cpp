@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "rmsnorm/launch.h"
-#include "support/fixed_variant.h"
 #include "rmsnorm/runner/selector.h"
+#include "support/fixed_variant.h"
 
 namespace kiln::rmsnorm {
 namespace {
@@ -28,10 +28,10 @@ const kiln_variant kBf16H2560{"rmsnorm_h2560_bf16", "rmsnorm", kEntries, 2, kIma
 const kiln_variant kNoFused{"rmsnorm_h1024_bf16", "rmsnorm", kEntries, 1, kImages, 2};
 
 const VariantInfo kTable[] = {
-    {"rmsnorm_h1024_fp16", 1024, "fp16", &fixedVariant<kFp16H1024>},
-    {"rmsnorm_h4096_fp16", 4096, "fp16", &fixedVariant<kFp16H4096>},
-    {"rmsnorm_h2560_bf16", 2560, "bf16", &fixedVariant<kBf16H2560>},
-    {"rmsnorm_h4096_bf16", 4096, "bf16", &fixedVariant<kBf16H4096>},
+    {"rmsnorm_h1024_fp16", 1024, DType::kFloat16, &fixedVariant<kFp16H1024>},
+    {"rmsnorm_h4096_fp16", 4096, DType::kFloat16, &fixedVariant<kFp16H4096>},
+    {"rmsnorm_h2560_bf16", 2560, DType::kBFloat16, &fixedVariant<kBf16H2560>},
+    {"rmsnorm_h4096_bf16", 4096, DType::kBFloat16, &fixedVariant<kBf16H4096>},
 };
 
 // Addresses are never dereferenced: the selector only inspects them.
@@ -114,8 +114,9 @@ TEST(RmsnormSelector, HiddenBuiltOnlyForOtherDtypeIsNotBuilt) {
 }
 
 TEST(RmsnormSelector, UnbuiltDtypeNamesBuiltDtypes) {
-  const VariantInfo bf16_only[] = {{"rmsnorm_h4096_bf16", 4096, "bf16", &fixedVariant<kBf16H4096>},
-                                   {"rmsnorm_h2560_bf16", 2560, "bf16", &fixedVariant<kBf16H2560>}};
+  const VariantInfo bf16_only[] = {
+      {"rmsnorm_h4096_bf16", 4096, DType::kBFloat16, &fixedVariant<kBf16H4096>},
+      {"rmsnorm_h2560_bf16", 2560, DType::kBFloat16, &fixedVariant<kBf16H2560>}};
   Plan plan;
   const Status s = select(bf16_only, validProblem(DType::kFloat16, 4096), nullptr, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);
@@ -242,7 +243,8 @@ TEST(RmsnormSelector, RowsBeyondTheGridLimitAreInvalid) {
 }
 
 TEST(RmsnormSelector, MissingEntryIsInternal) {
-  const VariantInfo table[] = {{"rmsnorm_h1024_bf16", 1024, "bf16", &fixedVariant<kNoFused>}};
+  const VariantInfo table[] = {
+      {"rmsnorm_h1024_bf16", 1024, DType::kBFloat16, &fixedVariant<kNoFused>}};
   Problem p = validProblem(DType::kBFloat16, 1024);
   Plan plan;
   EXPECT_TRUE(select(table, p, nullptr, &plan).ok());

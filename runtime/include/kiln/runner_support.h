@@ -4,6 +4,7 @@
 // with the runtime, so this lives in the runtime.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -28,10 +29,14 @@ using ImageCheck = std::function<Status(const kiln_variant& variant, int device_
 struct DeviceQuery {
   int sm = 0;  // 10 * major + minor
   ImageCheck check_image;
+  // kiln.toml's supported_sms of the group (the generated kSupportedSms), for a selector that
+  // tells "no build can help" from "not in this artifact"; empty when not known.
+  std::span<const int> supported_sms = {};
 };
 
-// The query canImplement(problem, device_sm) passes: the runtime's own image check.
-DeviceQuery deviceQuery(int device_sm);
+// The query canImplement(problem, device_sm) passes: the runtime's own image check, and the
+// group's supported SMs.
+DeviceQuery deviceQuery(int device_sm, std::span<const int> supported_sms = {});
 
 // `device`'s verdict on a selected variant: kInternal "<group>: ..." without a variant or an
 // image check, else the image check's status.
@@ -50,9 +55,9 @@ Status checkPointer(const char* group, const char* name, const void* p, std::siz
 // kv_heads 0 is not positive" / "<group>: q_heads 12 is not a positive multiple of kv_heads 8".
 Status checkHeads(const char* group, std::int64_t q_heads, std::int64_t kv_heads);
 
-// The name of `dtype` ("fp16", "bf16") in *name; kInvalidArgument "<group>: dtype 7 is not a
-// DType value (fp16 or bf16)" for a value outside the enum.
-Status dtypeOf(const char* group, DType dtype, const char** name);
+// kInvalidArgument "<group>: dtype 7 is not a DType value (fp16 or bf16)" for a value outside
+// the enum (dtypeName() names every value inside it); Ok otherwise.
+Status checkDtype(const char* group, DType dtype);
 
 // The index of entry kernel `entry` in `variant.entries`, or -1.
 int findEntry(const kiln_variant& variant, const char* entry);
@@ -61,51 +66,68 @@ int findEntry(const kiln_variant& variant, const char* entry);
 // message); the device check behind every runner's canImplement(problem, device_sm).
 Status checkImage(const kiln_variant& variant, int device_sm);
 
+// The number of fields of the aggregate T: the most initializers T{...} accepts. The generated
+// variant table (kiln/groups/<group>.h) checks with it that a runner's VariantInfo has exactly
+// the fields kiln.toml declares, since initialization by field name leaves a missing one at zero.
+namespace detail {
+struct AnyField {
+  template <typename T>
+  constexpr operator T() const;  // never defined: used in unevaluated requires-expressions only
+};
+}  // namespace detail
+template <typename T, typename... Fields>
+constexpr std::size_t fieldCount() {
+  if constexpr (requires { T{Fields{}..., detail::AnyField{}}; }) {
+    return fieldCount<T, Fields..., detail::AnyField>();
+  } else {
+    return sizeof...(Fields);
+  }
+}
+
 // "fp16, bf16": the distinct dtypes of a runner's variant table (any element type with a
-// `const char* dtype`), in table order; "none" for an empty table.
+// `DType dtype`), in table order; "none" for an empty table.
 template <typename Info>
 std::string builtDtypes(std::span<const Info> table) {
-  std::vector<std::string> names;
-  for (const Info& v : table) {
-    bool seen = false;
-    for (const std::string& n : names) seen = seen || n == v.dtype;
-    if (!seen) names.emplace_back(v.dtype);
-  }
+  std::vector<DType> seen;
   std::string list;
-  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  for (const Info& v : table) {
+    if (std::find(seen.begin(), seen.end(), v.dtype) != seen.end()) continue;
+    seen.push_back(v.dtype);
+    list += (list.empty() ? "" : ", ") + std::string(dtypeName(v.dtype));
+  }
   return list.empty() ? "none" : list;
 }
 
 // kNotSupported "<group>: dtype <dtype> is not built; built dtypes: fp16, bf16".
 template <typename Info>
-Status dtypeNotBuilt(const char* group, const char* dtype, std::span<const Info> table) {
+Status dtypeNotBuilt(const char* group, DType dtype, std::span<const Info> table) {
   return Status(StatusCode::kNotSupported,
-                std::string(group) + ": dtype " + dtype +
+                std::string(group) + ": dtype " + dtypeName(dtype) +
                     " is not built; built dtypes: " + builtDtypes(table));
 }
 
 // "1024, 2048, 4096": `value(v)` of every variant built for `dtype`, in table order.
 template <typename Info, typename Value>
-std::string builtFor(std::span<const Info> table, const char* dtype, Value value) {
+std::string builtFor(std::span<const Info> table, DType dtype, Value value) {
   std::string list;
   for (const Info& v : table) {
-    if (std::strcmp(v.dtype, dtype) != 0) continue;
+    if (v.dtype != dtype) continue;
     list += (list.empty() ? "" : ", ") + std::to_string(value(v));
   }
   return list;
 }
 
-// The row of `table` built for `dtype` whose `key(v)` is `want`, in *found: the lookup of a runner
-// whose variants differ by dtype and one number. kNotSupported otherwise, naming what is built:
-// "<group>: dtype fp16 is not built; built dtypes: bf16" when no row has the dtype, else
-// "<group>: <key_name> 96 is not built for bf16; built for bf16: 128, 64".
+// The row of `table` built for `dtype` (a value checked by checkDtype) whose `key(v)` is `want`, in
+// *found: the lookup of a runner whose variants differ by dtype and one number. kNotSupported
+// otherwise, naming what is built: "<group>: dtype fp16 is not built; built dtypes: bf16" when no
+// row has the dtype, else "<group>: <key_name> 96 is not built for bf16; built for bf16: 128, 64".
 template <typename Info, typename Key>
-Status findBuilt(const char* group, std::span<const Info> table, const char* dtype,
+Status findBuilt(const char* group, std::span<const Info> table, DType dtype,
                  const char* key_name, std::int64_t want, Key key, const Info** found) {
   *found = nullptr;
   bool dtype_built = false;
   for (const Info& v : table) {
-    if (std::strcmp(v.dtype, dtype) != 0) continue;
+    if (v.dtype != dtype) continue;
     dtype_built = true;
     if (key(v) == want) {
       *found = &v;
@@ -113,9 +135,10 @@ Status findBuilt(const char* group, std::span<const Info> table, const char* dty
     }
   }
   if (!dtype_built) return dtypeNotBuilt(group, dtype, table);
+  const std::string name = dtypeName(dtype);
   return Status(StatusCode::kNotSupported, std::string(group) + ": " + key_name + " " +
-                                               std::to_string(want) + " is not built for " + dtype +
-                                               "; built for " + dtype + ": " +
+                                               std::to_string(want) + " is not built for " + name +
+                                               "; built for " + name + ": " +
                                                builtFor(table, dtype, key));
 }
 

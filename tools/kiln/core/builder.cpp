@@ -280,7 +280,9 @@ class Builder {
   }
 
   // A group's runner: kernels/<group>/runner/ (core/inputs.h), absent for a group without one.
-  fs::path runnerDir(const std::string& group) const { return root_ / "kernels" / group / kRunnerDir; }
+  fs::path runnerDir(const std::string& group) const {
+    return root_ / "kernels" / group / kRunnerDir;
+  }
 
   // The runtime and runner sources compiled into lib/libkiln.a (generate()), keyed as in a kiln
   // checkout ("runtime/src/loader.cpp") wherever --runtime-dir points: the artifact's
@@ -292,7 +294,8 @@ class Builder {
         return r.failure();
     }
     for (const auto& [group, g] : metadata_.groups) {
-      auto r = addInputs(runnerDir(group), fmt::format("kernels/{}/{}/", group, kRunnerDir), inputs);
+      auto r =
+          addInputs(runnerDir(group), fmt::format("kernels/{}/{}/", group, kRunnerDir), inputs);
       if (!r) return r.failure();
     }
     return inputs;
@@ -538,7 +541,10 @@ class Builder {
     for (const auto& [group, g] : metadata_.groups) {
       std::vector<const VariantRecord*> records;
       for (const auto& name : g.variants) records.push_back(&metadata_.variants.at(name));
-      if (auto r = write(groupHeaderPath(group), groupHeader(group, records)); !r) return r;
+      const bool runner_types =
+          fs::exists(runnerDir(group) / "include/kiln/runners" / (group + ".h"));
+      if (auto r = write(groupHeaderPath(group), groupHeader(group, g, records, runner_types)); !r)
+        return r;
     }
     if (auto r = write(kAllHeaderPath, allHeader(metadata_)); !r) return r;
     if (auto r = write(".src/kiln_artifact.cpp", artifactTableSource(metadata_)); !r) return r;
@@ -572,20 +578,21 @@ class Builder {
   std::vector<std::string> hostCommand(const HostCompile& c) const {
     // The runtime's __FILE__ (KILN_CU_CHECK) is recorded as runtime/..., not this checkout's path,
     // so that the library's bytes do not depend on where the checkout is.
-    std::vector<std::string> argv = {host_.cxx,
-                                     "-std=c++20",
-                                     "-O2",
-                                     "-fPIC",
-                                     "-ffile-prefix-map=" + runtime_.string() + "=runtime",
-                                     "-ffile-prefix-map=" + (root_ / "kernels").string() + "=kernels",
-                                     "-I",
-                                     (staging_ / "include").string(),
-                                     "-I",
-                                     (runtime_ / "include").string(),
-                                     "-I",
-                                     (runtime_ / "src").string(),
-                                     "-I",
-                                     (root_ / "kernels").string()};
+    std::vector<std::string> argv = {
+        host_.cxx,
+        "-std=c++20",
+        "-O2",
+        "-fPIC",
+        "-ffile-prefix-map=" + runtime_.string() + "=runtime",
+        "-ffile-prefix-map=" + (root_ / "kernels").string() + "=kernels",
+        "-I",
+        (staging_ / "include").string(),
+        "-I",
+        (runtime_ / "include").string(),
+        "-I",
+        (runtime_ / "src").string(),
+        "-I",
+        (root_ / "kernels").string()};
     for (const auto& dir : c.extra_includes) {
       argv.push_back("-I");
       argv.push_back(dir.string());

@@ -41,6 +41,34 @@ std::string headerConstant(const Constant& constant) {
   }
 }
 
+// A constant's value in the runner's types: an int or bool literal, ::kiln::DType::kBFloat16 for
+// dtype "bf16", ::kiln::<group>::Mask::kCausal for enum constant `mask` = "causal" (the enum type
+// is the constant's name and each value an enumerator, both in CamelCase), a string literal.
+std::string runnerConstantLiteral(const std::string& group, const Constant& constant) {
+  switch (constant.type) {
+    case ConstantType::kDtype: {
+      const auto& name = std::get<std::string>(constant.value);
+      const char* enumerator = name == "fp16"   ? "kFloat16"
+                               : name == "bf16" ? "kBFloat16"
+                               : name == "fp32" ? "kFloat32"
+                                                : "kUnknownDtype";
+      return fmt::format("::kiln::DType::{}", enumerator);
+    }
+    case ConstantType::kEnum:
+      return fmt::format("::kiln::{}::{}::{}", group, camelCase(constant.name),
+                         constantIdentifier(std::get<std::string>(constant.value)));
+    default:
+      return constantLiteral(constant);
+  }
+}
+
+// "hidden, dtype, ": the constants' names, for the field-count message.
+std::string fieldList(const std::vector<Constant>& constants) {
+  std::string list;
+  for (const auto& c : constants) list += c.name + ", ";
+  return list;
+}
+
 }  // namespace
 
 std::string imageShimSource(const VariantRecord& variant, const ImageRecord& image,
@@ -136,29 +164,57 @@ std::string variantHeader(const VariantRecord& variant) {
   return out;
 }
 
-std::string groupHeader(const std::string& group,
-                        const std::vector<const VariantRecord*>& variants) {
+std::string groupHeader(const std::string& group, const GroupRecord& record,
+                        const std::vector<const VariantRecord*>& variants, bool runner_types) {
   std::string out = "#pragma once\n";
   out += kGeneratedNote;
   out += fmt::format("// Group {}: every variant of it in this artifact, as a table the runner's\n",
                      group);
   out += "// selector searches by baked constants.\n";
   for (const auto* v : variants) out += fmt::format("#include \"kiln/variants/{}.h\"\n", v->name);
+  if (runner_types) {
+    out +=
+        fmt::format("#include \"kiln/runner_support.h\"\n#include \"kiln/runners/{}.h\"\n", group);
+  }
   out += "#ifdef __cplusplus\n";
   out += fmt::format("namespace kiln::generated::{} {{\n", group);
-  out += "struct VariantEntry {\n  const char* name;\n  const kiln_variant* (*variant)();\n";
   const std::vector<Constant> no_constants;
   const auto& declared = variants.empty() ? no_constants : variants.front()->constants;
-  for (const auto& c : declared) out += fmt::format("  {} {};\n", memberType(c), c.name);
-  out += "};\n";
-  out += "inline constexpr VariantEntry kVariants[] = {\n";
-  for (const auto* v : variants) {
-    out += fmt::format("    {{\"{}\", &{}", v->name, variantSymbol(v->name));
-    for (const auto& c : v->constants) out += ", " + constantLiteral(c);
-    out += "},\n";
+  if (runner_types) {
+    // The runner's own row type, initialized by field name in declaration order: a constant the
+    // runner does not declare, one of another type, an unknown enum value or a reordered field
+    // fails to compile here, and the field count below catches one the runner has and kiln.toml
+    // lacks.
+    out += fmt::format("using VariantInfo = ::kiln::{}::VariantInfo;\n", group);
+    out += "inline constexpr VariantInfo kVariants[] = {\n";
+    for (const auto* v : variants) {
+      out += fmt::format("    {{.name = \"{}\"", v->name);
+      for (const auto& c : v->constants)
+        out += fmt::format(", .{} = {}", c.name, runnerConstantLiteral(group, c));
+      out += fmt::format(", .variant = &{}}},\n", variantSymbol(v->name));
+    }
+    out += "};\n";
+    out += fmt::format(
+        "static_assert(::kiln::runner::fieldCount<VariantInfo>() == {},\n"
+        "              \"kiln::{}::VariantInfo must have the fields name, {}variant \"\n"
+        "              \"(kernels/{}/kiln.toml [constants], in declaration order)\");\n",
+        declared.size() + 2, group, fieldList(declared), group);
+  } else {
+    out += "struct VariantEntry {\n  const char* name;\n  const kiln_variant* (*variant)();\n";
+    for (const auto& c : declared) out += fmt::format("  {} {};\n", memberType(c), c.name);
+    out += "};\n";
+    out += "inline constexpr VariantEntry kVariants[] = {\n";
+    for (const auto* v : variants) {
+      out += fmt::format("    {{\"{}\", &{}", v->name, variantSymbol(v->name));
+      for (const auto& c : v->constants) out += ", " + constantLiteral(c);
+      out += "},\n";
+    }
+    out += "};\n";
   }
-  out += "};\n";
   out += fmt::format("inline constexpr int kNumVariants = {};\n", variants.size());
+  out += "// kiln.toml's supported_sms: the SMs the group's kernels are written for.\n";
+  out += fmt::format("inline constexpr int kSupportedSms[] = {{{}}};\n",
+                     fmt::join(record.supported_sms, ", "));
   out += fmt::format("}}  // namespace kiln::generated::{}\n#endif\n", group);
   return out;
 }

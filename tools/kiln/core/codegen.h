@@ -24,10 +24,17 @@ std::string artifactTableSource(const ArtifactMetadata& metadata);
 // The canonical header: kiln_<name>_variant() and the baked constants. It does not depend on
 // which SM images the variant has, so it is identical in every artifact that carries it.
 std::string variantHeader(const VariantRecord& variant);
-// `variants`: the group's variants, sorted by name; the table's members follow the first
-// variant's constants (every variant of a group sets the same constants, in the same order).
-std::string groupHeader(const std::string& group,
-                        const std::vector<const VariantRecord*>& variants);
+// The group header, kiln/groups/<group>.h: `variants` (the group's, sorted by name) as a table
+// kVariants, its size and the group's supported SMs (kSupportedSms). With `runner_types` (the group
+// has a runner, kernels/<group>/runner/), the table's rows are the runner's own
+// ::kiln::<group>::VariantInfo (from kiln/runners/<group>.h), initialized by field name with the
+// constants in the runner's types (DType, the group's enums), so that a disagreement between
+// kiln.toml and the runner fails to compile; without, a struct VariantEntry of the constants as
+// plain values (int, bool, const char*) after name and variant. The constants are in kiln.toml's
+// declaration order (every variant of a group sets the same ones); the runner's row declares
+// name, the constants, then variant.
+std::string groupHeader(const std::string& group, const GroupRecord& record,
+                        const std::vector<const VariantRecord*>& variants, bool runner_types);
 std::string allHeader(const ArtifactMetadata& metadata);
 
 }  // namespace kiln::core

@@ -30,6 +30,7 @@
 #include "kiln/dtype.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
+#include "kiln/variant.h"
 
 namespace kiln::decodeattn {
 
@@ -40,6 +41,15 @@ using ::kiln::DType;  // kiln/dtype.h: the one dtype enum of every group
 // head_dim contiguous) is TensorRT-LLM's and FlashInfer's other layout. Same kernel, same speed
 // class: the kernel takes strides. HND reads each (page, head) as one contiguous run.
 enum class KvLayout { kNHD, kHND };
+
+// One variant of the artifact: a row of the table kiln build generates (kiln/groups/decodeattn.h,
+// kVariants), its fields the name, kiln.toml's [constants] in declaration order, and the variant.
+struct VariantInfo {
+  const char* name;                  // "decodeattn_d128_bf16"
+  int head_dim;                      // baked head dim
+  DType dtype;                       // baked dtype
+  const kiln_variant* (*variant)();  // the variant's images and entries
+};
 
 struct Problem {
   DType dtype = DType::kBFloat16;

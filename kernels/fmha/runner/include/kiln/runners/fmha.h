@@ -25,15 +25,26 @@
 #include "kiln/dtype.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
+#include "kiln/variant.h"
 
 namespace kiln::fmha {
 
 using ::kiln::DType;  // kiln/dtype.h: the one dtype enum of every group
-enum class Mask { kNone, kCausal };
+enum class Mask { kFull, kCausal };
+
+// One variant of the artifact: a row of the table kiln build generates (kiln/groups/fmha.h,
+// kVariants), its fields the name, kiln.toml's [constants] in declaration order, and the variant.
+struct VariantInfo {
+  const char* name;                  // "fmha_wgmma_d128_bf16_causal"
+  int head_dim;                      // baked head dim
+  DType dtype;                       // baked dtype
+  Mask mask;                         // baked mask
+  const kiln_variant* (*variant)();  // the variant's images and entries
+};
 
 struct Problem {
   DType dtype = DType::kBFloat16;
-  Mask mask = Mask::kNone;
+  Mask mask = Mask::kFull;
   int head_dim = 0;  // one of the artifact's baked head dims (64, 128)
   int batch = 0;     // 0 is a no-op: pointers are not checked and nothing is touched
   int q_heads = 0;   // a multiple of kv_heads

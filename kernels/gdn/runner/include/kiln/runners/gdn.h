@@ -21,6 +21,7 @@
 #include "kiln/dtype.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
+#include "kiln/variant.h"
 
 namespace kiln::gdn {
 
@@ -31,6 +32,21 @@ using ::kiln::DType;  // kiln/dtype.h: the one dtype enum of every group
 //   g = -exp(a_log[hv]) * softplus(a + dt_bias[hv])   (softplus(x) = x for x > 20, as torch's)
 //   beta = sigmoid(b)
 // A problem gives either g and beta or all four of these, never both forms.
+// One variant of the artifact: a row of the table kiln build generates (kiln/groups/gdn.h,
+// kVariants), its fields the name, kiln.toml's [constants] in declaration order, and the variant.
+struct VariantInfo {
+  const char* name;
+  int head_dim_k;
+  int head_dim_v;
+  int tile_v;           // state columns per block (block.x)
+  int row_split;        // warps per block splitting the d_k rows (block.y)
+  int tiles_per_block;  // column tiles of one value head per block (block.z)
+  int max_tokens;       // tokens per sequence per launch: 1 (gdn_decode), 8 (gdn_decode_mtp)
+  bool fused_gating;    // computes g, beta from Gating's inputs (the `_gating` families)
+  DType dtype;
+  const kiln_variant* (*variant)();
+};
+
 struct Gating {
   const void* a = nullptr;         // [batch(, T), Hv] in the dtype: the layer's projection output
   const void* b = nullptr;         // [batch(, T), Hv] in the dtype

@@ -19,10 +19,20 @@
 #include "kiln/dtype.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
+#include "kiln/variant.h"
 
 namespace kiln::rmsnorm {
 
 using ::kiln::DType;  // kiln/dtype.h: the one dtype enum of every group
+
+// One variant of the artifact: a row of the table kiln build generates (kiln/groups/rmsnorm.h,
+// kVariants), its fields the name, kiln.toml's [constants] in declaration order, and the variant.
+struct VariantInfo {
+  const char* name;                  // "rmsnorm_h4096_bf16"
+  int hidden;                        // baked hidden size
+  DType dtype;                       // baked dtype
+  const kiln_variant* (*variant)();  // the variant's images and entries
+};
 
 struct Problem {
   DType dtype = DType::kBFloat16;
