@@ -1,8 +1,9 @@
-"""What the kiln-vs-peer benchmarks share: the ctypes bridge's artifact metadata, nvidia-smi
-clocks and driver, CUDA-event timing (torch.cuda._sleep ahead of each timed run, median of the
-runs), device-to-device copy bandwidth, input-set rotation sizing, the result header, the table's
-rule and the JSON file. Imported as a sibling by bench/<group>_vs_torch.py (run as
-`python3 bench/<group>_vs_torch.py`). torch is imported only where a helper needs the GPU.
+"""What the kiln-vs-peer benchmarks share: the ctypes bridge's artifact metadata and bench cases,
+nvidia-smi clocks and driver, CUDA-event timing (torch.cuda._sleep ahead of each timed run, median
+of the runs), device-to-device copy bandwidth, input-set rotation sizing, the result header, the
+table's rule and the JSON file. Imported by kernels/<group>/bench/<group>_vs_torch.py, which puts
+this folder on sys.path (run the scripts by their path). torch is imported only where a helper
+needs the GPU.
 """
 import ctypes
 import datetime
@@ -26,6 +27,39 @@ class Bridge:
         self.message = ctypes.create_string_buffer(1024)
         self.tag = self.lib.kiln_bench_artifact_tag().decode()
         self.fingerprint = self.lib.kiln_bench_artifact_fingerprint().decode()
+
+    def read_cases(self, group, fields):
+        """The group's bench cases: the cases of kernels/<group>/tests/gpu/cases.h marked kBench,
+        in its order, as the bridge exports them (kiln_bench_<group>_case_fields, _case_count,
+        _case; bench/bridge.h). A list of dicts: "name", and per (key, type) of `fields`, in the
+        bridge's field order, the field converted by type (int, float, bool)."""
+        try:
+            count_fields = getattr(self.lib, f"kiln_bench_{group}_case_fields")
+            count_cases = getattr(self.lib, f"kiln_bench_{group}_case_count")
+            get = getattr(self.lib, f"kiln_bench_{group}_case")
+        except AttributeError as e:
+            raise RuntimeError(f"the bridge has no bench cases ({e}): build it from this checkout "
+                               "(bench/CMakeLists.txt)") from e
+        count_fields.restype = count_cases.restype = ctypes.c_int
+        get.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
+                        ctypes.POINTER(ctypes.c_double), ctypes.c_int]
+        get.restype = ctypes.c_int
+        n = count_fields()
+        if n != len(fields):
+            raise RuntimeError(f"kiln_bench_{group}_case has {n} fields, the script expects "
+                               f"{len(fields)} ({', '.join(k for k, _ in fields)}): the bridge "
+                               "and the script are from different checkouts")
+        cases = []
+        for i in range(count_cases()):
+            name = ctypes.create_string_buffer(128)
+            values = (ctypes.c_double * n)()
+            if get(i, name, len(name), values, n) != 0:
+                raise RuntimeError(f"kiln_bench_{group}_case({i}) failed")
+            case = {"name": name.value.decode()}
+            for (key, kind), value in zip(fields, values):
+                case[key] = kind(value)
+            cases.append(case)
+        return cases
 
 
 def clocks():

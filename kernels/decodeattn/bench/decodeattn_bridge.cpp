@@ -1,15 +1,17 @@
 // A C bridge from Python (ctypes) to the decodeattn runner of a kiln artifact, for
-// kernels/decodeattn/bench/decodeattn_vs_torch.py: the benchmark passes raw device pointers (torch's
-// data_ptr()), sizes, a workspace and its CUDA stream, and gets a status code and message back.
-// The artifact's library is linked statically into this shared library with its symbols hidden,
-// so only these functions show.
+// kernels/decodeattn/bench/decodeattn_vs_torch.py: the benchmark passes raw device pointers
+// (torch's data_ptr()), sizes, a workspace and its CUDA stream, and gets a status code and message
+// back; it reads its rows from here too (the bench cases of
+// kernels/decodeattn/tests/gpu/cases.h). The artifact's library is linked statically into this
+// shared library with its symbols hidden, so only these functions show.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
+#include <iterator>
 #include <string>
 
 #include "bridge.h"
+#include "decodeattn/tests/gpu/cases.h"
 #include "kiln/groups/decodeattn.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/decodeattn.h"
@@ -27,7 +29,7 @@ constexpr int kShapeFields = 12;
 
 kiln::decodeattn::Problem problemOf(const int* shape, float scale) {
   kiln::decodeattn::Problem p;
-  p.dtype = shape[0] == 0 ? kiln::decodeattn::DType::kFloat16 : kiln::decodeattn::DType::kBFloat16;
+  p.dtype = kiln_bench::dtypeOfCode(shape[0]);
   p.batch = shape[1];
   p.q_heads = shape[2];
   p.kv_heads = shape[3];
@@ -110,4 +112,35 @@ KILN_BENCH_EXPORT int kiln_bench_variant(int i, char* name, std::size_t name_byt
   if (head_dim != nullptr) *head_dim = v.head_dim;
   if (dtype != nullptr) *dtype = kiln_bench::dtypeCode(v.dtype);
   return 0;
+}
+
+// The bench cases (kernels/decodeattn/tests/gpu/cases.h, those marked kBench), each as the fields
+// {batch, keys, q_heads, kv_heads, head_dim, page_size, query_tokens, max_seq_len,
+//  multiprocessors, scale_factor}: `batch` sequences of `keys` keys each (a bench case has one
+// length). kiln_bench_decodeattn_case returns 0, or -1 when i is out of range, the case has not
+// one length, or num_fields is not kiln_bench_decodeattn_case_fields().
+namespace {
+namespace cases = kiln::decodeattn::cases;
+constexpr int kCaseFields = 10;
+}  // namespace
+
+KILN_BENCH_EXPORT int kiln_bench_decodeattn_case_fields(void) {
+  return kCaseFields;
+}
+
+KILN_BENCH_EXPORT int kiln_bench_decodeattn_case_count(void) {
+  return kiln_bench::benchCaseCount(cases::kCases, cases::kBench);
+}
+
+KILN_BENCH_EXPORT int kiln_bench_decodeattn_case(int i, char* name, std::size_t name_bytes,
+                                                 double* fields, int num_fields) {
+  const cases::Case* c = kiln_bench::benchCase(cases::kCases, cases::kBench, i);
+  if (c == nullptr || c->lengths.count != 1) return -1;
+  const double values[kCaseFields] = {
+      static_cast<double>(cases::batchOf(*c)), static_cast<double>(c->lengths.values[0]),
+      static_cast<double>(c->q_heads),         static_cast<double>(c->kv_heads),
+      static_cast<double>(c->head_dim),        static_cast<double>(c->page_size),
+      static_cast<double>(c->query_tokens),    static_cast<double>(c->max_seq_len),
+      static_cast<double>(c->multiprocessors), c->scale_factor};
+  return kiln_bench::exportCase(c->name, values, name, name_bytes, fields, num_fields);
 }

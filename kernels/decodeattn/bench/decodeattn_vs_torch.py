@@ -2,8 +2,10 @@
 """kiln decodeattn vs cuDNN and FlashAttention (torch SDPA), in one process, on the same data.
 
 Loads the ctypes bridge (libkiln_bench_decodeattn.so, see bench/CMakeLists.txt), then for each
-(batch, keys) row, bf16, GQA 32 query / 8 KV heads, head dim 128, one query token per sequence
-(--query-tokens T: T of them, causal over the last T keys, as in multi-token decoding):
+row, bf16: the bench cases of kernels/decodeattn/tests/gpu/cases.h, which the bridge exports
+((batch, keys) 1 x 32768, 8 x 8192, 32 x 4096, 64 x 2048, 256 x 1024, GQA 32 query / 8 KV heads,
+head dim 128, page size 16, one query token per sequence; --page-size overrides the page size,
+--query-tokens T the tokens: T of them, causal over the last T keys, as in multi-token decoding):
 
   1. builds the same logical K and V three times: contiguous [B, Hkv, S, d] for the peers, and for
      kiln a paged cache in each page layout (NHD [num_pages, page_size, Hkv, d] and HND
@@ -11,7 +13,7 @@ Loads the ctypes bridge (libkiln_bench_decodeattn.so, see bench/CMakeLists.txt),
      table [B, S / page_size], every sequence S keys; --page-order sequential: in order, to tell
      the cost of scattered pages from the kernel's own);
   2. checks kiln, and each peer, against a float64 torch reference (relative L2; kiln within the
-     PERF.md bf16 bound 1.2e-2) before any timing;
+     bf16 bound 1.2e-2 of docs/performance-method.md) before any timing;
   3. times kiln in each layout (runner: attention kernel + split-KV merge when it splits) and each
      peer
      (torch.nn.functional.scaled_dot_product_attention under sdpa_kernel(CUDNN_ATTENTION) and
@@ -42,12 +44,16 @@ import torch.nn.functional as F
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "bench"))
 import kiln_bench as kb  # noqa: E402
 
-REL_L2_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}  # PERF.md, Method 2; README.md
+# docs/performance-method.md, Method 2; kernels/decodeattn/README.md
+REL_L2_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
 DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 DTYPE_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16"}
-ROWS = [(1, 32768), (8, 8192), (32, 4096), (64, 2048), (256, 1024)]  # (batch, keys): issue 6
-Q_HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 LAYOUT_CODE = {"nhd": 0, "hnd": 1}  # the bridge's kv_layout field (kiln::decodeattn::KvLayout)
+# The fields of a bench case, in the bridge's order (kiln_bench_decodeattn_case): `batch`
+# sequences of `keys` keys; max_seq_len and multiprocessors 0: the keys, the device's SMs.
+CASE_FIELDS = (("batch", int), ("keys", int), ("q_heads", int), ("kv_heads", int),
+               ("head_dim", int), ("page_size", int), ("query_tokens", int), ("max_seq_len", int),
+               ("multiprocessors", int), ("scale_factor", float))
 
 
 class Kiln(kb.Bridge):
@@ -74,14 +80,17 @@ class Kiln(kb.Bridge):
                 break
             self.variants.append((name.value.decode(), head_dim.value, dtype.value))
             i += 1
+        self.cases = self.read_cases("decodeattn", CASE_FIELDS)
 
     def has(self, head_dim, dtype):
         return any(h == head_dim and d == DTYPE_CODE[dtype] for _, h, d in self.variants)
 
-    def shape(self, dtype, batch, page_size, num_pages, max_pages, max_seq_len, sms, layout,
+    def shape(self, dtype, case, page_size, num_pages, max_pages, max_seq_len, sms, layout,
               tokens):
-        values = [DTYPE_CODE[dtype], batch, Q_HEADS, KV_HEADS, HEAD_DIM, page_size, num_pages,
-                  max_pages, max_seq_len, sms, LAYOUT_CODE[layout], tokens]
+        """The bridge's shape array of `case` (its batch and heads) with the rest given."""
+        values = [DTYPE_CODE[dtype], case["batch"], case["q_heads"], case["kv_heads"],
+                  case["head_dim"], page_size, num_pages, max_pages, max_seq_len, sms,
+                  LAYOUT_CODE[layout], tokens]
         assert len(values) == self.fields
         return (ctypes.c_int * self.fields)(*values)
 
@@ -109,12 +118,15 @@ class Kiln(kb.Bridge):
             raise RuntimeError(f"kiln decodeattn: {self.message.value.decode()}")
 
 
-def make_set(batch, keys, tokens, dtype, page_size, page_order, layouts, gen):
-    """One input set: the contiguous tensors of the peers and kiln's paged caches of the same K/V.
-    q is the peers' [B, Hq, T, d]; kiln reads q_kiln, the same values as [B, T, Hq, d]."""
-    q = torch.randn(batch, Q_HEADS, tokens, HEAD_DIM, device="cuda", generator=gen).to(dtype)
-    k = torch.randn(batch, KV_HEADS, keys, HEAD_DIM, device="cuda", generator=gen).to(dtype)
-    v = torch.randn(batch, KV_HEADS, keys, HEAD_DIM, device="cuda", generator=gen).to(dtype)
+def make_set(case, tokens, dtype, page_size, page_order, layouts, gen):
+    """One input set of `case` (its batch, keys and heads): the contiguous tensors of the peers
+    and kiln's paged caches of the same K/V. q is the peers' [B, Hq, T, d]; kiln reads q_kiln, the
+    same values as [B, T, Hq, d]."""
+    batch, keys = case["batch"], case["keys"]
+    q_heads, kv_heads, head_dim = case["q_heads"], case["kv_heads"], case["head_dim"]
+    q = torch.randn(batch, q_heads, tokens, head_dim, device="cuda", generator=gen).to(dtype)
+    k = torch.randn(batch, kv_heads, keys, head_dim, device="cuda", generator=gen).to(dtype)
+    v = torch.randn(batch, kv_heads, keys, head_dim, device="cuda", generator=gen).to(dtype)
     pages_per_seq = keys // page_size
     num_pages = batch * pages_per_seq
     # Logical page i (sequence i // pages_per_seq, keys page_size * (i % pages_per_seq) ...) is
@@ -125,7 +137,7 @@ def make_set(batch, keys, tokens, dtype, page_size, page_order, layouts, gen):
     def pages(x, layout):
         # [B, Hkv, S, d] -> [B, Hkv, S / page_size, page_size, d] -> one page per (b, page):
         # NHD [num_pages, page_size, Hkv, d], HND [num_pages, Hkv, page_size, d].
-        x = x.reshape(batch, KV_HEADS, pages_per_seq, page_size, HEAD_DIM)
+        x = x.reshape(batch, kv_heads, pages_per_seq, page_size, head_dim)
         order = (0, 2, 3, 1, 4) if layout == "nhd" else (0, 2, 1, 3, 4)
         return x.permute(*order).reshape(num_pages, *[x.shape[i] for i in order[2:]])
 
@@ -143,22 +155,22 @@ def make_set(batch, keys, tokens, dtype, page_size, page_order, layouts, gen):
             s[f"{name}_cache_{layout}"] = cache
     s["table"] = perm.to(torch.int32).reshape(batch, pages_per_seq).contiguous()
     s["lens"] = torch.full((batch,), keys, dtype=torch.int32, device="cuda")
-    s["out"] = torch.empty(batch, tokens, Q_HEADS, HEAD_DIM, dtype=dtype, device="cuda")
+    s["out"] = torch.empty(batch, tokens, q_heads, head_dim, dtype=dtype, device="cuda")
     return s
 
 
 def reference(s, scale):
     """float64 attention, GQA by head groups, token t of T over keys [0, S - T + 1 + t): the
     peers' layout [B, Hq, T, d]."""
-    b, _, t, _ = s["q"].shape
-    keys = s["k"].shape[2]
-    g = Q_HEADS // KV_HEADS
-    q = s["q"].double().reshape(b, KV_HEADS, g, t, HEAD_DIM)
+    b, q_heads, t, head_dim = s["q"].shape
+    kv_heads, keys = s["k"].shape[1], s["k"].shape[2]
+    g = q_heads // kv_heads
+    q = s["q"].double().reshape(b, kv_heads, g, t, head_dim)
     scores = torch.einsum("bhgtd,bhsd->bhgts", q, s["k"].double()) * scale
     limit = keys - t + 1 + torch.arange(t, device=scores.device).unsqueeze(1)  # [T, 1]
     mask = torch.arange(keys, device=scores.device).unsqueeze(0) >= limit      # [T, S]
     p = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
-    return torch.einsum("bhgts,bhsd->bhgtd", p, s["v"].double()).reshape(b, Q_HEADS, t, HEAD_DIM)
+    return torch.einsum("bhgts,bhsd->bhgtd", p, s["v"].double()).reshape(b, q_heads, t, head_dim)
 
 
 def rel_l2(got, ref):
@@ -192,7 +204,7 @@ class Peer:
             self.mode = mode
             try:
                 if mode == "expanded":
-                    g = Q_HEADS // KV_HEADS
+                    g = sets[0]["q"].shape[1] // sets[0]["k"].shape[1]
                     for s in sets:
                         s["k_expanded"] = s["k"].repeat_interleave(g, dim=1)
                         s["v_expanded"] = s["v"].repeat_interleave(g, dim=1)
@@ -204,21 +216,24 @@ class Peer:
         return None, "; ".join(errors)
 
 
-def bench_row(kiln, batch, keys, tokens, dtype, page_size, page_order, layouts, copy_tbps,
-              l2_bytes, sms, plan_sms, gen, busy_cycles, peers):
-    scale = 1.0 / math.sqrt(HEAD_DIM)
-    kv_bytes = 2 * batch * keys * KV_HEADS * HEAD_DIM * dtype.itemsize
+def bench_row(kiln, case, tokens, dtype, page_size, page_order, layouts, copy_tbps, l2_bytes, sms,
+              plan_sms, gen, busy_cycles, peers):
+    batch, keys = case["batch"], case["keys"]
+    q_heads, kv_heads, head_dim = case["q_heads"], case["kv_heads"], case["head_dim"]
+    scale = case["scale_factor"] / math.sqrt(head_dim)
+    kv_bytes = 2 * batch * keys * kv_heads * head_dim * dtype.itemsize
     nsets = kb.rotation_sets(kv_bytes, l2_bytes, 8)
-    sets = [make_set(batch, keys, tokens, dtype, page_size, page_order, layouts, gen)
+    sets = [make_set(case, tokens, dtype, page_size, page_order, layouts, gen)
             for _ in range(nsets)]
     s0 = sets[0]
-    shapes = {layout: kiln.shape(dtype, batch, page_size, s0["num_pages"], s0["pages_per_seq"],
-                                 keys, plan_sms, layout, tokens) for layout in layouts}
+    shapes = {layout: kiln.shape(dtype, case, page_size, s0["num_pages"], s0["pages_per_seq"],
+                                 case["max_seq_len"] or keys, plan_sms, layout, tokens)
+              for layout in layouts}
     ws_bytes = kiln.workspace_bytes(shapes[layouts[0]], scale)
     workspace = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device="cuda")
     splits = kiln.splits(shapes[layouts[0]], scale, plan_sms or sms)
     row = {"dtype": DTYPE_NAME[dtype], "batch": batch, "keys": keys, "query_tokens": tokens,
-           "q_heads": Q_HEADS, "kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "page_size": page_size,
+           "q_heads": q_heads, "kv_heads": kv_heads, "head_dim": head_dim, "page_size": page_size,
            "page_order": page_order,
            "layouts": list(layouts), "kv_bytes": kv_bytes, "input_sets": nsets,
            "kiln_splits": splits, "kiln_plan_sms": plan_sms or sms, "kiln_workspace_bytes": ws_bytes,
@@ -256,7 +271,7 @@ def bench_row(kiln, batch, keys, tokens, dtype, page_size, page_order, layouts, 
         row[f"{key}_gqa"] = peer.mode
         if err:
             row[f"{key}_note"] = err
-        row[f"{key}_rel_l2"] = rel_l2(out.reshape(batch, Q_HEADS, tokens, HEAD_DIM), ref)
+        row[f"{key}_rel_l2"] = rel_l2(out.reshape(batch, q_heads, tokens, head_dim), ref)
         try:
             med, mn = kb.timed(lambda s: peer(s, scale), sets, runs, 10, busy_cycles)
         except Exception as e:  # noqa: BLE001
@@ -277,22 +292,26 @@ def main():
     ap.add_argument("--lib", required=True, help="path of libkiln_bench_decodeattn.so")
     ap.add_argument("--json", required=True, help="where to write the results")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
-    ap.add_argument("--page-size", type=int, default=16)
+    ap.add_argument("--page-size", type=int, default=None,
+                    help="kiln's page size (default: each case's, 16)")
     ap.add_argument("--layouts", default="nhd,hnd",
                     help="kiln's page layouts, comma separated (nhd, hnd), each timed per row")
-    ap.add_argument("--query-tokens", type=int, default=1,
-                    help="query tokens per sequence, 1..8 (multi-token decoding, causal)")
+    ap.add_argument("--query-tokens", type=int, default=None,
+                    help="query tokens per sequence, 1..8 (multi-token decoding, causal; "
+                         "default: each case's, 1)")
     ap.add_argument("--page-order", default="random", choices=["random", "sequential"],
                     help="how kiln's pages are placed in the cache (the peers' K/V are contiguous)")
     ap.add_argument("--peers", default="cudnn,flash",
                     help="peers to time, comma separated (cudnn, flash), or none")
     ap.add_argument("--plan-sms", type=int, default=0,
                     help="plan kiln's split count for this many SMs (Problem::multiprocessors; "
-                         "0: the device's), for split-count experiments")
+                         "0: the case's, which is the device's), for split-count experiments")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
-    if not 1 <= args.query_tokens <= 8:
+    if args.query_tokens is not None and not 1 <= args.query_tokens <= 8:
         ap.error(f"--query-tokens {args.query_tokens} is not in 1..8")
+    if args.page_size is not None and args.page_size <= 0:
+        ap.error(f"--page-size {args.page_size} is not positive")
 
     kiln = Kiln(args.lib)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
@@ -315,6 +334,10 @@ def main():
     if args.plan_sms < 0:
         ap.error(f"--plan-sms {args.plan_sms} is negative")
     peers = [Peer(name, known[name]) for name in names]
+    for case in kiln.cases:
+        if case["keys"] % (args.page_size or case["page_size"]) != 0:
+            ap.error(f"page size {args.page_size or case['page_size']} does not divide the "
+                     f"{case['keys']} keys of {case['name']}")
 
     result = kb.result_header("decodeattn_vs_torch", props, l2_bytes, kiln, seed,
                               {"cudnn": torch.backends.cudnn.version()})
@@ -325,15 +348,18 @@ def main():
     kb.print_copy(result)
 
     rows = []
-    if not kiln.has(HEAD_DIM, dtype):
-        print(f"decodeattn_d{HEAD_DIM}_{args.dtype} is not in the artifact")
+    missing = sorted({c["head_dim"] for c in kiln.cases if not kiln.has(c["head_dim"], dtype)})
+    if missing:
+        print(", ".join(f"decodeattn_d{d}_{args.dtype}" for d in missing) +
+              " not in the artifact")
         result["rows"] = rows
         result["failed_checks"] = 1
         kb.write_json(args.json, result)
         return 1
-    for batch, keys in ROWS:
-        rows.append(bench_row(kiln, batch, keys, args.query_tokens, dtype, args.page_size,
-                              args.page_order, layouts, copy_tbps, l2_bytes, sms, args.plan_sms,
+    for case in kiln.cases:
+        rows.append(bench_row(kiln, case, args.query_tokens or case["query_tokens"], dtype,
+                              args.page_size or case["page_size"], args.page_order, layouts,
+                              copy_tbps, l2_bytes, sms, args.plan_sms or case["multiprocessors"],
                               gen, busy_cycles, peers))
     result["rows"] = rows
     result["clocks_after"] = kb.clocks()
@@ -363,7 +389,7 @@ def main():
             if f"{peer}_error" in r:
                 print(f"    {peer}: {r[f'{peer}_error']}")
             elif r.get(f"{peer}_gqa") == "expanded":
-                print(f"    {peer}: GQA refused, ran on K/V expanded to {Q_HEADS} heads "
+                print(f"    {peer}: GQA refused, ran on K/V expanded to {r['q_heads']} heads "
                       f"({r.get(f'{peer}_note', '')})")
     return kb.finish(args.json, result, failed)
 

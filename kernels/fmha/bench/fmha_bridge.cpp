@@ -1,15 +1,16 @@
 // A C bridge from Python (ctypes) to the fmha runner of a kiln artifact, for
-// kernels/fmha/bench/fmha_vs_torch.py: the benchmark passes raw device pointers (torch's data_ptr()), the
-// shape as one int array, the softmax scale and its CUDA stream, and gets a status code and
-// message back. The artifact's library is linked statically into this shared library with its
-// symbols hidden, so only these functions show.
+// kernels/fmha/bench/fmha_vs_torch.py: the benchmark passes raw device pointers (torch's
+// data_ptr()), the shape as one int array, the softmax scale and its CUDA stream, and gets a status
+// code and message back; it reads its rows from here too (the bench cases of
+// kernels/fmha/tests/gpu/cases.h). The artifact's library is linked statically into this shared
+// library with its symbols hidden, so only these functions show.
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <iterator>
 #include <string>
 
 #include "bridge.h"
+#include "fmha/tests/gpu/cases.h"
 #include "kiln/groups/fmha.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/fmha.h"
@@ -27,8 +28,8 @@ constexpr int kShapeFields = 9;
 
 kiln::fmha::Problem problemOf(const int* shape, float scale) {
   kiln::fmha::Problem p;
-  p.dtype = shape[0] == 0 ? kiln::fmha::DType::kFloat16 : kiln::fmha::DType::kBFloat16;
-  p.mask = shape[1] == 0 ? kiln::fmha::Mask::kNone : kiln::fmha::Mask::kCausal;
+  p.dtype = kiln_bench::dtypeOfCode(shape[0]);
+  p.mask = shape[1] == 0 ? kiln::fmha::Mask::kFull : kiln::fmha::Mask::kCausal;
   p.head_dim = shape[2];
   p.batch = shape[3];
   p.q_heads = shape[4];
@@ -97,6 +98,45 @@ KILN_BENCH_EXPORT int kiln_bench_variant(int i, char* name, std::size_t name_byt
   kiln_bench::copyMessage(v.name, name, name_bytes);
   if (head_dim != nullptr) *head_dim = v.head_dim;
   if (dtype != nullptr) *dtype = kiln_bench::dtypeCode(v.dtype);
-  if (mask != nullptr) *mask = std::strcmp(v.mask, "causal") == 0 ? 1 : 0;
+  if (mask != nullptr) *mask = v.mask == kiln::fmha::Mask::kCausal ? 1 : 0;
   return 0;
+}
+
+// The bench cases (kernels/fmha/tests/gpu/cases.h, those marked kBench), each as the fields
+// {batch, seq, q_heads, kv_heads, head_dim, dtype (-1 any, 0 fp16, 1 bf16), mask (-1 any, 0 full,
+// 1 causal), scale_factor, quick (0 / 1)}: `batch` sequences of `seq` queries and keys each (a
+// bench case repeats one sequence with as many queries as keys). kiln_bench_fmha_case returns 0,
+// or -1 when i is out of range, the case is not such a batch, or num_fields is not
+// kiln_bench_fmha_case_fields().
+namespace {
+namespace cases = kiln::fmha::cases;
+constexpr int kCaseFields = 9;
+}  // namespace
+
+KILN_BENCH_EXPORT int kiln_bench_fmha_case_fields(void) {
+  return kCaseFields;
+}
+
+KILN_BENCH_EXPORT int kiln_bench_fmha_case_count(void) {
+  return kiln_bench::benchCaseCount(cases::kCases, cases::kBench);
+}
+
+KILN_BENCH_EXPORT int kiln_bench_fmha_case(int i, char* name, std::size_t name_bytes,
+                                           double* fields, int num_fields) {
+  const cases::Case* c = kiln_bench::benchCase(cases::kCases, cases::kBench, i);
+  if (c == nullptr || c->seqs.count != 1 || c->seqs.values[0].q != c->seqs.values[0].k) return -1;
+  const int dtype = c->dtypes == cases::Dtypes::kBoth   ? -1
+                    : c->dtypes == cases::Dtypes::kFp16 ? 0
+                                                        : 1;
+  const int mask = c->masks == cases::Masks::kBoth ? -1 : c->masks == cases::Masks::kFull ? 0 : 1;
+  const double values[kCaseFields] = {static_cast<double>(c->repeat),
+                                      static_cast<double>(c->seqs.values[0].q),
+                                      static_cast<double>(c->q_heads),
+                                      static_cast<double>(c->kv_heads),
+                                      static_cast<double>(c->head_dim),
+                                      static_cast<double>(dtype),
+                                      static_cast<double>(mask),
+                                      c->scale_factor,
+                                      (c->readers & cases::kQuick) != 0 ? 1.0 : 0.0};
+  return kiln_bench::exportCase(c->name, values, name, name_bytes, fields, num_fields);
 }

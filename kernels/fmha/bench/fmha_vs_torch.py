@@ -25,10 +25,11 @@ tensor-core ceiling) in the same run, then for each row:
      floor (max of FLOPs / GEMM rate and bytes of q, k, v, out / copy bandwidth) and the ratios
      kiln / cuDNN and kiln / FA2 of TFLOP/s (= peer us / kiln us; > 1: kiln is faster).
 
-Rows: the FlashAttention-3 paper's workload (16k tokens = B x S, hidden 2048: Hq = Hkv =
-2048 / d; S = 512 ... 16k) for d 64 and 128, fp16 and bf16, full and causal; plus GQA 32 query /
-8 KV heads, d 128, bf16, B 4, S 4k, full and causal. --quick: d128 bf16 S 4k and 16k (both masks)
-and the GQA rows.
+Rows: the bench cases of kernels/fmha/tests/gpu/cases.h, which the bridge exports: the
+FlashAttention-3 paper's workload (cases fa3_*: 16k tokens = B x S, hidden 2048: Hq = Hkv =
+2048 / d; S = 512 ... 16k; d 64 and 128) for fp16 and bf16, full and causal; plus GQA (gqa_*:
+32 query / 8 KV heads, d 128, bf16, B 4, S 4k), full and causal. --quick: the cases cases.h marks
+quick (d128 S 4k and 16k, in bf16, and the GQA rows), both masks.
 
 A peer that fails records its error and the run continues. SM and memory clocks are logged
 (nvidia-smi) before and after. Writes JSON to --json and prints a table last. Exit code 1 when a
@@ -49,33 +50,63 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "bench"))
 import kiln_bench as kb  # noqa: E402
 
 # kiln vs cuDNN: two fp32-accumulating kernels that each round P and the output to the dtype
-# (each within PERF.md's bound of the exact answer: bf16 1.2e-2, fp16 2e-3; ~3e-3 / ~4e-4 in
-# practice), so their distance stays well under 2e-2; a wrong mask, head mapping or tile is O(1).
+# (each within the bound of docs/performance-method.md of the exact answer: bf16 1.2e-2, fp16
+# 2e-3; ~3e-3 / ~4e-4 in practice), so their distance stays well under 2e-2; a wrong mask, head
+# mapping or tile is O(1).
 CHECK_REL_L2 = 2e-2
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 DTYPE_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16"}
-TOKENS, HIDDEN = 16384, 2048  # FlashAttention-3's benchmark: 16k tokens, hidden 2048
-SEQ_LENS = [512, 1024, 2048, 4096, 8192, 16384]
-GQA = {"batch": 4, "seq": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128,
-       "dtype": torch.bfloat16}
+CODE_DTYPE = {0: torch.float16, 1: torch.bfloat16}  # a case's dtype code (-1: any)
 GEMM_N = 8192
+# The fields of a bench case, in the bridge's order (kiln_bench_fmha_case): `batch` sequences of
+# `seq` queries and keys; dtype -1 any, 0 fp16, 1 bf16; mask -1 any, 0 full, 1 causal.
+CASE_FIELDS = (("batch", int), ("seq", int), ("q_heads", int), ("kv_heads", int),
+               ("head_dim", int), ("dtype", int), ("mask", int), ("scale_factor", float),
+               ("quick", bool))
 
 
-def workload_rows(head_dims, dtypes, masks, seq_lens, quick):
-    """The rows as dicts: workload, batch, seq, q_heads, kv_heads, head_dim, dtype, causal."""
-    rows = []
+def workload(case):
+    """A bench case's workload: its name's first part (fa3_d128_s4096: "fa3")."""
+    return case["name"].split("_")[0]
+
+
+def workload_rows(cases, head_dims, dtypes, masks, seq_lens, quick):
+    """The rows as dicts (workload, batch, seq, q_heads, kv_heads, head_dim, dtype, causal,
+    scale_factor), from the bridge's bench cases: each fa3 case of a head dim in `head_dims` and
+    an S in `seq_lens` (None: every one), in each dtype and mask asked for, in that order; then
+    every other case in its own dtype (or each asked for) and each mask asked for. quick: only the
+    cases marked quick, the fa3 ones in bf16, both masks."""
     if quick:
-        head_dims, dtypes, masks, seq_lens = [128], [torch.bfloat16], [False, True], [4096, 16384]
+        cases = [c for c in cases if c["quick"]]
+        dtypes, masks, seq_lens = [torch.bfloat16], [False, True], None
+        head_dims = list(dict.fromkeys(c["head_dim"] for c in cases if workload(c) == "fa3"))
+    fa3 = [c for c in cases if workload(c) == "fa3"]
+    if seq_lens is None:
+        seq_lens = list(dict.fromkeys(c["seq"] for c in fa3))
+
+    def row(c, dtype, causal):
+        return {"workload": workload(c), "batch": c["batch"], "seq": c["seq"],
+                "q_heads": c["q_heads"], "kv_heads": c["kv_heads"], "head_dim": c["head_dim"],
+                "dtype": dtype, "causal": causal, "scale_factor": c["scale_factor"]}
+
+    def allowed(c, dtype, causal):
+        return c["dtype"] in (-1, DTYPE_CODE[dtype]) and c["mask"] in (-1, int(causal))
+
+    rows = []
     for d in head_dims:
         for dtype in dtypes:
             for causal in masks:
                 for s in seq_lens:
-                    rows.append({"workload": "fa3", "batch": TOKENS // s, "seq": s,
-                                 "q_heads": HIDDEN // d, "kv_heads": HIDDEN // d, "head_dim": d,
-                                 "dtype": dtype, "causal": causal})
-    for causal in masks:
-        rows.append(dict(GQA, workload="gqa", causal=causal))
+                    rows += [row(c, dtype, causal) for c in fa3
+                             if c["head_dim"] == d and c["seq"] == s and allowed(c, dtype, causal)]
+    for c in cases:
+        if workload(c) == "fa3":
+            continue
+        for causal in masks:
+            for dtype in ([CODE_DTYPE[c["dtype"]]] if c["dtype"] >= 0 else dtypes):
+                if allowed(c, dtype, causal):
+                    rows.append(row(c, dtype, causal))
     return rows
 
 
@@ -105,6 +136,7 @@ class Kiln(kb.Bridge):
                 break
             self.variants.append((name.value.decode(), head_dim.value, dtype.value, mask.value))
             i += 1
+        self.cases = self.read_cases("fmha", CASE_FIELDS)
 
     def variant(self, head_dim, dtype, causal):
         """The name of the artifact's variant for the row, or None."""
@@ -233,7 +265,7 @@ def bench_row(kiln, row, gemm, copy_tbps, l2_bytes, gen, busy_cycles, peers, run
     b, s, hq, hkv, d, dtype = (row["batch"], row["seq"], row["q_heads"], row["kv_heads"],
                                row["head_dim"], row["dtype"])
     causal = row["causal"]
-    scale = 1.0 / math.sqrt(d)
+    scale = row["scale_factor"] / math.sqrt(d)
     flops = 4 * b * hq * s * s * d * (0.5 if causal else 1.0)
     elem = dtype.itemsize
     nbytes = b * s * (2 * hq + 2 * hkv) * d * elem  # q, out, k, v
@@ -321,12 +353,14 @@ def main():
     ap.add_argument("--lib", required=True, help="path of libkiln_bench_fmha.so")
     ap.add_argument("--json", required=True, help="where to write the results")
     ap.add_argument("--quick", action="store_true",
-                    help="only d128 bf16 S 4k and 16k (both masks) and the GQA rows")
+                    help="only the cases marked quick (d128 S 4k and 16k in bf16, both masks, and "
+                         "the GQA rows)")
     ap.add_argument("--dtypes", default="fp16,bf16", help="of the FA3 rows: fp16,bf16")
     ap.add_argument("--head-dims", default="64,128", help="of the FA3 rows: 64,128")
     ap.add_argument("--masks", default="full,causal", help="full,causal")
-    ap.add_argument("--seq-lens", default=",".join(map(str, SEQ_LENS)),
-                    help="of the FA3 rows (each divides 16384)")
+    ap.add_argument("--seq-lens", default="",
+                    help="of the FA3 rows, each one of the fa3 cases' (default: every one, "
+                         "512,...,16384)")
     ap.add_argument("--peer-layout", default="auto", choices=["auto", "view", "contiguous"],
                     help="the peers' q/k/v: [B, H, S, d] views of kiln's packed tensors, "
                          "contiguous copies, or auto (the view, else copies)")
@@ -337,13 +371,19 @@ def main():
     dtypes = [DTYPES[x] for x in args.dtypes.split(",") if x]
     head_dims = [int(x) for x in args.head_dims.split(",") if x]
     masks = [{"full": False, "causal": True}[x] for x in args.masks.split(",") if x]
-    seq_lens = [int(x) for x in args.seq_lens.split(",") if x]
-    for s in seq_lens:
-        if TOKENS % s != 0:
-            ap.error(f"--seq-lens: {s} does not divide {TOKENS}")
-    rows = workload_rows(head_dims, dtypes, masks, seq_lens, args.quick)
+    seq_lens = [int(x) for x in args.seq_lens.split(",") if x] or None
 
     kiln = Kiln(args.lib)
+    fa3 = [c for c in kiln.cases if workload(c) == "fa3"]
+    for d in head_dims:
+        if not any(c["head_dim"] == d for c in fa3):
+            ap.error(f"--head-dims: no fa3 case has head dim {d} (kernels/fmha/tests/gpu/cases.h)")
+    for s in seq_lens or []:
+        if not any(c["seq"] == s for c in fa3):
+            ap.error(f"--seq-lens: no fa3 case has S {s} (kernels/fmha/tests/gpu/cases.h: "
+                     f"{', '.join(str(x) for x in dict.fromkeys(c['seq'] for c in fa3))})")
+    rows = workload_rows(kiln.cases, head_dims, dtypes, masks, seq_lens, args.quick)
+
     props = torch.cuda.get_device_properties(0)
     l2_bytes = kb.l2_bytes_of(props)
     seed, gen = kb.start_seed(args.seed)

@@ -1,15 +1,17 @@
 // A C bridge from Python (ctypes) to the gdn runner of a kiln artifact (both problems: decode in
-// place and the multi-token verify), for kernels/gdn/bench/gdn_vs_torch.py:
-// the benchmark passes raw device pointers (torch's data_ptr()), sizes and its CUDA stream, and
-// gets a status code and message back. The artifact's library is linked statically into this
-// shared library with its symbols hidden, so only these functions show.
+// place and the multi-token verify), for kernels/gdn/bench/gdn_vs_torch.py: the benchmark passes
+// raw device pointers (torch's data_ptr()), sizes and its CUDA stream, and gets a status code and
+// message back; it reads its rows from here too (the bench cases of
+// kernels/gdn/tests/gpu/cases.h). The artifact's library is linked statically into this shared
+// library with its symbols hidden, so only these functions show.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
+#include <iterator>
 #include <string>
 
 #include "bridge.h"
+#include "gdn/tests/gpu/cases.h"
 #include "kiln/groups/gdn.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/gdn.h"
@@ -24,10 +26,6 @@ namespace {
 // head_dim_v, num_slots}; the multi-token problem appends tokens (T).
 constexpr int kShapeFields = 7;
 constexpr int kMtpShapeFields = 8;
-
-kiln::gdn::DType dtypeOf(int code) {
-  return code == 0 ? kiln::gdn::DType::kFloat16 : kiln::gdn::DType::kBFloat16;
-}
 
 bool badDtype(int code, char* message, std::size_t message_bytes) {
   if (code == 0 || code == 1) return false;
@@ -53,7 +51,7 @@ template <typename P, typename State>
 void fillCommon(const int* shape, float scale, const void* q, const void* k, const void* v,
                 const float* g, const float* beta, const void* const* gating, void* out,
                 State* state, const std::int32_t* slots, P* p) {
-  p->dtype = dtypeOf(shape[0]);
+  p->dtype = kiln_bench::dtypeOfCode(shape[0]);
   p->batch = shape[1];
   p->heads_qk = shape[2];
   p->heads_v = shape[3];
@@ -136,4 +134,33 @@ KILN_BENCH_EXPORT int kiln_bench_variant(int i, char* name, std::size_t name_byt
   if (max_tokens != nullptr) *max_tokens = v.max_tokens;
   if (fused_gating != nullptr) *fused_gating = v.fused_gating ? 1 : 0;
   return 0;
+}
+
+// The bench cases (kernels/gdn/tests/gpu/cases.h, those marked kBench), each as the fields
+// {op (cases::BenchOp: 0 decode, 1 mtp, 2 final, 3 gating), batch, tokens, heads_qk, heads_v,
+// head_dim_k, head_dim_v}. kiln_bench_gdn_case returns 0, or -1 when i is out of range, the case
+// is of no bench table, or num_fields is not kiln_bench_gdn_case_fields().
+namespace {
+namespace cases = kiln::gdn::cases;
+constexpr int kCaseFields = 7;
+}  // namespace
+
+KILN_BENCH_EXPORT int kiln_bench_gdn_case_fields(void) {
+  return kCaseFields;
+}
+
+KILN_BENCH_EXPORT int kiln_bench_gdn_case_count(void) {
+  return kiln_bench::benchCaseCount(cases::kCases, cases::kBench);
+}
+
+KILN_BENCH_EXPORT int kiln_bench_gdn_case(int i, char* name, std::size_t name_bytes, double* fields,
+                                          int num_fields) {
+  const cases::Case* c = kiln_bench::benchCase(cases::kCases, cases::kBench, i);
+  if (c == nullptr || cases::benchOp(*c) == cases::BenchOp::kNone) return -1;
+  const double values[kCaseFields] = {
+      static_cast<double>(cases::benchOp(*c)), static_cast<double>(c->batch),
+      static_cast<double>(c->tokens),          static_cast<double>(c->heads_qk),
+      static_cast<double>(c->heads_v),         static_cast<double>(c->head_dim_k),
+      static_cast<double>(c->head_dim_v)};
+  return kiln_bench::exportCase(c->name, values, name, name_bytes, fields, num_fields);
 }

@@ -2,9 +2,10 @@
 """kiln gdn (Gated DeltaNet decode) vs flash-linear-attention and plain PyTorch, in one process, on
 the same data.
 
-Loads the ctypes bridge (libkiln_bench_gdn.so, see bench/CMakeLists.txt). bf16 (or --dtype fp16),
-H = 16 query/key heads, Hv = 32 value heads, d_k = d_v = 128, a float32 state pool
-[num_slots, Hv, 128, 128] indexed by a permuted slot per sequence. Two tables:
+Loads the ctypes bridge (libkiln_bench_gdn.so, see bench/CMakeLists.txt), and from it the rows: the
+bench cases of kernels/gdn/tests/gpu/cases.h, each in one of the tables below (its op). bf16 (or
+--dtype fp16), H = 16 query/key heads, Hv = 32 value heads, d_k = d_v = 128, a float32 state pool
+[num_slots, Hv, 128, 128] indexed by a permuted slot per sequence. The tables:
 
   decode (gdn_decode, one token per sequence, the state updated in place), batch 1, 8, 32, 256;
   mtp (gdn_decode_mtp, T = 4 draft tokens per sequence, every intermediate state written to a
@@ -19,9 +20,9 @@ H = 16 query/key heads, Hv = 32 value heads, d_k = d_v = 128, a float32 state po
 Per row:
   1. kiln and every peer are checked against a float64 torch reference of the same recurrence
      (q, k L2-normalised; S <- exp(g) S; u = beta (v - S^T k); S <- S + k u^T; o = scale S^T q):
-     relative L2 of the outputs (kiln within the PERF.md bound, bf16 1.2e-2) and of the states
-     (1e-4: fp32 in and out, kernels/gdn/tests/gpu/gdn_numerics_test.cpp), before any timing; mtp also checks
-     that the pool is bit-identical afterwards;
+     relative L2 of the outputs (kiln within the bound of docs/performance-method.md, bf16
+     1.2e-2) and of the states (1e-4: fp32 in and out, kernels/gdn/tests/gpu/gdn_numerics_test.cpp),
+     before any timing; mtp also checks that the pool is bit-identical afterwards;
   2. times kiln (the runner, one kernel) and the peers with CUDA events: warm-up, then the median
      of the timed runs, rotating through enough input sets that they exceed 4x the L2;
      torch.cuda._sleep ahead of each timed run keeps the GPU busy while the host enqueues, so the
@@ -74,13 +75,14 @@ except Exception as e:  # noqa: BLE001 - no Triton: those peers are recorded as 
 else:
     TRITON_NOTE = f"triton {triton.__version__}"
 
-REL_L2_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}  # PERF.md, Method 2
+REL_L2_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}  # docs/performance-method.md
 STATE_BOUND = 1e-4  # the state is fp32 in and out (kernels/gdn/tests/gpu/gdn_numerics_test.cpp says why)
 DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 DTYPE_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16"}
-BATCHES = [1, 8, 32, 256]
-MTP_TOKENS = 4
-HEADS_QK, HEADS_V, DK, DV = 16, 32, 128, 128
+OPS = ("decode", "mtp", "final", "gating")  # a case's op code (kiln::gdn::cases::BenchOp) -> name
+# The fields of a bench case, in the bridge's order (kiln_bench_gdn_case).
+CASE_FIELDS = (("op", int), ("batch", int), ("tokens", int), ("heads_qk", int), ("heads_v", int),
+               ("head_dim_k", int), ("head_dim_v", int))
 L2_EPS = 1e-6
 RUNS = 50
 GATING_INPUTS = ("a", "b", "A_log", "dt_bias")  # the fused-gating variants' inputs, in ABI order
@@ -116,6 +118,9 @@ class Kiln(kb.Bridge):
             self.variants.append((name.value.decode(), dk.value, dv.value, dtype.value,
                                   tokens.value, bool(fused.value)))
             i += 1
+        self.cases = self.read_cases("gdn", CASE_FIELDS)
+        for case in self.cases:
+            case["op"] = OPS[case["op"]]
 
     def has(self, dk, dv, dtype, tokens, fused=False):
         """A variant of these dims and dtype for `tokens` tokens: 1 is gdn_decode (max_tokens 1),
@@ -124,13 +129,15 @@ class Kiln(kb.Bridge):
                    ((t == 1) if tokens == 1 else (t > 1 and t >= tokens))
                    for _, a, b, d, t, f in self.variants)
 
-    def shape(self, dtype, batch, num_slots):
-        values = [DTYPE_CODE[dtype], batch, HEADS_QK, HEADS_V, DK, DV, num_slots]
+    def shape(self, dtype, case, num_slots):
+        values = [DTYPE_CODE[dtype], case["batch"], case["heads_qk"], case["heads_v"],
+                  case["head_dim_k"], case["head_dim_v"], num_slots]
         assert len(values) == self.fields
         return (ctypes.c_int * self.fields)(*values)
 
-    def mtp_shape(self, dtype, batch, num_slots, tokens):
-        values = [DTYPE_CODE[dtype], batch, HEADS_QK, HEADS_V, DK, DV, num_slots, tokens]
+    def mtp_shape(self, dtype, case, num_slots, tokens):
+        values = [DTYPE_CODE[dtype], case["batch"], case["heads_qk"], case["heads_v"],
+                  case["head_dim_k"], case["head_dim_v"], num_slots, tokens]
         assert len(values) == self.mtp_fields
         return (ctypes.c_int * self.mtp_fields)(*values)
 
@@ -267,41 +274,44 @@ def triton_gates_into(s):
     recurrence, as vLLM's fused_gdn_gating does), into the set's g and beta."""
     n, block = s["a"].numel(), 1024
     _gates_kernel[(triton.cdiv(n, block),)](s["a"], s["b"], s["A_log"], s["dt_bias"], s["g"],
-                                            s["beta"], n, HEADS_V, SOFTPLUS_THRESHOLD,
+                                            s["beta"], n, s["a"].shape[-1], SOFTPLUS_THRESHOLD,
                                             BLOCK=block)
 
 
 # ---- inputs and checks ------------------------------------------------------------------------
 
-def make_set(batch, dtype, gen, tokens=None, gating=False, final=False):
-    """One input set; tokens None: the decode layouts, else [B, T, ...] and a cache, or with final
-    the cache_slots (-1, .., -1, slots[b]) that keep only the last state, in place; gating: also
-    the gating inputs (a, b in the activation dtype, every 97th a past the softplus threshold;
-    A_log and dt_bias float32 in [-2, 1]), whose gates the split peers write into g and beta."""
+def make_set(case, dtype, gen, tokens=None, gating=False, final=False):
+    """One input set of `case` (its batch, heads and head dims); tokens None: the decode layouts,
+    else [B, T, ...] and a cache, or with final the cache_slots (-1, .., -1, slots[b]) that keep
+    only the last state, in place; gating: also the gating inputs (a, b in the activation dtype,
+    every 97th a past the softplus threshold; A_log and dt_bias float32 in [-2, 1]), whose gates
+    the split peers write into g and beta."""
+    batch, hq, hv = case["batch"], case["heads_qk"], case["heads_v"]
+    dk, dv = case["head_dim_k"], case["head_dim_v"]
     num_slots = batch + batch // 4 + 2
     perm = torch.randperm(num_slots, device="cuda", generator=gen)[:batch]
     lead = (batch,) if tokens is None else (batch, tokens)
-    q = torch.randn(*lead, HEADS_QK, DK, device="cuda", generator=gen).to(dtype)
-    k = torch.randn(*lead, HEADS_QK, DK, device="cuda", generator=gen).to(dtype)
-    v = torch.randn(*lead, HEADS_V, DV, device="cuda", generator=gen).to(dtype)
-    g = -torch.rand(*lead, HEADS_V, device="cuda", generator=gen)  # in (-1, 0]
-    beta = torch.rand(*lead, HEADS_V, device="cuda", generator=gen)
-    state = torch.randn(num_slots, HEADS_V, DK, DV, device="cuda", generator=gen) * 0.5
+    q = torch.randn(*lead, hq, dk, device="cuda", generator=gen).to(dtype)
+    k = torch.randn(*lead, hq, dk, device="cuda", generator=gen).to(dtype)
+    v = torch.randn(*lead, hv, dv, device="cuda", generator=gen).to(dtype)
+    g = -torch.rand(*lead, hv, device="cuda", generator=gen)  # in (-1, 0]
+    beta = torch.rand(*lead, hv, device="cuda", generator=gen)
+    state = torch.randn(num_slots, hv, dk, dv, device="cuda", generator=gen) * 0.5
     s = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "state": state,
          "slots": perm.to(torch.int32).contiguous(), "slots64": perm.contiguous(),
-         "out": torch.empty(*lead, HEADS_V, DV, dtype=dtype, device="cuda"),
+         "out": torch.empty(*lead, hv, dv, dtype=dtype, device="cuda"),
          "num_slots": num_slots}
     if tokens is not None and final:
         s["final_slots"] = torch.full((batch, tokens), -1, dtype=torch.int32, device="cuda")
         s["final_slots"][:, -1] = s["slots"]
     elif tokens is not None:
-        s["cache"] = torch.empty(batch, tokens, HEADS_V, DK, DV, device="cuda")
+        s["cache"] = torch.empty(batch, tokens, hv, dk, dv, device="cuda")
     if gating:
         for name in ("a", "b"):
-            s[name] = torch.randn(*lead, HEADS_V, device="cuda", generator=gen).to(dtype)
+            s[name] = torch.randn(*lead, hv, device="cuda", generator=gen).to(dtype)
         s["a"].view(-1)[::97] = 24.0
         for name in ("A_log", "dt_bias"):
-            s[name] = torch.rand(HEADS_V, device="cuda", generator=gen) * 3 - 2
+            s[name] = torch.rand(hv, device="cuda", generator=gen) * 3 - 2
     return s
 
 
@@ -399,25 +409,27 @@ def decode_peers(kiln, fla_fn, shape, scale, fused):
     return peers
 
 
-def bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen, busy_cycles, fused=False,
-              tokens=1):
-    """One row that updates the state in place: decode, given gates (gdn_decode), or with fused
-    True the gating inputs (the fused-gating gdn_decode against the gates computed separately);
-    or with tokens > 1 final (gdn_decode_mtp over the T tokens keeping only the last state, in
+def bench_row(kiln, fla_fn, case, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
+    """One row that updates the state in place, of a case of op decode (given gates, gdn_decode),
+    gating (the gating inputs: the fused-gating gdn_decode against the gates computed
+    separately) or final (gdn_decode_mtp over the case's T tokens keeping only the last state, in
     the sequence's own slot, against fla's one call)."""
-    scale = 1.0 / math.sqrt(DK)
-    final = tokens > 1
-    state_bytes = 2 * batch * HEADS_V * DK * DV * 4  # read + written
+    batch, dk, dv = case["batch"], case["head_dim_k"], case["head_dim_v"]
+    fused, final = case["op"] == "gating", case["op"] == "final"
+    tokens = case["tokens"] if final else 1
+    scale = 1.0 / math.sqrt(dk)
+    state_bytes = 2 * batch * case["heads_v"] * dk * dv * 4  # read + written
     nsets = kb.rotation_sets(state_bytes // 2, l2_bytes, 8)
-    sets = [make_set(batch, dtype, gen, tokens if final else None, gating=fused, final=final)
+    sets = [make_set(case, dtype, gen, tokens if final else None, gating=fused, final=final)
             for _ in range(nsets)]
     s0 = sets[0]
-    shape = (kiln.mtp_shape(dtype, batch, s0["num_slots"], tokens) if final else
-             kiln.shape(dtype, batch, s0["num_slots"]))
-    row = {"op": "final" if final else "gating" if fused else "decode",
+    shape = (kiln.mtp_shape(dtype, case, s0["num_slots"], tokens) if final else
+             kiln.shape(dtype, case, s0["num_slots"]))
+    row = {"op": case["op"],
            "dtype": DTYPE_NAME[dtype], "batch": batch,
-           "tokens": tokens, "heads_qk": HEADS_QK, "heads_v": HEADS_V, "head_dim_k": DK,
-           "head_dim_v": DV, "num_slots": s0["num_slots"], "state_bytes": state_bytes,
+           "tokens": tokens, "heads_qk": case["heads_qk"], "heads_v": case["heads_v"],
+           "head_dim_k": dk, "head_dim_v": dv, "num_slots": s0["num_slots"],
+           "state_bytes": state_bytes,
            "input_sets": nsets, "floor_us": state_bytes / (copy_tbps * 1e12) * 1e6}
 
     # Correctness on set 0, before any timing: each implementation on its own copy of the state.
@@ -518,16 +530,18 @@ def fla_mtp_steps(fla_fn, s, scale):
     return torch.cat(outs, dim=1), states
 
 
-def mtp_row(kiln, fla_fn, batch, tokens, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
-    scale = 1.0 / math.sqrt(DK)
-    head_bytes = HEADS_V * DK * DV * 4
+def mtp_row(kiln, fla_fn, case, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
+    batch, tokens, hv = case["batch"], case["tokens"], case["heads_v"]
+    dk, dv = case["head_dim_k"], case["head_dim_v"]
+    scale = 1.0 / math.sqrt(dk)
+    head_bytes = hv * dk * dv * 4
     state_bytes = (1 + tokens) * batch * head_bytes  # the pool read once, T states written
     nsets = kb.rotation_sets(state_bytes, l2_bytes, 8)
-    sets = [make_set(batch, dtype, gen, tokens) for _ in range(nsets)]
+    sets = [make_set(case, dtype, gen, tokens) for _ in range(nsets)]
     s0 = sets[0]
-    shape = kiln.mtp_shape(dtype, batch, s0["num_slots"], tokens)
+    shape = kiln.mtp_shape(dtype, case, s0["num_slots"], tokens)
     row = {"op": "mtp", "dtype": DTYPE_NAME[dtype], "batch": batch, "tokens": tokens,
-           "heads_qk": HEADS_QK, "heads_v": HEADS_V, "head_dim_k": DK, "head_dim_v": DV,
+           "heads_qk": case["heads_qk"], "heads_v": hv, "head_dim_k": dk, "head_dim_v": dv,
            "num_slots": s0["num_slots"], "state_bytes": state_bytes, "input_sets": nsets,
            "floor_us": state_bytes / (copy_tbps * 1e12) * 1e6,
            "fla_bytes_note": "fla (one call) writes only the final state: 2 states per sequence "
@@ -536,7 +550,7 @@ def mtp_row(kiln, fla_fn, batch, tokens, dtype, copy_tbps, l2_bytes, gen, busy_c
            "fla_steps_state_bytes": 2 * tokens * batch * head_bytes}
 
     state0 = s0["state"].clone()
-    ref_cache = torch.empty(batch, tokens, HEADS_V, DK, DV, dtype=torch.float64, device="cuda")
+    ref_cache = torch.empty(batch, tokens, hv, dk, dv, dtype=torch.float64, device="cuda")
     ref_out, _ = torch_mtp(s0["q"], s0["k"], s0["v"], s0["g"], s0["beta"], state0.double(),
                            s0["slots64"], scale, ref_cache, compute=torch.float64)
     bound = REL_L2_BOUND[dtype]
@@ -637,8 +651,9 @@ def main():
     ap.add_argument("--lib", required=True, help="path of libkiln_bench_gdn.so")
     ap.add_argument("--json", required=True, help="where to write the results")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp16"])
-    ap.add_argument("--ops", default="decode,mtp,final,gating",
-                    help="comma list of decode, mtp, final, gating")
+    ap.add_argument("--ops", default=",".join(OPS),
+                    help="comma list of decode, mtp, final, gating (the tables, of the bench "
+                         "cases of kernels/gdn/tests/gpu/cases.h)")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
     ops = [o for o in args.ops.split(",") if o]
@@ -661,28 +676,30 @@ def main():
     kb.print_copy(result)
 
     rows, failed = [], 0
-    # op: (tokens, the variants it needs as (tokens, fused_gating, family))
-    needs = {"decode": (1, [(1, False, "gdn_decode")]),
-             "mtp": (MTP_TOKENS, [(MTP_TOKENS, False, "gdn_decode_mtp")]),
-             "final": (MTP_TOKENS, [(MTP_TOKENS, False, "gdn_decode_mtp")]),
-             "gating": (1, [(1, True, "gdn_decode_gating"), (1, False, "gdn_decode")])}
-    for op in ("decode", "mtp", "final", "gating"):
+    # op: the variants its rows need, as (tokens: 1 or the case's, fused_gating, family)
+    needs = {"decode": [(1, False, "gdn_decode")],
+             "mtp": [(None, False, "gdn_decode_mtp")],
+             "final": [(None, False, "gdn_decode_mtp")],
+             "gating": [(1, True, "gdn_decode_gating"), (1, False, "gdn_decode")]}
+    for op in OPS:
         if op not in ops:
             continue
-        tokens, variants = needs[op]
-        missing = [f"{family}_dk{DK}_dv{DV}_{args.dtype}" for t, fused, family in variants
-                   if not kiln.has(DK, DV, dtype, t, fused)]
+        cases = [c for c in kiln.cases if c["op"] == op]
+        missing = sorted({f"{family}_dk{c['head_dim_k']}_dv{c['head_dim_v']}_{args.dtype}"
+                          for c in cases for t, fused, family in needs[op]
+                          if not kiln.has(c["head_dim_k"], c["head_dim_v"], dtype,
+                                          t or c["tokens"], fused)})
         if missing:
             print(f"{op}: {', '.join(missing)} not in the artifact")
             failed += 1
             continue
-        for batch in BATCHES:
+        for case in cases:
             if op == "mtp":
-                rows.append(mtp_row(kiln, fla_fn, batch, tokens, dtype, copy_tbps, l2_bytes, gen,
+                rows.append(mtp_row(kiln, fla_fn, case, dtype, copy_tbps, l2_bytes, gen,
                                     busy_cycles))
             else:
-                rows.append(bench_row(kiln, fla_fn, batch, dtype, copy_tbps, l2_bytes, gen,
-                                      busy_cycles, fused=op == "gating", tokens=tokens))
+                rows.append(bench_row(kiln, fla_fn, case, dtype, copy_tbps, l2_bytes, gen,
+                                      busy_cycles))
     result["rows"] = rows
     result["clocks_after"] = kb.clocks()
 
@@ -694,11 +711,13 @@ def main():
         print_table("decode (gdn_decode: one token, state in place; bytes: the state read + "
                     "written)", decode_rows, ["fla", "torch", "torch_graph"])
     if mtp_rows:
-        print_table(f"mtp (gdn_decode_mtp: T = {MTP_TOKENS} tokens, every state to the cache; "
+        tokens = "/".join(str(t) for t in dict.fromkeys(r["tokens"] for r in mtp_rows))
+        print_table(f"mtp (gdn_decode_mtp: T = {tokens} tokens, every state to the cache; "
                     "bytes: the pool read + T states written; fla writes the final state only)",
                     mtp_rows, ["fla", "fla_steps", "torch", "torch_graph"])
     if final_rows:
-        print_table(f"final (gdn_decode_mtp: T = {MTP_TOKENS} tokens, only the last state kept, in "
+        tokens = "/".join(str(t) for t in dict.fromkeys(r["tokens"] for r in final_rows))
+        print_table(f"final (gdn_decode_mtp: T = {tokens} tokens, only the last state kept, in "
                     "place, by cache_slots; bytes as decode; fla: the same work in one call)",
                     final_rows, ["fla"])
     if gating_rows:

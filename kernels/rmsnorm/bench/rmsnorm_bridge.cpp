@@ -1,17 +1,20 @@
 // A C bridge from Python (ctypes) to the rmsnorm runner of a kiln artifact, for
-// kernels/rmsnorm/bench/rmsnorm_vs_torch.py: the benchmark passes raw device pointers (torch's data_ptr()), sizes
-// and its CUDA stream, and gets a status code and message back. The artifact's library is linked
-// statically into this shared library with its symbols hidden, so only these functions show.
+// kernels/rmsnorm/bench/rmsnorm_vs_torch.py: the benchmark passes raw device pointers (torch's
+// data_ptr()), sizes and its CUDA stream, and gets a status code and message back; it reads its
+// shapes from here too (the bench cases of kernels/rmsnorm/tests/gpu/cases.h). The artifact's
+// library is linked statically into this shared library with its symbols hidden, so only these
+// functions show.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
+#include <iterator>
 #include <string>
 
 #include "bridge.h"
 #include "kiln/groups/rmsnorm.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/rmsnorm.h"
+#include "rmsnorm/tests/gpu/cases.h"
 
 #if !defined(KILN_RMSNORM_ENABLED)
 #error "the artifact has no rmsnorm group: kiln build --gpu-arch sm_NN --kernels rmsnorm"
@@ -30,7 +33,7 @@ KILN_BENCH_EXPORT int kiln_bench_rmsnorm(int dtype, std::int64_t rows, std::int6
     return static_cast<int>(kiln::StatusCode::kInvalidArgument);
   }
   kiln::rmsnorm::Problem p;
-  p.dtype = dtype == 0 ? kiln::rmsnorm::DType::kFloat16 : kiln::rmsnorm::DType::kBFloat16;
+  p.dtype = kiln_bench::dtypeOfCode(dtype);
   p.rows = rows;
   p.hidden = hidden;
   p.eps = eps;
@@ -57,4 +60,28 @@ KILN_BENCH_EXPORT int kiln_bench_variant(int i, char* name, std::size_t name_byt
   if (hidden != nullptr) *hidden = v.hidden;
   if (dtype != nullptr) *dtype = kiln_bench::dtypeCode(v.dtype);
   return 0;
+}
+
+// The bench cases (kernels/rmsnorm/tests/gpu/cases.h, those marked kBench), each as the fields
+// {rows, hidden}; kiln_bench_rmsnorm_case returns 0, or -1 when i is out of range or num_fields
+// is not kiln_bench_rmsnorm_case_fields().
+namespace {
+namespace cases = kiln::rmsnorm::cases;
+constexpr int kCaseFields = 2;
+}  // namespace
+
+KILN_BENCH_EXPORT int kiln_bench_rmsnorm_case_fields(void) {
+  return kCaseFields;
+}
+
+KILN_BENCH_EXPORT int kiln_bench_rmsnorm_case_count(void) {
+  return kiln_bench::benchCaseCount(cases::kCases, cases::kBench);
+}
+
+KILN_BENCH_EXPORT int kiln_bench_rmsnorm_case(int i, char* name, std::size_t name_bytes,
+                                              double* fields, int num_fields) {
+  const cases::Case* c = kiln_bench::benchCase(cases::kCases, cases::kBench, i);
+  if (c == nullptr) return -1;
+  const double values[kCaseFields] = {static_cast<double>(c->rows), static_cast<double>(c->hidden)};
+  return kiln_bench::exportCase(c->name, values, name, name_bytes, fields, num_fields);
 }

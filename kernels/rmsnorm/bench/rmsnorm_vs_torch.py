@@ -2,10 +2,12 @@
 """kiln rmsnorm vs eager PyTorch, in one process, on the same tensors, timed with CUDA events.
 
 Loads the ctypes bridge (libkiln_bench_rmsnorm.so, see bench/CMakeLists.txt), then for each dtype
-(bf16, fp16), op (plain, fused = residual += x then RMSNorm) and shape:
+(bf16, fp16), op (plain, fused = residual += x then RMSNorm) and shape (the bench cases of
+kernels/rmsnorm/tests/gpu/cases.h, which the bridge exports: rows x hidden 1, 8, 32, 128 x 4096
+for latency, 4096 x 4096 and 16384 x 8192 for bandwidth):
 
   1. checks kiln against a float64 reference computed by torch (the residual bit for bit, the
-     output by relative L2 within the PERF.md bounds) before any timing;
+     output by relative L2 within the bounds of docs/performance-method.md) before any timing;
   2. times kiln and torch (F.rms_norm, after residual.add_(x) for the fused op) with CUDA events:
      warm-up, then the median of >= 50 runs, rotating through enough input sets that the working
      set is >= 4x the L2 (60 MB on an H200) for the bandwidth shapes. Before each timed run the
@@ -31,14 +33,14 @@ import torch.nn.functional as F
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3] / "bench"))
 import kiln_bench as kb  # noqa: E402
 
-# PERF.md, Method 2: fp32 accumulation with 16-bit inputs and outputs rounded once.
+# docs/performance-method.md, Method 2: fp32 accumulation with 16-bit inputs and outputs rounded
+# once.
 REL_L2_BOUND = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
 DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 DTYPE_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 EPS = 1e-6
-
-LATENCY_SHAPES = [(1, 4096), (8, 4096), (32, 4096), (128, 4096)]
-BANDWIDTH_SHAPES = [(4096, 4096), (16384, 8192)]
+# The fields of a bench case, in the bridge's order (kiln_bench_rmsnorm_case).
+CASE_FIELDS = (("rows", int), ("hidden", int))
 
 
 class Kiln(kb.Bridge):
@@ -56,6 +58,7 @@ class Kiln(kb.Bridge):
             hidden, dtype = ctypes.c_int(), ctypes.c_int()
             self.lib.kiln_bench_variant(i, name, 128, ctypes.byref(hidden), ctypes.byref(dtype))
             self.variants.append((name.value.decode(), hidden.value, dtype.value))
+        self.cases = self.read_cases("rmsnorm", CASE_FIELDS)
 
     def has(self, hidden, dtype):
         return any(h == hidden and d == DTYPE_CODE[dtype] for _, h, d in self.variants)
@@ -169,7 +172,7 @@ def main():
     cases = []
     for dtype in dtypes:
         for fused in ops:
-            for rows, hidden in LATENCY_SHAPES + BANDWIDTH_SHAPES:
+            for rows, hidden in ((c["rows"], c["hidden"]) for c in kiln.cases):
                 if not kiln.has(hidden, dtype):
                     cases.append({"dtype": DTYPE_NAME[dtype], "op": "fused" if fused else "plain",
                                   "rows": rows, "hidden": hidden, "skipped": "variant not built"})

@@ -1,16 +1,17 @@
 // What every kernel group's GPU numerics test shares: the results table (pass / fail / skip per
 // (SM, dtype, variant, op-or-case)), the summary on stdout and the JSON evidence at
-// $KILN_EVIDENCE_OUT (DESIGN.md contract 10), main() (device check, seed, gtest, report), and
-// poisoned device buffers. A group's test keeps its cases, its reference and its error bounds.
+// $KILN_EVIDENCE_OUT (what docs/performance-method.md asks a run to record), main() (device check,
+// seed, gtest, report), and poisoned device buffers. A group's test keeps its reference and its
+// error bounds; its cases are in kernels/<group>/tests/gpu/cases.h, shared with the benchmark.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <ostream>
 #include <string>
@@ -28,7 +29,8 @@ namespace kiln::gpu_test {
 
 constexpr std::uint16_t kPoison = 0xffff;  // a NaN in both fp16 and bf16 (what memset 0xff writes)
 
-// Relative L2 bounds of a 16-bit output against a float64 reference (PERF.md, Method 2): fp32
+// Relative L2 bounds of a 16-bit output against a float64 reference (docs/performance-method.md,
+// Method 2): fp32
 // accumulation over inputs exact in the dtype, the output rounded once (~u / sqrt(3) of relative
 // L2, u = 2^-11 fp16, 2^-8 bf16), with the rest of the bound for the fp32 part. Every group's
 // test says beside its use why its kernel stays inside them (what else it rounds).
@@ -190,18 +192,19 @@ struct Rng {
   int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }
 };
 
-// The index of the first variant of each built dtype (fp16, then bf16) in a generated kVariants.
+// The index of the first variant of each built dtype in a generated kVariants (rows with a
+// kiln::DType `dtype`), in the enum's order: fp16, then bf16.
 template <typename Variants>
 std::vector<std::size_t> firstVariantPerDtype(const Variants& variants) {
   std::vector<std::size_t> picks;
-  for (const char* dtype : {"fp16", "bf16"}) {
-    for (std::size_t i = 0; i < std::size(variants); ++i) {
-      if (std::strcmp(variants[i].dtype, dtype) == 0) {
-        picks.push_back(i);
-        break;
-      }
-    }
+  for (std::size_t i = 0; i < std::size(variants); ++i) {
+    const bool seen = std::any_of(picks.begin(), picks.end(), [&](std::size_t p) {
+      return variants[p].dtype == variants[i].dtype;
+    });
+    if (!seen) picks.push_back(i);
   }
+  std::sort(picks.begin(), picks.end(),
+            [&](std::size_t a, std::size_t b) { return variants[a].dtype < variants[b].dtype; });
   return picks;
 }
 

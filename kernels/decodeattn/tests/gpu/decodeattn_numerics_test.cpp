@@ -1,6 +1,7 @@
-// GPU numerics of the decodeattn group: every variant of the linked artifact over boundary
-// lengths, long sequences, large batches, GQA ratios 1 / 4 / 8 / 40, every admitted page size and
-// 1 to 8 query tokens per sequence (multi-token decoding, causal over them), against the float64
+// GPU numerics of the decodeattn group: every variant of the linked artifact over the cases of
+// kernels/decodeattn/tests/gpu/cases.h marked kNumerics (boundary lengths, long sequences, large
+// batches, GQA ratios 1 / 4 / 8 / 40, every admitted page size, 1 to 8 query tokens per sequence
+// (multi-token decoding, causal over them), and the benchmark's rows), against the float64
 // reference in kernels/decodeattn/reference.h.
 //
 // Each case, on both page layouts (NHD and HND): fresh random q, K, V (the seed is printed;
@@ -12,8 +13,8 @@
 // bound. Some cases force the split count through Problem::multiprocessors, so both the single-pass
 // and the split + merge path run on every variant. Runner errors (unbuilt head dim, misaligned q,
 // small workspace, batch 0) are checked on the device too. The summary (stdout, and JSON at
-// $KILN_EVIDENCE_OUT) is the evidence format of DESIGN.md contract 10; the process exits non-zero
-// on any failure.
+// $KILN_EVIDENCE_OUT) records what docs/performance-method.md asks of evidence; the process exits
+// non-zero on any failure.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -24,10 +25,12 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/gpu_test_support.h"
 #include "decodeattn/reference.h"
+#include "decodeattn/tests/gpu/cases.h"
 #include "kiln/groups/decodeattn.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/decodeattn.h"
@@ -43,8 +46,10 @@ using namespace kiln::gpu_test;  // NOLINT: Counts, run(), DeviceBuffer, allocat
 namespace ref = kiln::decodeattn::reference;
 namespace generated = kiln::generated::decodeattn;
 namespace da = kiln::decodeattn;
+namespace cases = kiln::decodeattn::cases;
 
-// Error bounds (PERF.md, Method 2): fp32 accumulation, 16-bit inputs, the output rounded once.
+// Error bounds (docs/performance-method.md, Method 2): fp32 accumulation, 16-bit inputs, the
+// output rounded once.
 // The kernel also rounds P (softmax weights in [0, 1]) once to the dtype for the P.V mma, and
 // sums the same rounded weights, so the output is a convex combination of V rows whose weights
 // carry a relative error <= u (2^-11 fp16, 2^-8 bf16): that adds ~u/sqrt(3) relative L2, the
@@ -52,96 +57,53 @@ namespace da = kiln::decodeattn;
 
 // ---- inputs -------------------------------------------------------------------------------
 
-ref::Format formatOf(const char* name) {
-  return std::strcmp(name, "fp16") == 0 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
+ref::Format formatOf(kiln::DType dtype) {
+  return dtype == kiln::DType::kFloat16 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
 }
 
 // ---- cases ----------------------------------------------------------------------------------
 
-// One numerics case. lengths empty: `batch` random lengths in [1, max_random_len].
-struct CaseSpec {
-  const char* name;
-  int q_heads;
-  int kv_heads;
-  std::vector<int> lengths;
-  int batch;
-  int max_random_len;
-  int page_size;
-  double scale_factor;   // softmax scale = scale_factor / sqrt(head_dim)
-  int multiprocessors;   // Problem::multiprocessors (0: the device's); forces the split count
-  int max_seq_len_hint;  // Problem::max_seq_len
-  int query_tokens = 1;  // Problem::query_tokens: > 1 is multi-token decoding (causal over them)
-};
+// The cases are kernels/decodeattn/tests/gpu/cases.h's marked kNumerics: those of any head dim on
+// every variant, the benchmark's (head dim 128) on the variants of theirs.
+const std::vector<const cases::Case*>& numericsCases() {
+  static const std::vector<const cases::Case*> picks = [] {
+    std::vector<const cases::Case*> all;
+    for (const cases::Case& c : cases::kCases) {
+      if ((c.readers & cases::kNumerics) != 0) all.push_back(&c);
+    }
+    return all;
+  }();
+  return picks;
+}
 
-const std::vector<CaseSpec>& cases() {
-  static const std::vector<CaseSpec> c = {
-      // The boundary lengths in one batch, GQA 8, split path (device SM count).
-      {"lengths_gqa8_p16", 16, 2, {1, 15, 16, 17, 255, 256, 257, 4097}, 0, 0, 16, 1.0, 0, 0},
-      // The same lengths on one simulated SM: one split, the single-pass path on long sequences.
-      {"lengths_gqa8_p64_one_split",
-       16,
-       2,
-       {4097, 257, 256, 255, 17, 16, 15, 1},
-       0,
-       0,
-       64,
-       1.0,
-       1,
-       0},
-      // 32k keys, GQA 4, many splits; a sharp softmax (scale x 4) exercises the running max.
-      {"long32768_gqa4_p32", 8, 2, {32768}, 0, 0, 32, 4.0, 0, 0},
-      // 32k keys next to a 1-key sequence, GQA 1 (4 pairs: 33 splits on 132 SMs, > 32 partials
-      // per row in the merge).
-      {"long32768_and_1_gqa1_p16", 4, 4, {32768, 1}, 0, 0, 16, 1.0, 0, 0},
-      // The benchmark's 1 x 32768 row (bf16 bench, GQA 32/8, page 16) planned for an H100 /
-      // H200's 132 SMs: 8 pairs -> 16 splits of 2048 keys. (Its wrong output on the H200 in
-      // 2026-12-02 run 2 was the bench's strided cache.)
-      {"bench1x32768_gqa32x8_p16_sm132", 32, 8, {32768}, 0, 0, 16, 1.0, 132, 32768},
-      // The same planned for 264 SMs: 33 splits, 32 ranges of 1024 keys and an empty last one.
-      {"bench1x32768_gqa32x8_p16_sm264", 32, 8, {32768}, 0, 0, 16, 1.0, 264, 32768},
-      // Batch 256 of short random lengths, GQA 1: fills the GPU, one split.
-      {"batch256_gqa1_p32", 4, 4, {}, 256, 300, 32, 1.0, 0, 0},
-      // Batch 256, GQA 8, forced splits (256 SMs): many empty splits of short sequences.
-      {"batch256_gqa8_p16_split", 8, 1, {}, 256, 600, 16, 1.0, 256, 0},
-      // The benchmark's head shape (GQA 32/8), sharp softmax.
-      {"gqa32x8_p16", 32, 8, {4097, 1000, 33}, 0, 0, 16, 8.0, 0, 0},
-      // MQA with 40 query heads: two 32-row chunks (32, 8: the second's upper row tile all
-      // padding) per KV head.
-      {"mqa40_p128", 40, 1, {257, 1031}, 0, 0, 128, 1.0, 0, 0},
-      // Empty sequences give zeros, next to others; page 256.
-      {"zero_lengths_gqa4_p256", 8, 2, {0, 5, 0, 300}, 0, 0, 256, 1.0, 0, 0},
-      // A max_seq_len hint below the table's capacity (fewer splits), and page 32.
-      {"max_len_hint_p32", 16, 2, {2000, 100}, 0, 0, 32, 1.0, 0, 2000},
-      // A max_seq_len hint below the longest sequence (it only sizes the split count; the
-      // longer sequence must still be exact): split and single-pass paths.
-      {"hint_below_length_p16", 16, 2, {3000, 500}, 0, 0, 16, 1.0, 0, 1000},
-      {"hint_below_length_p16_one_split", 16, 2, {3000, 500}, 0, 0, 16, 1.0, 1, 1000},
-      // Multi-token decoding: T query tokens per sequence, causal over the last T keys. Length 1
-      // with T = 2 leaves token 0 without a key (zeros); lengths at and around a subtile.
-      {"mtp2_gqa4_p16", 8, 2, {1, 2, 17, 1000, 16}, 0, 0, 16, 1.0, 0, 0, 2},
-      // The bench's head shape, 4 tokens: 4 x 4 = 16 rows, one tile per KV head; split path.
-      {"mtp4_gqa32x8_p16", 32, 8, {4097, 300}, 0, 0, 16, 4.0, 0, 0, 4},
-      // 8 tokens x GQA 8 = 64 rows: two 32-row chunks per KV head; lengths below and at T.
-      {"mtp8_gqa8_p32_one_split", 16, 2, {8, 7, 3000, 5}, 0, 0, 32, 1.0, 1, 0, 8},
-      // Batch 64, GQA 1, 3 tokens, forced splits (many empty ones for short sequences).
-      {"mtp3_batch64_gqa1_p64_split", 4, 4, {}, 64, 500, 64, 1.0, 256, 0, 3},
-      // MQA 40 x 5 tokens = 200 rows: 7 chunks of 32, the last one partial.
-      {"mtp5_mqa40_p16", 40, 1, {257, 33}, 0, 0, 16, 1.0, 0, 0, 5},
-      // 5 tokens x GQA 4 = 20 rows: one 32-row chunk whose second row tile holds the last token
-      // alone (rows 16..19); sharp softmax, split path, a length below T.
-      {"mtp5_gqa4_p16", 16, 4, {4097, 3, 300}, 0, 0, 16, 4.0, 0, 0, 5},
-  };
-  return c;
+// The reference, one slice of sequences per core: ref::decodeAttention of each slice is the same
+// problem over its sequences' rows of q, the page table, the lengths and out.
+void referenceAttention(const ref::PagedProblem& p, double* out) {
+  const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 64u);
+  const int per = (p.batch + static_cast<int>(threads) - 1) / static_cast<int>(threads);
+  const std::size_t q_per_seq = static_cast<std::size_t>(p.query_tokens) * p.q_heads * p.head_dim;
+  std::vector<std::thread> pool;
+  for (int first = 0; first < p.batch; first += per) {
+    ref::PagedProblem slice = p;
+    slice.batch = std::min(per, p.batch - first);
+    slice.q = p.q + static_cast<std::size_t>(first) * q_per_seq;
+    slice.page_table = p.page_table + static_cast<std::size_t>(first) * p.max_pages_per_seq;
+    slice.seq_lens = p.seq_lens + first;
+    double* slice_out = out + static_cast<std::size_t>(first) * q_per_seq;
+    pool.emplace_back([slice, slice_out]() { ref::decodeAttention(slice, slice_out); });
+  }
+  for (std::thread& t : pool) t.join();
 }
 
 // Runs one (variant, case); returns "" on success, else what failed. *error gets the rel L2.
-std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, ref::Layout layout,
+std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, ref::Layout layout,
                     Rng& rng, cudaStream_t stream, double* error) {
   const ref::Format f = formatOf(v.dtype);
   const int d = v.head_dim;
-  std::vector<int> lens = spec.lengths;
-  if (lens.empty()) {
-    for (int b = 0; b < spec.batch; ++b) lens.push_back(1 + rng.below(spec.max_random_len));
+  std::vector<int> lens;
+  for (int b = 0; b < cases::batchOf(spec); ++b) {
+    lens.push_back(spec.lengths.count > 0 ? spec.lengths.values[b % spec.lengths.count]
+                                          : 1 + rng.below(spec.max_random_len));
   }
   const int batch = static_cast<int>(lens.size());
   const int ps = spec.page_size;
@@ -195,7 +157,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, ref:
   }
 
   da::Problem p;
-  p.dtype = kiln::dtypeFromName(v.dtype).value();
+  p.dtype = v.dtype;
   p.batch = batch;
   p.q_heads = spec.q_heads;
   p.kv_heads = spec.kv_heads;
@@ -205,7 +167,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, ref:
   p.kv_layout = layout == ref::Layout::kNHD ? da::KvLayout::kNHD : da::KvLayout::kHND;
   p.num_pages = num_pages;
   p.max_pages_per_seq = max_pages_per_seq;
-  p.max_seq_len = spec.max_seq_len_hint;
+  p.max_seq_len = spec.max_seq_len;
   p.multiprocessors = spec.multiprocessors;
   p.scale = static_cast<float>(scale);
   p.out = d_out.ptr;
@@ -239,7 +201,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, ref:
   rp.page_table = table.data();
   rp.seq_lens = seq_lens.data();
   std::vector<double> expected(out_elems);
-  ref::decodeAttention(rp, expected.data());
+  referenceAttention(rp, expected.data());
 
   const std::vector<std::uint16_t> out = download<std::uint16_t>(d_out);
   if (out.size() < out_elems + guard) return "download of out failed";
@@ -284,27 +246,32 @@ std::vector<VariantCase> allCases() {
   std::vector<VariantCase> all;
   for (std::size_t i = 0; i < std::size(generated::kVariants); ++i) {
     for (const ref::Layout layout : {ref::Layout::kNHD, ref::Layout::kHND}) {
-      for (std::size_t c = 0; c < cases().size(); ++c) all.push_back({i, c, layout});
+      for (std::size_t c = 0; c < numericsCases().size(); ++c) {
+        const int head_dim = numericsCases()[c]->head_dim;
+        if (head_dim == 0 || head_dim == generated::kVariants[i].head_dim) {
+          all.push_back({i, c, layout});
+        }
+      }
     }
   }
   return all;
 }
 
 std::string caseName(const VariantCase& c) {
-  return std::string(cases()[c.spec].name) + (c.layout == ref::Layout::kHND ? "_hnd" : "");
+  return std::string(numericsCases()[c.spec]->name) + (c.layout == ref::Layout::kHND ? "_hnd" : "");
 }
 
 class DecodeAttentionNumerics : public ::testing::TestWithParam<VariantCase> {};
 
 TEST_P(DecodeAttentionNumerics, MatchesFloat64Reference) {
   const auto& v = generated::kVariants[GetParam().variant];
-  const CaseSpec& spec = cases()[GetParam().spec];
+  const cases::Case& spec = *numericsCases()[GetParam().spec];
   const std::string name = caseName(GetParam());
-  Counts& counts = run().at(v.dtype, v.name, name);
+  Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, name);
 
   // The selector's own answer for this device (batch = 0 skips the pointer checks).
   da::Problem probe;
-  probe.dtype = kiln::dtypeFromName(v.dtype).value();
+  probe.dtype = v.dtype;
   probe.head_dim = v.head_dim;
   if (const kiln::Status s = da::canImplement(probe, run().sm); !s.ok()) {
     ++counts.skipped;
@@ -333,9 +300,9 @@ class DecodeAttentionRunnerErrors : public ::testing::TestWithParam<std::size_t>
 
 TEST_P(DecodeAttentionRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
   const auto& v = generated::kVariants[GetParam()];
-  Counts& counts = run().at(v.dtype, v.name, "runner_errors");
+  Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, "runner_errors");
   da::Problem probe;
-  probe.dtype = kiln::dtypeFromName(v.dtype).value();
+  probe.dtype = v.dtype;
   probe.head_dim = v.head_dim;
   if (const kiln::Status s = da::canImplement(probe, run().sm); !s.ok()) {
     counts.skipped += 5;
@@ -362,7 +329,7 @@ TEST_P(DecodeAttentionRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) 
   const auto kstream = reinterpret_cast<kiln::Stream>(stream);
 
   da::Problem good;
-  good.dtype = kiln::dtypeFromName(v.dtype).value();
+  good.dtype = v.dtype;
   good.batch = batch;
   good.q_heads = q_heads;
   good.kv_heads = kv_heads;
@@ -446,8 +413,8 @@ ReportFormat reportFormat() {
   f.per_variant_totals = true;
   std::ostringstream json;
   json << "\"cases\": [";
-  for (std::size_t i = 0; i < cases().size(); ++i) {
-    const CaseSpec& c = cases()[i];
+  for (std::size_t i = 0; i < numericsCases().size(); ++i) {
+    const cases::Case& c = *numericsCases()[i];
     json << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"q_heads\": " << c.q_heads
          << ", \"kv_heads\": " << c.kv_heads << ", \"page_size\": " << c.page_size
          << ", \"multiprocessors\": " << c.multiprocessors << "}";

@@ -1,9 +1,10 @@
 // GPU numerics of the fmha group (prefill attention, TMA + wgmma, sm_90a): every variant of the
-// linked artifact (head dim x dtype x mask) over single sequences of every tile-boundary length
-// (1, 2, 63, 64, 65, 127, 128, 129, 1000, 4097), ragged batches that mix them, GQA ratios 1 / 4 / 8
-// and MQA, fewer queries than keys (chunked prefill), more queries than keys (causal queries that
-// see no key), sequences with no queries or no keys, softmax scales other than 1 / sqrt(d), with
-// and without lse, against the float64 reference in kernels/fmha/reference.h.
+// linked artifact (head dim x dtype x mask) over the cases of kernels/fmha/tests/gpu/cases.h marked
+// kNumerics: single sequences of every tile-boundary length (1, 2, 63, 64, 65, 127, 128, 129, 1000,
+// 4097), ragged batches that mix them, GQA ratios 1 / 4 / 8 and MQA, fewer queries than keys
+// (chunked prefill), more queries than keys (causal queries that see no key), sequences with no
+// queries or no keys, softmax scales other than 1 / sqrt(d), with and without lse, and the
+// benchmark's smallest rows, against the float64 reference in kernels/fmha/reference.h.
 //
 // Each case: fresh random q, k, v (the seed is printed; KILN_SEED=<n> replays a run); out, lse and
 // a guard past each poisoned (0xffff / 0xffffffff, NaN); one run() on a non-default stream, then:
@@ -13,8 +14,8 @@
 // within its absolute bound. Runner errors (unbuilt head dim, misaligned and null pointers, bad
 // head counts and scales, an SM without an image, batch 0) and the admitted problem's exact
 // answer are checked per variant on the device, and the doctor's verdict per variant is printed
-// and checked against the selector's. The summary (stdout, and JSON at $KILN_EVIDENCE_OUT) is the
-// evidence format of DESIGN.md contract 10; the process exits non-zero on any failure.
+// and checked against the selector's. The summary (stdout, and JSON at $KILN_EVIDENCE_OUT) records
+// what docs/performance-method.md asks of evidence; the process exits non-zero on any failure.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -33,6 +34,7 @@
 
 #include "common/gpu_test_support.h"
 #include "fmha/reference.h"
+#include "fmha/tests/gpu/cases.h"
 #include "kiln/groups/fmha.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/fmha.h"
@@ -48,8 +50,10 @@ using namespace kiln::gpu_test;  // NOLINT: Counts, run(), DeviceBuffer, allocat
 namespace ref = kiln::fmha::reference;
 namespace generated = kiln::generated::fmha;
 namespace fmha = kiln::fmha;
+namespace cases = kiln::fmha::cases;
 
-// Output bounds (PERF.md, Method 2): fp32 accumulation of exact 16-bit products, the output
+// Output bounds (docs/performance-method.md, Method 2): fp32 accumulation of exact 16-bit products,
+// the output
 // rounded once. The kernel also rounds P (softmax weights in [0, 1]) once to the dtype for the
 // P.V wgmma, as decodeattn does (kernels/decodeattn/README.md): the output is then a combination
 // of V rows whose weights each carry a relative error <= u (2^-11 fp16, 2^-8 bf16), which adds
@@ -74,14 +78,11 @@ constexpr std::uint32_t kPoison32 = 0xffffffffu;  // a NaN as float (what memset
 
 // ---- inputs -------------------------------------------------------------------------------
 
-ref::Format formatOf(const char* name) {
-  return std::strcmp(name, "fp16") == 0 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
+ref::Format formatOf(kiln::DType dtype) {
+  return dtype == kiln::DType::kFloat16 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
 }
-bool isCausal(const generated::VariantEntry& v) {
-  return std::strcmp(v.mask, "causal") == 0;
-}
-fmha::Mask maskOf(const generated::VariantEntry& v) {
-  return isCausal(v) ? fmha::Mask::kCausal : fmha::Mask::kNone;
+bool isCausal(const generated::VariantInfo& v) {
+  return v.mask == fmha::Mask::kCausal;
 }
 std::uint16_t oneBits(ref::Format f) {
   return f == ref::Format::kFloat16 ? 0x3c00 : 0x3f80;
@@ -89,86 +90,37 @@ std::uint16_t oneBits(ref::Format f) {
 
 // ---- cases ----------------------------------------------------------------------------------
 
-struct Seq {
-  int q, k;  // query and key count of one sequence
-};
+using cases::Seq;
 
-struct CaseSpec {
-  const char* name;
-  int q_heads;
-  int kv_heads;
-  std::vector<Seq> seqs;  // the packed batch, in order
-  double scale_factor;    // softmax scale = scale_factor / sqrt(head_dim)
-  bool lse;               // request lse
-  bool max_seqlen_hint;   // pass the true max_seqlen_q (else 0: the runner takes total_q)
-};
+// The cases are kernels/fmha/tests/gpu/cases.h's marked kNumerics: the boundary, ragged, GQA and
+// chunked cases on every variant, the benchmark's smallest rows on the variants of their head dim.
+const std::vector<const cases::Case*>& numericsCases() {
+  static const std::vector<const cases::Case*> picks = [] {
+    std::vector<const cases::Case*> all;
+    for (const cases::Case& c : cases::kCases) {
+      if ((c.readers & cases::kNumerics) != 0) all.push_back(&c);
+    }
+    return all;
+  }();
+  return picks;
+}
 
-// The kernel's tiles are kBlockM = 128 query rows (two wgmma m64 halves) by blockN(head_dim, mask)
-// keys (128 causal; 176 at d128 and 192 at d64 otherwise: launch.h), so the lengths sit on either
-// side of 64, 128, 176 and 192 and span several tiles. Head counts keep the
-// float64 reference (O(sq * sk * d * heads)) to a few seconds on 16 cores: 4097^2 only with 2
-// heads.
-const std::vector<CaseSpec>& cases() {
-  static const std::vector<CaseSpec> c = {
-      {"s1_gqa1", 4, 4, {{1, 1}}, 1.0, true, true},
-      {"s2_gqa1", 4, 4, {{2, 2}}, 1.0, true, true},
-      {"s63_gqa1", 4, 4, {{63, 63}}, 1.0, true, true},
-      {"s64_gqa4", 4, 1, {{64, 64}}, 1.0, true, true},
-      {"s65_gqa4", 4, 1, {{65, 65}}, 1.0, true, true},
-      {"s127_gqa1", 4, 4, {{127, 127}}, 1.0, true, true},
-      {"s175_gqa1", 2, 2, {{175, 175}}, 1.0, true, true},
-      {"s177_gqa2", 4, 2, {{177, 177}}, 1.0, true, true},
-      {"s193_gqa1", 2, 2, {{193, 193}}, 1.0, true, true},
-      {"s128_gqa1_nolse", 4, 4, {{128, 128}}, 1.0, false, true},
-      {"s129_gqa1", 4, 4, {{129, 129}}, 1.0, true, true},
-      // A sharp softmax (scale x 4: scores spread over ~+-10) exercises the running max.
-      {"s1000_gqa4_scale4", 8, 2, {{1000, 1000}}, 4.0, true, true},
-      {"s4097_gqa1", 2, 2, {{4097, 4097}}, 1.0, true, true},
-      // Every boundary length in one packed batch: Q and K tiles straddle sequence boundaries.
-      {"ragged_lengths_gqa4",
-       8,
-       2,
-       {{129, 129},
-        {1, 1},
-        {64, 64},
-        {1000, 1000},
-        {2, 2},
-        {127, 127},
-        {65, 65},
-        {128, 128},
-        {63, 63}},
-       1.0,
-       true,
-       true},
-      // GQA 8 with a sharp softmax and max_seqlen_q = 0 (the grid then covers total_q).
-      {"ragged_gqa8_scale4_nohint",
-       16,
-       2,
-       {{300, 300}, {65, 65}, {1, 1}, {129, 129}, {64, 64}},
-       4.0,
-       true,
-       false},
-      // MQA, a flat softmax (scale x 0.37), lse not requested.
-      {"ragged_mqa_scale037_nolse", 8, 1, {{1000, 1000}, {127, 127}, {2, 2}}, 0.37, false, true},
-      // The GQA shape of the benchmark (32 query / 8 KV heads).
-      {"ragged_gqa32x8", 32, 8, {{257, 257}, {1, 1}, {128, 128}}, 1.0, true, true},
-      // Fewer queries than keys (chunked prefill over cached keys): the causal mask's diagonal is
-      // offset by sk - sq.
-      {"chunk_q64_k1000_gqa8", 16, 2, {{64, 1000}}, 1.0, true, true},
-      {"chunk_q1_k4097_gqa1", 8, 8, {{1, 4097}}, 1.0, true, true},
-      {"chunk_q129_k300_mqa", 4, 1, {{129, 300}}, 1.0, true, true},
-      // A chunked-prefill batch with every odd sequence: more queries than keys (causal: the first
-      // sq - sk queries see no key), no keys at all (no query sees a key, with or without the
-      // mask), no queries.
-      {"ragged_chunks_edges_gqa4",
-       8,
-       2,
-       {{64, 1000}, {1, 4097}, {129, 300}, {3, 3}, {0, 5}, {5, 0}, {129, 64}, {65, 1}, {2, 2}},
-       1.0,
-       true,
-       true},
-  };
-  return c;
+// Whether case `c` is for variant `v` (its head dim, dtype and mask).
+bool caseFor(const cases::Case& c, const generated::VariantInfo& v) {
+  const bool dtype_ok = c.dtypes == cases::Dtypes::kBoth ||
+                        (c.dtypes == cases::Dtypes::kFp16) == (v.dtype == kiln::DType::kFloat16);
+  const bool mask_ok = c.masks == cases::Masks::kBoth ||
+                       (c.masks == cases::Masks::kCausal) == (v.mask == fmha::Mask::kCausal);
+  return (c.head_dim == 0 || c.head_dim == v.head_dim) && dtype_ok && mask_ok;
+}
+
+// The packed batch of a case: its sequences, `repeat` times.
+std::vector<Seq> sequencesOf(const cases::Case& c) {
+  std::vector<Seq> seqs;
+  for (int r = 0; r < c.repeat; ++r) {
+    for (int i = 0; i < c.seqs.count; ++i) seqs.push_back(c.seqs.values[i]);
+  }
+  return seqs;
 }
 
 // ---- reference, spread over threads -------------------------------------------------------
@@ -215,15 +167,16 @@ struct CaseResult {
 };
 
 // Runs one (variant, case); returns "" on success, else what failed.
-std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng& rng,
+std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
                     cudaStream_t stream, CaseResult* result) {
   const ref::Format f = formatOf(v.dtype);
   const bool causal = isCausal(v);
   const int d = v.head_dim;
-  const int batch = static_cast<int>(spec.seqs.size());
+  const std::vector<Seq> seqs = sequencesOf(spec);
+  const int batch = static_cast<int>(seqs.size());
   std::vector<std::int32_t> cu_q{0}, cu_k{0};
   int max_sq = 0;
-  for (const Seq& s : spec.seqs) {
+  for (const Seq& s : seqs) {
     cu_q.push_back(cu_q.back() + s.q);
     cu_k.push_back(cu_k.back() + s.k);
     max_sq = std::max(max_sq, s.q);
@@ -252,8 +205,8 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
   }
 
   fmha::Problem p;
-  p.dtype = kiln::dtypeFromName(v.dtype).value();
-  p.mask = maskOf(v);
+  p.dtype = v.dtype;
+  p.mask = v.mask;
   p.head_dim = d;
   p.batch = batch;
   p.q_heads = spec.q_heads;
@@ -400,10 +353,10 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
 
 // The selector's own answer for this device: batch = 0 is admitted without pointers, so only the
 // variant and image lookup speak.
-kiln::Status probeDevice(const generated::VariantEntry& v) {
+kiln::Status probeDevice(const generated::VariantInfo& v) {
   fmha::Problem probe;
-  probe.dtype = kiln::dtypeFromName(v.dtype).value();
-  probe.mask = maskOf(v);
+  probe.dtype = v.dtype;
+  probe.mask = v.mask;
   probe.head_dim = v.head_dim;
   probe.q_heads = 1;
   probe.kv_heads = 1;
@@ -421,7 +374,9 @@ struct VariantCase {
 std::vector<VariantCase> allCases() {
   std::vector<VariantCase> all;
   for (std::size_t i = 0; i < std::size(generated::kVariants); ++i) {
-    for (std::size_t c = 0; c < cases().size(); ++c) all.push_back({i, c});
+    for (std::size_t c = 0; c < numericsCases().size(); ++c) {
+      if (caseFor(*numericsCases()[c], generated::kVariants[i])) all.push_back({i, c});
+    }
   }
   return all;
 }
@@ -430,8 +385,8 @@ class FmhaNumerics : public ::testing::TestWithParam<VariantCase> {};
 
 TEST_P(FmhaNumerics, MatchesFloat64Reference) {
   const auto& v = generated::kVariants[GetParam().variant];
-  const CaseSpec& spec = cases()[GetParam().spec];
-  Counts& counts = run().at(v.dtype, v.name, spec.name);
+  const cases::Case& spec = *numericsCases()[GetParam().spec];
+  Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, spec.name);
   // Only a device without an image is a skip; any other refusal fails in runCase, where the
   // whole problem is admitted.
   if (const kiln::Status s = probeDevice(v); s.code() == kiln::StatusCode::kNoKernelImage) {
@@ -455,7 +410,7 @@ TEST_P(FmhaNumerics, MatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Artifact, FmhaNumerics, ::testing::ValuesIn(allCases()),
                          [](const ::testing::TestParamInfo<VariantCase>& param_info) {
                            return std::string(generated::kVariants[param_info.param.variant].name) +
-                                  "_" + cases()[param_info.param.spec].name;
+                                  "_" + numericsCases()[param_info.param.spec]->name;
                          });
 
 // The doctor's verdict for every fmha variant on this device, printed, and checked against the
@@ -474,7 +429,7 @@ TEST(FmhaDoctor, VerdictAgreesWithSelector) {
                 report.driver_version);
   }
   for (const auto& v : generated::kVariants) {
-    Counts& counts = run().at(v.dtype, v.name, "doctor");
+    Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, "doctor");
     const kiln::VariantReport* found = nullptr;
     for (const kiln::VariantReport& r : report.variants) {
       if (r.name == v.name) found = &r;
@@ -508,7 +463,7 @@ class FmhaRunnerErrors : public ::testing::TestWithParam<std::size_t> {};
 TEST_P(FmhaRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
   const auto& v = generated::kVariants[GetParam()];
   const ref::Format f = formatOf(v.dtype);
-  Counts& counts = run().at(v.dtype, v.name, "runner_errors");
+  Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, "runner_errors");
   if (const kiln::Status s = probeDevice(v); s.code() == kiln::StatusCode::kNoKernelImage) {
     counts.skipped += 13;
     counts.notes.push_back(s.toString());
@@ -540,8 +495,8 @@ TEST_P(FmhaRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
   const auto kstream = reinterpret_cast<kiln::Stream>(stream);
 
   fmha::Problem good;
-  good.dtype = kiln::dtypeFromName(v.dtype).value();
-  good.mask = maskOf(v);
+  good.dtype = v.dtype;
+  good.mask = v.mask;
   good.head_dim = d;
   good.batch = static_cast<int>(seqs.size());
   good.q_heads = q_heads;
@@ -712,13 +667,14 @@ ReportFormat reportFormat() {
   f.per_variant_totals = true;
   std::ostringstream json;
   json << "\"cases\": [";
-  for (std::size_t i = 0; i < cases().size(); ++i) {
-    const CaseSpec& c = cases()[i];
+  for (std::size_t i = 0; i < numericsCases().size(); ++i) {
+    const cases::Case& c = *numericsCases()[i];
     json << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"q_heads\": " << c.q_heads
          << ", \"kv_heads\": " << c.kv_heads << ", \"scale_factor\": " << c.scale_factor
          << ", \"lse\": " << (c.lse ? "true" : "false") << ", \"seqs_q_k\": [";
-    for (std::size_t s = 0; s < c.seqs.size(); ++s) {
-      json << (s ? ", " : "") << "[" << c.seqs[s].q << ", " << c.seqs[s].k << "]";
+    const std::vector<Seq> seqs = sequencesOf(c);
+    for (std::size_t s = 0; s < seqs.size(); ++s) {
+      json << (s ? ", " : "") << "[" << seqs[s].q << ", " << seqs[s].k << "]";
     }
     json << "]}";
   }

@@ -1,8 +1,9 @@
 // GPU numerics of the gdn group (Gated DeltaNet decode): every variant of the linked artifact
-// against the float64 reference in kernels/gdn/reference.h. gdn_decode variants (one token, state
-// in place) over batches 1 .. 256 and Hv / H ratios 1 / 2 / 3 / 4 / 24; gdn_decode_mtp variants
-// (T draft tokens, every intermediate state into a cache, the pool only read) over T = 1 .. 8,
-// batches 1 .. 256 and the same ratios (the second half of this file).
+// against the float64 reference in kernels/gdn/reference.h, over the cases of
+// kernels/gdn/tests/gpu/cases.h marked kNumerics. gdn_decode variants (one token, state in place)
+// over batches 1 .. 256 and Hv / H ratios 1 / 2 / 3 / 4 / 24; gdn_decode_mtp variants (T draft
+// tokens, every intermediate state into a cache, the pool only read) over T = 1 .. 8, batches
+// 1 .. 256 and the same ratios (the second half of this file); and the benchmark's rows.
 //
 // Each case: fresh random q, k, v (random 16-bit bit patterns, exact on the host), gates g in
 // [-1, 0] and beta in [0, 1] (float32, as the model computes them; for the fused-gating variants
@@ -32,8 +33,8 @@
 // The runner's multi-token errors (tokens 0 and 9, null / misaligned / pool-overlapping cache,
 // unbuilt head dims, batch 0) are checked on the device too, each leaving every buffer untouched.
 //
-// The summary (stdout, and JSON at $KILN_EVIDENCE_OUT) is the evidence format of DESIGN.md
-// contract 10; the process exits non-zero on any failure.
+// The summary (stdout, and JSON at $KILN_EVIDENCE_OUT) records what docs/performance-method.md asks
+// of evidence; the process exits non-zero on any failure.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -49,6 +50,7 @@
 #include "common/bits16.h"
 #include "common/gpu_test_support.h"
 #include "gdn/reference.h"
+#include "gdn/tests/gpu/cases.h"
 #include "kiln/groups/gdn.h"
 #include "kiln/kiln_all.h"
 #include "kiln/runners/gdn.h"
@@ -64,8 +66,10 @@ using namespace kiln::gpu_test;  // NOLINT: Counts, run(), DeviceBuffer, allocat
 namespace ref = kiln::gdn::reference;
 namespace generated = kiln::generated::gdn;
 namespace gdn = kiln::gdn;
+namespace cases = kiln::gdn::cases;
 
-// Output bounds (PERF.md, Method 2): inputs exact in the dtype, fp32 arithmetic, the output
+// Output bounds (docs/performance-method.md, Method 2): inputs exact in the dtype, fp32
+// arithmetic, the output
 // rounded once to the dtype: ~u / sqrt(3) relative L2 from the rounding (u = 2^-11 fp16, 2^-8
 // bf16), and the same bounds as the other groups (about 4x / 3x that) for the fp32 part.
 // The state is float32 in and out and never rounded to the dtype. Each element's update is
@@ -79,8 +83,8 @@ constexpr double kRelL2BoundState = 1e-4;
 
 // ---- 16-bit formats --------------------------------------------------------------------------
 
-bool isFp16(const char* dtype) {
-  return std::strcmp(dtype, "fp16") == 0;
+bool isFp16(kiln::DType dtype) {
+  return dtype == kiln::DType::kFloat16;
 }
 
 kiln::common::Format formatOf(bool fp16) {
@@ -101,7 +105,7 @@ float uniform(Rng& rng, float lo, float hi) {
 
 // Whether variant i has the entry kernel `entry` (gdn_decode_*: kiln_gdn_decode; gdn_decode_mtp_*:
 // kiln_gdn_decode_mtp): which of the two problems it serves.
-bool hasEntry(const generated::VariantEntry& v, const char* entry) {
+bool hasEntry(const generated::VariantInfo& v, const char* entry) {
   const kiln_variant* variant = v.variant();
   for (int e = 0; variant != nullptr && e < variant->num_entries; ++e) {
     if (std::strcmp(variant->entries[e], entry) == 0) return true;
@@ -122,9 +126,9 @@ std::vector<std::size_t> variantsWith(const char* entry) {
 // The first variant with `entry` of each built dtype (fp16, then bf16).
 std::vector<std::size_t> firstPerDtypeWith(const char* entry) {
   std::vector<std::size_t> picks;
-  for (const char* dtype : {"fp16", "bf16"}) {
+  for (const kiln::DType dtype : {kiln::DType::kFloat16, kiln::DType::kBFloat16}) {
     for (std::size_t i : variantsWith(entry)) {
-      if (std::strcmp(generated::kVariants[i].dtype, dtype) == 0) {
+      if (generated::kVariants[i].dtype == dtype) {
         picks.push_back(i);
         break;
       }
@@ -216,30 +220,30 @@ void makeGates(Rng& rng, bool fused, bool fp16, std::size_t entries, int hv, Gat
 
 // ---- cases ----------------------------------------------------------------------------------
 
-struct CaseSpec {
-  const char* name;
-  int batch;
-  int heads_qk;    // H
-  int heads_v;     // Hv
-  int skip_every;  // every n-th sequence (b % n == n - 1) gets a negative slot; 0: none
-};
+// The cases are kernels/gdn/tests/gpu/cases.h's marked kNumerics: those of `entry` (decode or
+// multi-token), each on the variants of its head dims and gate form.
+std::vector<const cases::Case*> numericsCasesOf(cases::Entry entry) {
+  std::vector<const cases::Case*> picks;
+  for (const cases::Case& c : cases::kCases) {
+    if ((c.readers & cases::kNumerics) != 0 && c.entry == entry) picks.push_back(&c);
+  }
+  return picks;
+}
+const std::vector<const cases::Case*>& decodeCases() {
+  static const std::vector<const cases::Case*> picks = numericsCasesOf(cases::Entry::kDecode);
+  return picks;
+}
+const std::vector<const cases::Case*>& mtpCases() {
+  static const std::vector<const cases::Case*> picks = numericsCasesOf(cases::Entry::kMtp);
+  return picks;
+}
 
-const std::vector<CaseSpec>& cases() {
-  static const std::vector<CaseSpec> c = {
-      {"b1_h16_hv16", 1, 16, 16, 0},
-      {"b1_h16_hv64", 1, 16, 64, 0},
-      {"b7_h16_hv32_skip", 7, 16, 32, 3},
-      {"b32_h16_hv64_skip", 32, 16, 64, 5},
-      {"b32_h16_hv16_skip", 32, 16, 16, 4},
-      {"b256_h16_hv32_skip", 256, 16, 32, 7},
-      {"b256_h4_hv16_skip", 256, 4, 16, 2},
-      // Ratios that are not powers of two: the multi-token kernel computes a value head's query /
-      // key head as a float32 product (gdn_rule.qk_head), exact only if rounding never crosses
-      // an integer.
-      {"b5_h6_hv18_skip", 5, 6, 18, 2},
-      {"b3_h2_hv48", 3, 2, 48, 0},
-  };
-  return c;
+// Whether case `c` is for variant `v` (its head dims and gate form).
+bool caseFor(const cases::Case& c, const generated::VariantInfo& v) {
+  const bool gates_ok =
+      c.gates == cases::Gates::kBoth || (c.gates == cases::Gates::kFused) == v.fused_gating;
+  return gates_ok && (c.head_dim_k == 0 || c.head_dim_k == v.head_dim_k) &&
+         (c.head_dim_v == 0 || c.head_dim_v == v.head_dim_v);
 }
 
 // 0 .. n - 1 in a random order.
@@ -255,7 +259,7 @@ struct CaseResult {
 };
 
 // Runs one (variant, case); returns "" on success, else what failed.
-std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng& rng,
+std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
                     cudaStream_t stream, CaseResult* result) {
   const bool fp16 = isFp16(v.dtype);
   const int dk = v.head_dim_k, dv = v.head_dim_v;
@@ -297,7 +301,7 @@ std::string runCase(const generated::VariantEntry& v, const CaseSpec& spec, Rng&
   }
 
   gdn::Problem p;
-  p.dtype = kiln::dtypeFromName(v.dtype).value();
+  p.dtype = v.dtype;
   p.batch = batch;
   p.heads_qk = hq;
   p.heads_v = hv;
@@ -421,7 +425,9 @@ struct VariantCase {
 std::vector<VariantCase> allCases() {
   std::vector<VariantCase> all;
   for (std::size_t i : variantsWith(kDecodeEntry)) {
-    for (std::size_t c = 0; c < cases().size(); ++c) all.push_back({i, c});
+    for (std::size_t c = 0; c < decodeCases().size(); ++c) {
+      if (caseFor(*decodeCases()[c], generated::kVariants[i])) all.push_back({i, c});
+    }
   }
   return all;
 }
@@ -430,10 +436,10 @@ std::vector<VariantCase> allCases() {
 // form is which of its gate pointers are set.
 const float kProbeGate = 0.0f;
 
-gdn::Problem probeOf(const generated::VariantEntry& v) {
+gdn::Problem probeOf(const generated::VariantInfo& v) {
   gdn::Problem probe;  // batch 0: the pointer checks are skipped
   if (v.fused_gating) probe.gating.a_log = &kProbeGate;
-  probe.dtype = kiln::dtypeFromName(v.dtype).value();
+  probe.dtype = v.dtype;
   probe.heads_qk = 1;
   probe.heads_v = 1;
   probe.head_dim_k = v.head_dim_k;
@@ -445,8 +451,8 @@ class GdnNumerics : public ::testing::TestWithParam<VariantCase> {};
 
 TEST_P(GdnNumerics, MatchesFloat64Reference) {
   const auto& v = generated::kVariants[GetParam().variant];
-  const CaseSpec& spec = cases()[GetParam().spec];
-  Counts& counts = run().at(v.dtype, v.name, spec.name);
+  const cases::Case& spec = *decodeCases()[GetParam().spec];
+  Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, spec.name);
   if (const kiln::Status s = gdn::canImplement(probeOf(v), run().sm); !s.ok()) {
     ++counts.skipped;
     counts.notes.push_back(s.toString());
@@ -468,7 +474,7 @@ TEST_P(GdnNumerics, MatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Artifact, GdnNumerics, ::testing::ValuesIn(allCases()),
                          [](const ::testing::TestParamInfo<VariantCase>& param_info) {
                            return std::string(generated::kVariants[param_info.param.variant].name) +
-                                  "_" + cases()[param_info.param.spec].name;
+                                  "_" + decodeCases()[param_info.param.spec]->name;
                          });
 
 // Runner errors on the device, once per built dtype (its first variant).
@@ -476,7 +482,7 @@ class GdnRunnerErrors : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(GdnRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
   const auto& v = generated::kVariants[GetParam()];
-  Counts& counts = run().at(v.dtype, v.name, "runner_errors");
+  Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, "runner_errors");
   if (const kiln::Status s = gdn::canImplement(probeOf(v), run().sm); !s.ok()) {
     counts.skipped += 9;
     counts.notes.push_back(s.toString());
@@ -509,7 +515,7 @@ TEST_P(GdnRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
   const auto kstream = reinterpret_cast<kiln::Stream>(stream);
 
   gdn::Problem good;
-  good.dtype = kiln::dtypeFromName(v.dtype).value();
+  good.dtype = v.dtype;
   good.batch = batch;
   good.heads_qk = hq;
   good.heads_v = hv;
@@ -621,13 +627,9 @@ INSTANTIATE_TEST_SUITE_P(Artifact, GdnRunnerErrors,
 
 // ---- multi-token decode (gdn_decode_mtp) -----------------------------------------------------
 
-// Where the multi-token states go (MtpProblem): cache[b, t] of a [batch, T, ...] cache; a mapped
-// entry cache[cache_slots[b, t]] of a larger cache (a random permutation of its entries, three
-// left unmapped, every third token's entry negative: not kept); a mapped entry of the state pool
-// itself (cache == state: the slots the batch reads, the slots it writes and some unused ones, all
-// distinct; every fourth token's entry negative); or in the pool the last token's state alone,
-// into the sequence's own slot (entries -1, ..., -1, slots[b]: T tokens decoded in place).
-enum class CacheLayout { kBatch, kMapped, kPool, kPoolFinal };
+// Where the multi-token states go: cases.h's CacheLayout (cache[b, t], mapped into a larger
+// cache, mapped into the pool, or only the last token's state into the sequence's own slot).
+using cases::CacheLayout;
 
 const char* layoutName(CacheLayout layout) {
   switch (layout) {
@@ -641,46 +643,6 @@ const char* layoutName(CacheLayout layout) {
       return "pool_final";
   }
   return "?";
-}
-
-struct MtpCaseSpec {
-  const char* name;
-  int tokens;  // T
-  int batch;
-  int heads_qk;    // H
-  int heads_v;     // Hv
-  int skip_every;  // every n-th sequence (b % n == n - 1) gets a negative slot; 0: none
-  CacheLayout layout = CacheLayout::kBatch;
-};
-
-// Every T in 1 .. 8, batches 1 .. 256, Hv / H = 1, 2, 3, 4, 24, skipped and permuted slots, the
-// three cache layouts. The cache of the two batch-256 cases is 512 MiB each (T x Hv x 64 KiB per
-// sequence).
-const std::vector<MtpCaseSpec>& mtpCases() {
-  static const std::vector<MtpCaseSpec> c = {
-      {"t1_b1_h16_hv16", 1, 1, 16, 16, 0},
-      {"t8_b1_h16_hv32", 8, 1, 16, 32, 0},
-      {"t2_b3_h16_hv64", 2, 3, 16, 64, 0},
-      {"t3_b7_h16_hv32_skip", 3, 7, 16, 32, 3},
-      {"t4_b8_h8_hv8_skip", 4, 8, 8, 8, 4},
-      {"t5_b32_h16_hv16_skip", 5, 32, 16, 16, 4},
-      {"t6_b32_h8_hv32_skip", 6, 32, 8, 32, 5},
-      {"t7_b64_h4_hv8_skip", 7, 64, 4, 8, 3},
-      {"t8_b32_h4_hv16_skip", 8, 32, 4, 16, 6},
-      {"t2_b256_h4_hv16_skip", 2, 256, 4, 16, 7},
-      {"t4_b256_h8_hv8_skip", 4, 256, 8, 8, 5},
-      {"t3_b5_h16_hv32_skip_mapped", 3, 5, 16, 32, 2, CacheLayout::kMapped},
-      {"t8_b32_h8_hv16_skip_mapped", 8, 32, 8, 16, 5, CacheLayout::kMapped},
-      {"t1_b7_h16_hv32_skip_pool", 1, 7, 16, 32, 3, CacheLayout::kPool},
-      {"t4_b32_h16_hv32_skip_pool", 4, 32, 16, 32, 4, CacheLayout::kPool},
-      {"t8_b64_h4_hv16_skip_pool", 8, 64, 4, 16, 7, CacheLayout::kPool},
-      {"t1_b3_h16_hv32_final", 1, 3, 16, 32, 0, CacheLayout::kPoolFinal},
-      {"t4_b32_h16_hv32_skip_final", 4, 32, 16, 32, 5, CacheLayout::kPoolFinal},
-      {"t8_b256_h4_hv16_skip_final", 8, 256, 4, 16, 9, CacheLayout::kPoolFinal},
-      {"t3_b5_h6_hv18_skip", 3, 5, 6, 18, 2},  // Hv / H 3 and 24: the float head index (qk_head)
-      {"t2_b3_h2_hv48", 2, 3, 2, 48, 0},
-  };
-  return c;
 }
 
 struct MtpCaseResult {
@@ -698,7 +660,7 @@ std::size_t changedFloats(const std::vector<float>& got, std::size_t begin, std:
   return n;
 }
 
-std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec, Rng& rng,
+std::string runMtpCase(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
                        cudaStream_t stream, MtpCaseResult* result) {
   const bool fp16 = isFp16(v.dtype);
   const int dk = v.head_dim_k, dv = v.head_dim_v;
@@ -772,7 +734,7 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
   }
 
   gdn::MtpProblem p;
-  p.dtype = kiln::dtypeFromName(v.dtype).value();
+  p.dtype = v.dtype;
   p.batch = batch;
   p.tokens = tokens;
   p.heads_qk = hq;
@@ -940,15 +902,17 @@ std::string runMtpCase(const generated::VariantEntry& v, const MtpCaseSpec& spec
 std::vector<VariantCase> allMtpCases() {
   std::vector<VariantCase> all;
   for (std::size_t i : variantsWith(kMtpEntry)) {
-    for (std::size_t c = 0; c < mtpCases().size(); ++c) all.push_back({i, c});
+    for (std::size_t c = 0; c < mtpCases().size(); ++c) {
+      if (caseFor(*mtpCases()[c], generated::kVariants[i])) all.push_back({i, c});
+    }
   }
   return all;
 }
 
-gdn::MtpProblem mtpProbeOf(const generated::VariantEntry& v) {
+gdn::MtpProblem mtpProbeOf(const generated::VariantInfo& v) {
   gdn::MtpProblem probe;  // batch 0: the pointer checks are skipped
   if (v.fused_gating) probe.gating.a_log = &kProbeGate;
-  probe.dtype = kiln::dtypeFromName(v.dtype).value();
+  probe.dtype = v.dtype;
   probe.tokens = 1;
   probe.heads_qk = 1;
   probe.heads_v = 1;
@@ -962,8 +926,8 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GdnMtpNumerics);  // an artifact w
 
 TEST_P(GdnMtpNumerics, EveryTokenMatchesFloat64Reference) {
   const auto& v = generated::kVariants[GetParam().variant];
-  const MtpCaseSpec& spec = mtpCases()[GetParam().spec];
-  Counts& counts = run().at(v.dtype, v.name, spec.name);
+  const cases::Case& spec = *mtpCases()[GetParam().spec];
+  Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, spec.name);
   if (const kiln::Status s = gdn::canImplement(mtpProbeOf(v), run().sm); !s.ok()) {
     ++counts.skipped;
     counts.notes.push_back(s.toString());
@@ -985,7 +949,7 @@ TEST_P(GdnMtpNumerics, EveryTokenMatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Artifact, GdnMtpNumerics, ::testing::ValuesIn(allMtpCases()),
                          [](const ::testing::TestParamInfo<VariantCase>& param_info) {
                            return std::string(generated::kVariants[param_info.param.variant].name) +
-                                  "_" + mtpCases()[param_info.param.spec].name;
+                                  "_" + mtpCases()[param_info.param.spec]->name;
                          });
 
 // The multi-token runner's errors on the device, once per built dtype (its first mtp variant).
@@ -994,7 +958,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GdnMtpRunnerErrors);
 
 TEST_P(GdnMtpRunnerErrors, RefusesBadProblemsAndLeavesThePoolAlone) {
   const auto& v = generated::kVariants[GetParam()];
-  Counts& counts = run().at(v.dtype, v.name, "runner_errors");
+  Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, "runner_errors");
   if (const kiln::Status s = gdn::canImplement(mtpProbeOf(v), run().sm); !s.ok()) {
     counts.skipped += 10;
     counts.notes.push_back(s.toString());
@@ -1031,7 +995,7 @@ TEST_P(GdnMtpRunnerErrors, RefusesBadProblemsAndLeavesThePoolAlone) {
   const auto kstream = reinterpret_cast<kiln::Stream>(stream);
 
   gdn::MtpProblem good;
-  good.dtype = kiln::dtypeFromName(v.dtype).value();
+  good.dtype = v.dtype;
   good.batch = batch;
   good.tokens = tokens;
   good.heads_qk = hq;
@@ -1168,15 +1132,15 @@ ReportFormat reportFormat() {
   f.per_variant_totals = true;
   std::ostringstream json;
   json << "\"state_bound\": " << kRelL2BoundState << ", \"cases\": [";
-  for (std::size_t i = 0; i < cases().size(); ++i) {
-    const CaseSpec& c = cases()[i];
+  for (std::size_t i = 0; i < decodeCases().size(); ++i) {
+    const cases::Case& c = *decodeCases()[i];
     json << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"batch\": " << c.batch
          << ", \"heads_qk\": " << c.heads_qk << ", \"heads_v\": " << c.heads_v
          << ", \"skip_every\": " << c.skip_every << "}";
   }
   json << "], \"mtp_cases\": [";
   for (std::size_t i = 0; i < mtpCases().size(); ++i) {
-    const MtpCaseSpec& c = mtpCases()[i];
+    const cases::Case& c = *mtpCases()[i];
     json << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"tokens\": " << c.tokens
          << ", \"batch\": " << c.batch << ", \"heads_qk\": " << c.heads_qk
          << ", \"heads_v\": " << c.heads_v << ", \"skip_every\": " << c.skip_every

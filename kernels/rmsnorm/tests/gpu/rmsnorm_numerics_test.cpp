@@ -1,13 +1,16 @@
 // GPU numerics of the rmsnorm group: every variant of the linked artifact, plain and fused, over
-// boundary and batch shapes, against the float64 reference in kernels/rmsnorm/reference.h.
+// the cases of kernels/rmsnorm/tests/gpu/cases.h marked kNumerics (boundary and batch shapes at
+// every hidden size, and the benchmark's shapes at theirs), against the float64 reference in
+// kernels/rmsnorm/reference.h.
 //
 // Each case: fresh random inputs (the seed is printed; KILN_SEED=<n> replays a run), outputs and
 // a guard row past the end poisoned with 0xffff (NaN in fp16 and bf16), one run() on a non-default
 // stream, then: status ok, every output element written and finite, the guard untouched, relative
-// L2 error within the PERF.md bound, the fused residual equal bit for bit to round(x + residual),
-// and x untouched. Runner errors (unbuilt hidden, misaligned pointer, rows = 0) are checked on the
-// device too. The summary (stdout, and JSON at $KILN_EVIDENCE_OUT) is the evidence format of
-// DESIGN.md contract 10; the process exits non-zero on any failure.
+// L2 error within the bound of docs/performance-method.md, the fused residual equal bit for bit to
+// round(x + residual), and x untouched. Runner errors (unbuilt hidden, misaligned pointer,
+// rows = 0) are checked on the device too. The summary (stdout, and JSON at $KILN_EVIDENCE_OUT)
+// records what docs/performance-method.md asks of evidence; the process exits non-zero on any
+// failure.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -24,6 +27,7 @@
 #include "kiln/runners/rmsnorm.h"
 #include "kiln/runtime.h"
 #include "rmsnorm/reference.h"
+#include "rmsnorm/tests/gpu/cases.h"
 
 #if !defined(KILN_RMSNORM_ENABLED)
 #error "the artifact has no rmsnorm group: kiln build --gpu-arch sm_NN --kernels rmsnorm"
@@ -34,15 +38,24 @@ namespace {
 using namespace kiln::gpu_test;  // NOLINT: Counts, run(), DeviceBuffer, allocate, download, ...
 namespace ref = kiln::rmsnorm::reference;
 namespace generated = kiln::generated::rmsnorm;
+namespace cases = kiln::rmsnorm::cases;
 
-// Error bounds: kRelL2BoundFp16 / Bf16 (gpu_test_support.h, PERF.md Method 2). Beside the output's
-// own rounding, the kernel's only other errors are fp32 accumulation and rsqrtf, well inside them.
+// Error bounds: kRelL2BoundFp16 / Bf16 (gpu_test_support.h, docs/performance-method.md, Method 2).
+// Beside the output's own rounding, the kernel's only other errors are fp32 accumulation and
+// rsqrtf, well inside them.
 
 constexpr float kEps = 1e-6f;
 
-// Batch shapes: single token, odd small batches, a partial block for multi-row blocks (7, 33),
-// a prefill chunk, and large odd / even counts that fill every SM many times over.
-constexpr std::int64_t kRows[] = {1, 2, 7, 33, 257, 3001, 4096};
+// The cases this test checks on variant `v` (cases.h: kNumerics, at every hidden size or at v's).
+std::vector<const cases::Case*> casesFor(const generated::VariantInfo& v) {
+  std::vector<const cases::Case*> picks;
+  for (const cases::Case& c : cases::kCases) {
+    if ((c.readers & cases::kNumerics) != 0 && (c.hidden == 0 || c.hidden == v.hidden)) {
+      picks.push_back(&c);
+    }
+  }
+  return picks;
+}
 
 // ---- inputs -------------------------------------------------------------------------------
 
@@ -59,8 +72,8 @@ std::vector<std::uint16_t> randomRows(Rng& rng, ref::Format f, std::int64_t rows
   return v;
 }
 
-ref::Format formatOf(const char* name) {
-  return std::strcmp(name, "fp16") == 0 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
+ref::Format formatOf(kiln::DType dtype) {
+  return dtype == kiln::DType::kFloat16 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
 }
 
 // ---- one case ----------------------------------------------------------------------------------
@@ -79,7 +92,7 @@ const char* opName(Op op) {
 }
 
 // Runs one (variant, op, rows) case; returns "" on success, else what failed.
-std::string runCase(const generated::VariantEntry& v, Op op, std::int64_t rows, Rng& rng,
+std::string runCase(const generated::VariantInfo& v, Op op, std::int64_t rows, Rng& rng,
                     cudaStream_t stream) {
   const ref::Format f = formatOf(v.dtype);
   const std::int64_t hidden = v.hidden;
@@ -103,7 +116,7 @@ std::string runCase(const generated::VariantEntry& v, Op op, std::int64_t rows, 
   }
 
   kiln::rmsnorm::Problem p;
-  p.dtype = kiln::dtypeFromName(v.dtype).value();
+  p.dtype = v.dtype;
   p.rows = rows;
   p.hidden = hidden;
   p.eps = kEps;
@@ -187,26 +200,31 @@ class RmsnormNumerics : public ::testing::TestWithParam<VariantOp> {};
 TEST_P(RmsnormNumerics, MatchesFloat64Reference) {
   const auto& v = generated::kVariants[GetParam().index];
   const Op op = GetParam().op;
-  Counts& counts = run().at(v.dtype, v.name, opName(op));
+  Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, opName(op));
+  const std::vector<const cases::Case*> picks = casesFor(v);
 
   // The selector's own answer for this device (rows = 0 skips the pointer checks).
   kiln::rmsnorm::Problem probe;
-  probe.dtype = kiln::dtypeFromName(v.dtype).value();
+  probe.dtype = v.dtype;
   probe.hidden = v.hidden;
   if (const kiln::Status s = kiln::rmsnorm::canImplement(probe, run().sm); !s.ok()) {
-    counts.skipped += static_cast<int>(std::size(kRows));
+    counts.skipped += static_cast<int>(picks.size());
     counts.notes.push_back(s.toString());
     GTEST_SKIP() << v.name << ": " << s.toString();
   }
 
   cudaStream_t stream = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (std::int64_t rows : kRows) {
+  for (const cases::Case* c : picks) {
+    // A case at every hidden size draws what it drew when the rows were the whole case; one at a
+    // single hidden size draws other inputs than the every-size case of the same rows.
     Rng rng{run().seed ^ (GetParam().index * 0x100000001b3ULL) ^
-            (static_cast<std::uint64_t>(op) << 56) ^ static_cast<std::uint64_t>(rows)};
-    const std::string failure = runCase(v, op, rows, rng, stream);
-    counts.recordCase(failure.empty() ? failure : "rows " + std::to_string(rows) + ": " + failure,
-                      "",
+            (static_cast<std::uint64_t>(op) << 56) ^ static_cast<std::uint64_t>(c->rows) ^
+            (static_cast<std::uint64_t>(c->hidden) << 32)};
+    const std::string failure = runCase(v, op, c->rows, rng, stream);
+    const std::string where = "rows " + std::to_string(c->rows) +
+                              (c->hidden != 0 ? " (" + std::string(c->name) + ")" : "");
+    counts.recordCase(failure.empty() ? failure : where + ": " + failure, "",
                       std::string(v.name) + " " + opName(op) + " x " + std::to_string(v.hidden));
   }
   CUDA_OK(cudaStreamDestroy(stream));
@@ -223,9 +241,9 @@ class RmsnormRunnerErrors : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(RmsnormRunnerErrors, RefusesBadProblemsAndTreatsZeroRowsAsNoOp) {
   const auto& v = generated::kVariants[GetParam()];
-  Counts& counts = run().at(v.dtype, v.name, "runner_errors");
+  Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, "runner_errors");
   kiln::rmsnorm::Problem probe;
-  probe.dtype = kiln::dtypeFromName(v.dtype).value();
+  probe.dtype = v.dtype;
   probe.hidden = v.hidden;
   if (const kiln::Status s = kiln::rmsnorm::canImplement(probe, run().sm); !s.ok()) {
     counts.skipped += 4;
@@ -246,7 +264,7 @@ TEST_P(RmsnormRunnerErrors, RefusesBadProblemsAndTreatsZeroRowsAsNoOp) {
   const auto kstream = reinterpret_cast<kiln::Stream>(stream);
 
   kiln::rmsnorm::Problem good;
-  good.dtype = kiln::dtypeFromName(v.dtype).value();
+  good.dtype = v.dtype;
   good.rows = rows;
   good.hidden = v.hidden;
   good.eps = kEps;
@@ -306,11 +324,19 @@ ReportFormat reportFormat() {
   ReportFormat f;
   f.group = "rmsnorm";
   f.case_key = "op";
-  std::ostringstream rows;
-  rows << "\"shapes_rows\": [";
-  for (std::size_t i = 0; i < std::size(kRows); ++i) rows << (i ? ", " : "") << kRows[i];
-  rows << "]";
-  f.extra_json = rows.str();
+  // shapes_rows: the rows of the cases at every hidden size; shapes_rows_hidden: [rows, hidden]
+  // of the cases at one hidden size (the benchmark's), checked on the variants of that size.
+  std::ostringstream every, one;
+  for (const cases::Case& c : cases::kCases) {
+    if ((c.readers & cases::kNumerics) == 0) continue;
+    if (c.hidden == 0) {
+      every << (every.tellp() > 0 ? ", " : "") << c.rows;
+    } else {
+      one << (one.tellp() > 0 ? ", " : "") << "[" << c.rows << ", " << c.hidden << "]";
+    }
+  }
+  f.extra_json =
+      "\"shapes_rows\": [" + every.str() + "], \"shapes_rows_hidden\": [" + one.str() + "]";
   f.bound_fp16 = kRelL2BoundFp16;
   f.bound_bf16 = kRelL2BoundBf16;
   f.artifact_tag = kiln_artifact_tag();

@@ -1,0 +1,144 @@
+// The gdn group's GPU problem cases, one list for both readers:
+//   - the GPU numerics test (gdn_numerics_test.cpp) checks every case marked kNumerics against
+//     the float64 reference, on every variant of the case's entry kernel (gdn_decode or
+//     gdn_decode_mtp) whose head dims and gate form the case takes;
+//   - the benchmark (bench/gdn_bridge.cpp exports the cases marked kBench, in this order, to
+//     gdn_vs_torch.py) times every case marked kBench against flash-linear-attention and PyTorch,
+//     in the table of its op (benchOp).
+// Plain constexpr data (no CUDA, no runtime), kept under tests/ so that editing a case never makes
+// an artifact stale (tests/ and bench/ are no input of the artifact). tests/gpu/README.md has the
+// convention.
+#pragma once
+
+namespace kiln::gdn::cases {
+
+// Who reads a case: bits of Case::readers.
+inline constexpr unsigned kNumerics = 1u << 0;  // checked against the float64 reference
+inline constexpr unsigned kBench = 1u << 1;     // timed against the peers
+
+// The entry kernel of the variants a case is for, and so the problem it poses: kiln_gdn_decode,
+// gdn::Problem (one token, the state updated in place), or kiln_gdn_decode_mtp, gdn::MtpProblem
+// (T tokens, every state to a cache, the pool only read).
+enum class Entry { kDecode, kMtp };
+
+// Where the multi-token states go (MtpProblem): cache[b, t] of a [batch, T, ...] cache; a mapped
+// entry cache[cache_slots[b, t]] of a larger cache (a random permutation of its entries, three
+// left unmapped, every third token's entry negative: not kept); a mapped entry of the state pool
+// itself (cache == state: the slots the batch reads, the slots it writes and some unused ones, all
+// distinct; every fourth token's entry negative); or in the pool the last token's state alone,
+// into the sequence's own slot (entries -1, ..., -1, slots[b]: T tokens decoded in place).
+enum class CacheLayout { kBatch, kMapped, kPool, kPoolFinal };
+
+// The gate form of the variants a case is for: both (given g and beta, and the `_gating` variants
+// that compute them from a, b, A_log, dt_bias), or one of them.
+enum class Gates { kBoth, kGiven, kFused };
+
+struct Case {
+  const char* name;
+  Entry entry;
+  int tokens;  // T (kMtp); 1 for kDecode
+  int batch;
+  int heads_qk;        // H
+  int heads_v;         // Hv
+  int skip_every = 0;  // every n-th sequence (b % n == n - 1) gets a negative slot; 0: none
+  CacheLayout layout = CacheLayout::kBatch;  // kMtp only
+  Gates gates = Gates::kBoth;
+  int head_dim_k = 0;  // 0: every variant's head dims; else the variants of these only
+  int head_dim_v = 0;
+  unsigned readers = kNumerics;
+};
+
+// The benchmark's table of a case (gdn_vs_torch.py --ops, the JSON rows' "op"): decode (one token,
+// given gates), mtp (T tokens, every state to a [batch, T] cache), final (T tokens, only the last
+// state kept, in place), gating (one token, fused gating); kNone for another kind of case.
+enum class BenchOp { kNone = -1, kDecode, kMtp, kFinal, kGating };
+constexpr BenchOp benchOp(const Case& c) {
+  if (c.entry == Entry::kDecode) {
+    return c.gates == Gates::kGiven   ? BenchOp::kDecode
+           : c.gates == Gates::kFused ? BenchOp::kGating
+                                      : BenchOp::kNone;
+  }
+  if (c.gates != Gates::kGiven) return BenchOp::kNone;
+  return c.layout == CacheLayout::kBatch       ? BenchOp::kMtp
+         : c.layout == CacheLayout::kPoolFinal ? BenchOp::kFinal
+                                               : BenchOp::kNone;
+}
+
+inline constexpr Case kCases[] = {
+    // gdn_decode: batches 1 .. 256, Hv / H 1, 2, 3, 4, 24, skipped and permuted slots.
+    {"b1_h16_hv16", Entry::kDecode, 1, 1, 16, 16},
+    {"b1_h16_hv64", Entry::kDecode, 1, 1, 16, 64},
+    {"b7_h16_hv32_skip", Entry::kDecode, 1, 7, 16, 32, 3},
+    {"b32_h16_hv64_skip", Entry::kDecode, 1, 32, 16, 64, 5},
+    {"b32_h16_hv16_skip", Entry::kDecode, 1, 32, 16, 16, 4},
+    {"b256_h16_hv32_skip", Entry::kDecode, 1, 256, 16, 32, 7},
+    {"b256_h4_hv16_skip", Entry::kDecode, 1, 256, 4, 16, 2},
+    // Ratios that are not powers of two: the multi-token kernel computes a value head's query /
+    // key head as a float32 product (gdn_rule.qk_head), exact only if rounding never crosses
+    // an integer.
+    {"b5_h6_hv18_skip", Entry::kDecode, 1, 5, 6, 18, 2},
+    {"b3_h2_hv48", Entry::kDecode, 1, 3, 2, 48},
+    // gdn_decode_mtp: every T in 1 .. 8, batches 1 .. 256, Hv / H = 1, 2, 3, 4, 24, skipped and
+    // permuted slots, the four cache layouts. The cache of the two batch-256 [batch, T] cases is
+    // 512 MiB each (T x Hv x 64 KiB per sequence).
+    {"t1_b1_h16_hv16", Entry::kMtp, 1, 1, 16, 16},
+    {"t8_b1_h16_hv32", Entry::kMtp, 8, 1, 16, 32},
+    {"t2_b3_h16_hv64", Entry::kMtp, 2, 3, 16, 64},
+    {"t3_b7_h16_hv32_skip", Entry::kMtp, 3, 7, 16, 32, 3},
+    {"t4_b8_h8_hv8_skip", Entry::kMtp, 4, 8, 8, 8, 4},
+    {"t5_b32_h16_hv16_skip", Entry::kMtp, 5, 32, 16, 16, 4},
+    {"t6_b32_h8_hv32_skip", Entry::kMtp, 6, 32, 8, 32, 5},
+    {"t7_b64_h4_hv8_skip", Entry::kMtp, 7, 64, 4, 8, 3},
+    {"t8_b32_h4_hv16_skip", Entry::kMtp, 8, 32, 4, 16, 6},
+    {"t2_b256_h4_hv16_skip", Entry::kMtp, 2, 256, 4, 16, 7},
+    {"t4_b256_h8_hv8_skip", Entry::kMtp, 4, 256, 8, 8, 5},
+    {"t3_b5_h16_hv32_skip_mapped", Entry::kMtp, 3, 5, 16, 32, 2, CacheLayout::kMapped},
+    {"t8_b32_h8_hv16_skip_mapped", Entry::kMtp, 8, 32, 8, 16, 5, CacheLayout::kMapped},
+    {"t1_b7_h16_hv32_skip_pool", Entry::kMtp, 1, 7, 16, 32, 3, CacheLayout::kPool},
+    {"t4_b32_h16_hv32_skip_pool", Entry::kMtp, 4, 32, 16, 32, 4, CacheLayout::kPool},
+    {"t8_b64_h4_hv16_skip_pool", Entry::kMtp, 8, 64, 4, 16, 7, CacheLayout::kPool},
+    {"t1_b3_h16_hv32_final", Entry::kMtp, 1, 3, 16, 32, 0, CacheLayout::kPoolFinal},
+    {"t4_b32_h16_hv32_skip_final", Entry::kMtp, 4, 32, 16, 32, 5, CacheLayout::kPoolFinal},
+    {"t8_b256_h4_hv16_skip_final", Entry::kMtp, 8, 256, 4, 16, 9, CacheLayout::kPoolFinal},
+    // Hv / H 3 and 24: the float head index (qk_head).
+    {"t3_b5_h6_hv18_skip", Entry::kMtp, 3, 5, 6, 18, 2},
+    {"t2_b3_h2_hv48", Entry::kMtp, 2, 3, 2, 48},
+    // The benchmark's rows: H 16, Hv 32, d_k = d_v = 128, batch 1 / 8 / 32 / 256, no skipped
+    // sequence, in the bench's dtype (--dtype) and tables (--ops): decode (given gates), mtp and
+    // final (T = 4), gating (fused gating). Every one is checked too: the float64 reference is
+    // ~2 * 10^9 multiply-adds at most, the batch-256 mtp cache 2 GiB.
+    {"bench_decode_b1", Entry::kDecode, 1, 1, 16, 32, 0, CacheLayout::kBatch, Gates::kGiven, 128,
+     128, kNumerics | kBench},
+    {"bench_decode_b8", Entry::kDecode, 1, 8, 16, 32, 0, CacheLayout::kBatch, Gates::kGiven, 128,
+     128, kNumerics | kBench},
+    {"bench_decode_b32", Entry::kDecode, 1, 32, 16, 32, 0, CacheLayout::kBatch, Gates::kGiven, 128,
+     128, kNumerics | kBench},
+    {"bench_decode_b256", Entry::kDecode, 1, 256, 16, 32, 0, CacheLayout::kBatch, Gates::kGiven,
+     128, 128, kNumerics | kBench},
+    {"bench_mtp_t4_b1", Entry::kMtp, 4, 1, 16, 32, 0, CacheLayout::kBatch, Gates::kGiven, 128, 128,
+     kNumerics | kBench},
+    {"bench_mtp_t4_b8", Entry::kMtp, 4, 8, 16, 32, 0, CacheLayout::kBatch, Gates::kGiven, 128, 128,
+     kNumerics | kBench},
+    {"bench_mtp_t4_b32", Entry::kMtp, 4, 32, 16, 32, 0, CacheLayout::kBatch, Gates::kGiven, 128,
+     128, kNumerics | kBench},
+    {"bench_mtp_t4_b256", Entry::kMtp, 4, 256, 16, 32, 0, CacheLayout::kBatch, Gates::kGiven, 128,
+     128, kNumerics | kBench},
+    {"bench_final_t4_b1", Entry::kMtp, 4, 1, 16, 32, 0, CacheLayout::kPoolFinal, Gates::kGiven, 128,
+     128, kNumerics | kBench},
+    {"bench_final_t4_b8", Entry::kMtp, 4, 8, 16, 32, 0, CacheLayout::kPoolFinal, Gates::kGiven, 128,
+     128, kNumerics | kBench},
+    {"bench_final_t4_b32", Entry::kMtp, 4, 32, 16, 32, 0, CacheLayout::kPoolFinal, Gates::kGiven,
+     128, 128, kNumerics | kBench},
+    {"bench_final_t4_b256", Entry::kMtp, 4, 256, 16, 32, 0, CacheLayout::kPoolFinal, Gates::kGiven,
+     128, 128, kNumerics | kBench},
+    {"bench_gating_b1", Entry::kDecode, 1, 1, 16, 32, 0, CacheLayout::kBatch, Gates::kFused, 128,
+     128, kNumerics | kBench},
+    {"bench_gating_b8", Entry::kDecode, 1, 8, 16, 32, 0, CacheLayout::kBatch, Gates::kFused, 128,
+     128, kNumerics | kBench},
+    {"bench_gating_b32", Entry::kDecode, 1, 32, 16, 32, 0, CacheLayout::kBatch, Gates::kFused, 128,
+     128, kNumerics | kBench},
+    {"bench_gating_b256", Entry::kDecode, 1, 256, 16, 32, 0, CacheLayout::kBatch, Gates::kFused,
+     128, 128, kNumerics | kBench},
+};
+
+}  // namespace kiln::gdn::cases
