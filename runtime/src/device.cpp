@@ -1,5 +1,6 @@
-// Which device a stream runs on, and what that device is. Device descriptions are cached per
-// device ordinal, so that two GPUs of different SMs in one process each get their own images.
+// What a device is. Device descriptions are cached per device ordinal, so that two GPUs of
+// different SMs in one process each get their own images; which device a context belongs to is
+// cached per context by the loader's context records (loader.h).
 #include "device.h"
 
 #include <map>
@@ -50,24 +51,6 @@ std::string imageName(const kiln_image& image) {
   return smName(image.sm, image.arch_specific != 0);
 }
 
-Status contextForStream(const DriverApi& api, Stream stream, CUcontext* out) {
-  CUcontext context = nullptr;
-  if (stream == nullptr) {
-    KILN_CU_CHECK(api.ctxGetCurrent(&context));
-    if (context == nullptr)
-      return Status(StatusCode::kInvalidArgument,
-                    "no current CUDA context: the null stream was given and this thread has no "
-                    "current context; pass the stream to run on, or make a context current first "
-                    "(cudaSetDevice or cuCtxSetCurrent)");
-  } else {
-    KILN_CU_CHECK(api.streamGetCtx(stream, &context));
-    if (context == nullptr)
-      return Status(StatusCode::kInternal, "cuStreamGetCtx returned no context for the stream");
-  }
-  *out = context;
-  return Status::Ok();
-}
-
 Status deviceOfContext(const DriverApi& api, CUcontext context, CUdevice* out) {
   ScopedContext scope;
   KILN_RETURN_IF_ERROR(scope.push(api, context));
@@ -91,7 +74,7 @@ Status deviceInfo(const DriverApi& api, CUdevice device, const DeviceInfo** out)
   return Status::Ok();
 }
 
-void resetDevicesForTesting() {
+void resetDeviceState() {
   DeviceCache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   c.devices.clear();
@@ -103,15 +86,9 @@ namespace kiln {
 
 Status deviceForStream(Stream stream, DeviceInfo* out) {
   if (out == nullptr) return Status(StatusCode::kInvalidArgument, "deviceForStream: out is null");
-  const DriverApi* api = nullptr;
-  KILN_RETURN_IF_ERROR(detail::acquireDriver(&api));
-  CUcontext context = nullptr;
-  KILN_RETURN_IF_ERROR(detail::contextForStream(*api, stream, &context));
-  CUdevice device = 0;
-  KILN_RETURN_IF_ERROR(detail::deviceOfContext(*api, context, &device));
-  const DeviceInfo* info = nullptr;
-  KILN_RETURN_IF_ERROR(detail::deviceInfo(*api, device, &info));
-  *out = *info;
+  StreamTarget target;
+  KILN_RETURN_IF_ERROR(resolveStream(stream, &target));
+  *out = *target.device;
   return Status::Ok();
 }
 

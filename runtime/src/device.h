@@ -1,5 +1,5 @@
-// Internal: from a stream to its context, from a context to its device, and the per-device
-// cache (name, SM, multiprocessors) that launch, deviceForStream and doctor share.
+// Internal: from a context to its device, and the per-device cache (name, SM, multiprocessors)
+// that resolveStream (through the per-context records of loader.h) and doctor share.
 #pragma once
 
 #include <cuda.h>
@@ -9,15 +9,11 @@
 
 namespace kiln::detail {
 
-// The context that owns `stream`: cuStreamGetCtx, or for the null stream the calling thread's
-// current context (an error naming the fix when there is none).
-Status contextForStream(const DriverApi& api, Stream stream, CUcontext* out);
-
 // The device of `context` (pushed for cuCtxGetDevice, then popped).
 Status deviceOfContext(const DriverApi& api, CUcontext context, CUdevice* out);
 
-// The cached description of `device`, queried on first use. The pointer stays valid until
-// kiln::testing::resetRuntime().
+// The cached description of `device`, queried on first use. The pointer stays valid for the
+// life of the process (until resetRuntimeState, for kiln's own tests).
 Status deviceInfo(const DriverApi& api, CUdevice device, const DeviceInfo** out);
 
 // "sm_90", or "sm_90a" for an arch-specific image.

@@ -1,6 +1,7 @@
 // Reaching the CUDA driver without linking it: dlopen("libcuda.so.1") once, resolve each entry
 // point through cuGetProcAddress at a fixed ABI version, cuInit, and keep the table for the
-// process. Also the test hooks of kiln/testing/driver.h.
+// process. Also the seam that kiln's own tests install a fake table through (driver.h); the hooks
+// themselves (kiln/testing/driver.h) live in runtime/testing/, which no artifact ships.
 //
 // Why a fixed ABI version (12000) and not CUDA_VERSION: cuGetProcAddress returns the newest
 // variant of a base name that the requested version knows, and some of ours changed signature
@@ -14,7 +15,6 @@
 #include <string>
 
 #include "driver.h"
-#include "kiln/testing/driver.h"
 
 namespace kiln::detail {
 namespace {
@@ -32,7 +32,7 @@ struct DriverState {
   std::atomic<const DriverApi*> ready{nullptr};
   // The table as soon as it is loaded, before cuInit: driverError names CUresults through it.
   std::atomic<const DriverApi*> named{nullptr};
-  bool has_override = false;
+  bool has_override = false;  // a table installed by kiln's own tests (overrideDriver)
   DriverApi override_api;
   DriverApi real_api;
   std::string library = kDefaultLibrary;
@@ -234,6 +234,11 @@ Status ScopedContext::push(const DriverApi& api, CUcontext context) {
   return Status::Ok();
 }
 
+Status ScopedContext::enter(const DriverApi& api, CUcontext context, CUcontext current) {
+  if (context == current) return Status::Ok();
+  return push(api, context);
+}
+
 Status ScopedContext::pop() {
   if (api_ == nullptr) return Status::Ok();
   const DriverApi& api = *api_;
@@ -243,51 +248,33 @@ Status ScopedContext::pop() {
   return Status::Ok();
 }
 
+void overrideDriver(const DriverApi* table) {
+  {
+    DriverState& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.has_override = table != nullptr;
+    s.override_api = table != nullptr ? *table : DriverApi{};
+  }
+  resetRuntimeState();
+}
+
+void setDriverLibraryPath(const std::string& library) {
+  {
+    DriverState& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.library = library.empty() ? std::string(kDefaultLibrary) : library;
+  }
+  resetRuntimeState();
+}
+
+void resetRuntimeState() {
+  {
+    DriverState& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    forgetDriver(s);
+  }
+  resetLoaderState();
+  resetDeviceState();
+}
+
 }  // namespace kiln::detail
-
-namespace kiln::testing {
-
-void resetRuntime() {
-  {
-    detail::DriverState& s = detail::state();
-    std::lock_guard<std::mutex> lock(s.mu);
-    detail::forgetDriver(s);
-  }
-  detail::resetLoaderForTesting();
-  detail::resetDevicesForTesting();
-}
-
-void setDriverLibrary(const std::string& library) {
-  {
-    detail::DriverState& s = detail::state();
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.library = library.empty() ? std::string(detail::kDefaultLibrary) : library;
-  }
-  resetRuntime();
-}
-
-Status activeDriver(const DriverApi** out) {
-  return detail::acquireDriver(out);
-}
-
-ScopedDriver::ScopedDriver(const DriverApi& api) {
-  {
-    detail::DriverState& s = detail::state();
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.has_override = true;
-    s.override_api = api;
-  }
-  resetRuntime();
-}
-
-ScopedDriver::~ScopedDriver() {
-  {
-    detail::DriverState& s = detail::state();
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.has_override = false;
-    s.override_api = DriverApi{};
-  }
-  resetRuntime();
-}
-
-}  // namespace kiln::testing

@@ -11,9 +11,9 @@
 
 namespace kiln::detail {
 
-// The driver table: a test's fake (kiln/testing/driver.h), or the real one, dlopen-ed from
-// libcuda.so.1, resolved and cuInit-ed once per process (thread-safe). A failure to load is
-// remembered and returned again (kDriverUnavailable or kDriverError).
+// The driver table: the real one, dlopen-ed from libcuda.so.1, resolved and cuInit-ed once per
+// process (thread-safe), or the table kiln's own tests installed (overrideDriver). A failure to
+// load is remembered and returned again (kDriverUnavailable or kDriverError).
 Status acquireDriver(const DriverApi** out);
 
 // The kDriverError status of a failed driver call: the statement, the CUresult's name, number
@@ -23,8 +23,9 @@ Status driverError(CUresult result, const char* statement, const char* file, int
 // `status` with `prefix` put in front of its message (ok stays ok): "rmsnorm_h4096_bf16: ...".
 Status withPrefix(const Status& status, const std::string& prefix);
 
-// Makes a context current for a scope. The destructor pops it if pop() was not called (on an
-// error path, whose status is already being returned; the pop's own result is then dropped).
+// Makes a context current for a scope, and the caller's current again after it (the driver's
+// context stack: push, then pop). The destructor pops if pop() was not called (on an error path,
+// whose status is already being returned; the pop's own result is then dropped).
 class ScopedContext {
  public:
   ScopedContext() = default;
@@ -33,15 +34,33 @@ class ScopedContext {
   ScopedContext& operator=(const ScopedContext&) = delete;
 
   Status push(const DriverApi& api, CUcontext context);
+  // push, unless `current` (the thread's current context, as the caller knows it) already is
+  // `context`: then nothing to do, and pop() does nothing either.
+  Status enter(const DriverApi& api, CUcontext context, CUcontext current);
   Status pop();
 
  private:
   const DriverApi* api_ = nullptr;
 };
 
-// Forget cached state; called by kiln::testing::resetRuntime() only.
-void resetLoaderForTesting();
-void resetDevicesForTesting();
+// ---- The seam for kiln's own tests ------------------------------------------------------------
+// The hooks of kiln/testing/driver.h (runtime/testing/, compiled into kiln's own kiln_runtime
+// target, never into an artifact) reach the runtime through these, and nothing else calls them.
+// None may race with any other kiln call.
+
+// The table acquireDriver returns from now on: `table` (copied), or with null the real driver
+// again. Then resetRuntimeState().
+void overrideDriver(const DriverApi* table);
+// The library the real driver is dlopen-ed from ("" restores libcuda.so.1). Then
+// resetRuntimeState().
+void setDriverLibraryPath(const std::string& library);
+// Forgets the loaded table (and a remembered load failure), every context and module record
+// (without unloading), every poison and every cached device.
+void resetRuntimeState();
+
+// The parts of resetRuntimeState kept by each source file.
+void resetLoaderState();
+void resetDeviceState();
 
 }  // namespace kiln::detail
 

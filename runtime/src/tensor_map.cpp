@@ -284,18 +284,48 @@ Status checkTensorMap(const TensorMapSpec& spec) {
   return Status::Ok();
 }
 
-Status encodeTensorMap(const TensorMapSpec& spec, void* out) {
+namespace {
+
+// checkTensorMap, then `out`'s own checks.
+Status checkEncode(const TensorMapSpec& spec, const void* out) {
   KILN_RETURN_IF_ERROR(checkTensorMap(spec));
   if (out == nullptr) return invalid("out is null");
   if (reinterpret_cast<std::uintptr_t>(out) % kTensorMapAlignment != 0) {
     return invalid("out " + hex(out) + " is not " + std::to_string(kTensorMapAlignment) +
                    "-byte aligned");
   }
-  const DriverApi* api = nullptr;
-  KILN_RETURN_IF_ERROR(detail::acquireDriver(&api));
-  Status encoded = encode(*api, static_cast<CUtensorMap*>(out), spec);
+  return Status::Ok();
+}
+
+Status encodeNamed(const DriverApi& api, const TensorMapSpec& spec, void* out) {
+  Status encoded = encode(api, static_cast<CUtensorMap*>(out), spec);
   if (!encoded.ok()) return detail::withPrefix(encoded, "tensor map " + describe(spec) + ": ");
   return Status::Ok();
+}
+
+}  // namespace
+
+Status encodeTensorMap(const StreamTarget& target, const TensorMapSpec& spec, void* out) {
+  KILN_RETURN_IF_ERROR(checkEncode(spec, out));
+  if (target.context == nullptr)
+    return invalid(
+        "the StreamTarget was not filled by kiln::resolveStream (no context); resolve the stream "
+        "first");
+  const DriverApi* api = nullptr;
+  KILN_RETURN_IF_ERROR(detail::acquireDriver(&api));
+  // The driver wants a current context for the encode (CUDA_ERROR_INVALID_CONTEXT without one):
+  // the stream's, as for every call kiln makes on its behalf, pushed only when not current.
+  detail::ScopedContext scope;
+  KILN_RETURN_IF_ERROR(scope.enter(*api, target.context, target.caller_context));
+  KILN_RETURN_IF_ERROR(encodeNamed(*api, spec, out));
+  return scope.pop();
+}
+
+Status encodeTensorMap(const TensorMapSpec& spec, void* out) {
+  KILN_RETURN_IF_ERROR(checkEncode(spec, out));
+  const DriverApi* api = nullptr;
+  KILN_RETURN_IF_ERROR(detail::acquireDriver(&api));
+  return encodeNamed(*api, spec, out);
 }
 
 }  // namespace kiln

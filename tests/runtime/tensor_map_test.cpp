@@ -1,7 +1,9 @@
 // kiln::checkTensorMap / kiln::encodeTensorMap against the fake driver: every documented limit of
 // cuTensorMapEncodeTiled is refused before the driver is reached (and without one), with a
 // message naming the field, the value and the limit; a valid spec reaches the driver exactly as
-// described, with no context needed; a driver failure names the CUresult and the spec.
+// described; a driver failure names the CUresult and the spec. These use the context-free
+// overload (the fake lets it through with no current context unless encode_needs_context);
+// encodeTensorMap(target, ...) and the context it runs in are in stream_target_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -55,7 +57,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-TEST(TensorMap, ValidSpecReachesTheDriverAsDescribedWithoutAContext) {
+TEST(TensorMap, ValidSpecReachesTheDriverAsDescribed) {
   kiln::fake::Driver driver({kiln::fake::h200()});
   MapStorage map;
   std::memset(map.bytes, 0xee, sizeof(map.bytes));
@@ -81,7 +83,7 @@ TEST(TensorMap, ValidSpecReachesTheDriverAsDescribedWithoutAContext) {
   EXPECT_EQ(r.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
   EXPECT_EQ(r.l2_promotion, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
   EXPECT_EQ(r.oob_fill, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  // No context: the encode is pure host work, and kiln pushed none for it.
+  // The context-free overload pushes none: it runs in the caller's (here none).
   EXPECT_EQ(r.current_context, nullptr);
   EXPECT_EQ(driver.pushes.load(), 0);
   // The driver's bytes are the result.

@@ -2,10 +2,10 @@
 //
 // The runtime never links libcuda: it fills this table once from dlopen("libcuda.so.1") (see
 // runtime/src/driver.cpp), asking cuGetProcAddress for each entry point at the CUDA 12.0 ABI so
-// that every pointer matches the signature written here. Tests install a fake table through
-// kiln/testing/driver.h. Members drop the `cu` prefix on purpose: cuda.h #defines several of
-// those names to versioned symbols (cuCtxPushCurrent -> cuCtxPushCurrent_v2), which must not
-// leak into member names.
+// that every pointer matches the signature written here. kiln's own tests install a fake table
+// (runtime/testing/, not part of an artifact). Members drop the `cu` prefix on purpose: cuda.h
+// #defines several of those names to versioned symbols (cuCtxPushCurrent ->
+// cuCtxPushCurrent_v2), which must not leak into member names.
 #pragma once
 
 #include <cuda.h>
@@ -45,7 +45,8 @@ struct DriverApi {
   // when null, every launch goes through launchKernel.
   CUresult (*launchKernelEx)(const CUlaunchConfig* config, CUfunction function, void** params,
                              void** extra) = nullptr;
-  // cuTensorMapEncodeTiled (since 12.0): needs no context; see kiln::encodeTensorMap.
+  // cuTensorMapEncodeTiled (since 12.0): needs a current context (CUDA_ERROR_INVALID_CONTEXT
+  // without one); kiln::encodeTensorMap(target, ...) makes the stream's current for it.
   CUresult (*tensorMapEncodeTiled)(CUtensorMap* map, CUtensorMapDataType type, cuuint32_t rank,
                                    void* address, const cuuint64_t* dims, const cuuint64_t* strides,
                                    const cuuint32_t* box, const cuuint32_t* element_strides,

@@ -1,6 +1,20 @@
-// The kiln runtime's public surface: launch a variant's entry kernel on the caller's stream,
-// find out which device a stream belongs to, ask which variants this device can run, and encode
-// the TMA tensor maps that some kernels take as parameters.
+// The kiln runtime's public surface: resolve the caller's stream once (its context and device),
+// launch a variant's entry kernel on it, ask which variants this device can run, and encode the
+// TMA tensor maps that some kernels take as parameters.
+//
+// How a runner's run() uses it:
+//   StreamTarget target;
+//   KILN_RETURN_IF_ERROR(resolveStream(stream, &target));      // once per run()
+//   ... select with target.device->sm and target.device->multiprocessors ...
+//   KILN_RETURN_IF_ERROR(encodeTensorMap(target, spec, &params.tma_q));   // if it has maps
+//   return launch(target, variant, entry, config, args);       // as often as it launches
+//
+// The context rule: every driver call kiln makes on behalf of a stream (module load, function
+// lookup, attribute, capture query, launch, tensor-map encode) runs with the stream's context
+// current on the calling thread, and the thread's own current context (or none) is current again
+// when the call returns. So a runner works from any thread: one with no current context, or one
+// whose current context is another device's. Only the null stream means "the calling thread's
+// current context", and needs one.
 //
 // Modules load lazily, once per (variant, CUDA context), thread-safely; see loader.h for the
 // rules (capture guard, retry after a failed load, poison after a failed cleanup). The driver is
@@ -17,8 +31,13 @@
 #include "kiln/variant.h"
 
 struct CUstream_st;
+struct CUctx_st;
 
 namespace kiln {
+
+namespace detail {
+struct ContextState;  // the runtime's record of one context (its device, its loaded modules)
+}  // namespace detail
 
 // The caller's stream; the same type as cudaStream_t and CUstream. nullptr is the legacy
 // default stream of the calling thread's current context.
@@ -49,7 +68,36 @@ struct DeviceInfo {
   int max_shared_bytes_per_block_optin = 0;  // static + dynamic shared memory a block may opt into
 };
 
-// The device that owns `stream` (its context's device), cached per device.
+// What a runner resolves once per run(), on the thread that then launches: the caller's stream,
+// the context that owns it, that context's device, and the context that was current on this
+// thread. Filled by resolveStream only (one not filled by it is refused). launch, preload and
+// encodeTensorMap take it and ask the driver nothing more about the stream: a launch of a variant
+// already loaded in the context finds its function without a lock and makes no driver call but
+// cuLaunchKernel (cuLaunchKernelEx); around it none when `caller_context` is `context`, else one
+// push and one pop of `context`.
+//
+// Valid on the thread that resolved it, for as long as that thread's current context is still
+// `caller_context` (kiln's own calls always restore it) and the context lives: resolve again in
+// each run(), and after cudaSetDevice / cuCtxSetCurrent. A stale one fails loudly (a driver error
+// naming the call) and never launches on another stream than `stream`; one that outlived
+// unloadContext of its context finds the context anew.
+struct StreamTarget {
+  Stream stream = nullptr;
+  CUctx_st* context = nullptr;            // the context that owns `stream`
+  const DeviceInfo* device = nullptr;     // `context`'s device; cached for the life of the process
+  CUctx_st* caller_context = nullptr;     // current on this thread at resolveStream; may be null
+  detail::ContextState* state = nullptr;  // the runtime's own: its module table for `context`
+};
+
+// Fills `out` for `stream`: cuCtxGetCurrent and cuStreamGetCtx (for the null stream, the calling
+// thread's current context, which then must exist). The device of a context is queried the first
+// time kiln sees the context (cuCtxGetDevice, the context pushed) and cached per context, its
+// description per device: after that, a resolve costs those two cheap calls, no lock and no
+// allocation.
+Status resolveStream(Stream stream, StreamTarget* out);
+
+// The device that owns `stream` (its context's device): resolveStream, then a copy of the
+// cached description.
 Status deviceForStream(Stream stream, DeviceInfo* out);
 
 // The image of `variant` that runs on a device of SM `device_sm`: an exact match first, then
@@ -59,14 +107,22 @@ Status deviceForStream(Stream stream, DeviceInfo* out);
 // compute_100 (PTX) only; device is sm_90".
 Status selectImage(const kiln_variant& variant, int device_sm, const kiln_image** out);
 
-// Launches entry `entry` (an index into variant.entries) on `stream` with `args` (the kernel's
-// parameter pointers, as cuLaunchKernel takes them). Loads the module on first use. Dynamic
-// shared memory above 48 KiB is opted into for the kernel; above the device's per-block limit it
-// is refused (kInvalidArgument, naming both).
+// Launches entry `entry` (an index into variant.entries) on `target.stream` with `args` (the
+// kernel's parameter pointers, as cuLaunchKernel takes them), with the target's context current
+// for the call (see StreamTarget). Loads the module on first use in the context (loader.h).
+// Dynamic shared memory above 48 KiB is opted into for the kernel; above the device's per-block
+// limit it is refused (kInvalidArgument, naming both).
+Status launch(const StreamTarget& target, const kiln_variant& variant, int entry,
+              const LaunchConfig& config, void** args);
+
+// resolveStream(stream), then launch(target, ...): for a caller that launches once per resolve.
+// A resolve failure is prefixed with the variant's name.
 Status launch(const kiln_variant& variant, int entry, const LaunchConfig& config, Stream stream,
               void** args);
 
-// Loads the module of `variant` for the current context now (e.g. before stream capture).
+// Loads the module of `variant` in the target's (the stream's) context now, e.g. before stream
+// capture begins.
+Status preload(const StreamTarget& target, const kiln_variant& variant);
 Status preload(const kiln_variant& variant, Stream stream);
 
 struct VariantReport {
@@ -136,9 +192,14 @@ struct TensorMapSpec {
 Status checkTensorMap(const TensorMapSpec& spec);
 
 // Checks `spec` (above), then encodes it through the driver into `out`: kTensorMapBytes bytes,
-// kTensorMapAlignment-aligned (a CUtensorMap, or any struct of that size and alignment). Needs
-// the driver but no CUDA context. A driver failure is kDriverError naming the CUresult and the
-// spec.
+// kTensorMapAlignment-aligned (a CUtensorMap, or any struct of that size and alignment), with the
+// target's context current for the call (cuTensorMapEncodeTiled fails with
+// CUDA_ERROR_INVALID_CONTEXT on a thread with no current context). A driver failure is
+// kDriverError naming the CUresult and the spec. Runners encode through this overload.
+Status encodeTensorMap(const StreamTarget& target, const TensorMapSpec& spec, void* out);
+
+// The same in whatever context is current on the calling thread, which must have one: for callers
+// that manage contexts themselves. A runner must not use it (its thread may have none).
 Status encodeTensorMap(const TensorMapSpec& spec, void* out);
 
 }  // namespace kiln

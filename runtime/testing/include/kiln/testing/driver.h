@@ -1,9 +1,11 @@
 // Test hooks for the runtime's driver access: install a fake DriverApi, point the loader at
 // another library than libcuda.so.1, and forget every cache between tests.
 //
-// These exist so that the loader logic (lazy load, capture guard, retry, poison, SM dispatch)
-// is tested on machines without a GPU. Not for production use: none of them may race with a
-// launch, a preload or a doctor call in another thread.
+// These exist so that the loader logic (lazy load, capture guard, retry, poison, SM dispatch,
+// the context rule) is tested on machines without a GPU. They belong to kiln's own build only:
+// runtime/testing/ is compiled into the kiln_runtime CMake target, and `kiln build` neither
+// copies this header into an artifact nor compiles the hooks into its library. None of them may
+// race with a launch, a preload, a resolve or a doctor call in another thread.
 #pragma once
 
 #include <string>
@@ -13,8 +15,9 @@
 
 namespace kiln::testing {
 
-// Forgets the driver table (and a cached load failure), every loaded module (without unloading
-// it), the per-device cache and every poisoned variant. The process's libcuda stays open.
+// Forgets the driver table (and a cached load failure), every loaded module and known context
+// (without unloading anything), the per-device cache and every poisoned variant. The process's
+// libcuda stays open.
 void resetRuntime();
 
 // The library the real driver table is loaded from; "" restores "libcuda.so.1". Resets the
