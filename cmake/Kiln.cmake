@@ -1,4 +1,4 @@
-# Kiln.cmake: kiln_import_artifacts(), the consumer side of a kiln artifact (DESIGN.md contract 7).
+# Kiln.cmake: kiln_import_artifacts(), the consumer side of a kiln artifact (docs/cmake.md).
 #
 #   kiln_import_artifacts(TARGETS t1 [t2...]
 #                         [ARCH x86_64|aarch64]          default: CMAKE_SYSTEM_PROCESSOR, normalised

@@ -4,6 +4,7 @@
 #   tests/*_test.cpp                                           CPU tests (kiln's own build, ctest)
 #   tests/<group>_runner_test.cpp                              ... one also compiled with runner.cpp
 #   tests/gpu/<group>_numerics_test.cpp                        GPU numerics (tests/gpu project)
+#   tests/gpu/cases.h                                          the cases GPU test and bench share
 #   bench/<group>_bridge.cpp, bench/<group>_vs_torch.py        benchmark (bench project)
 # Used by kiln's own build, the GPU test project and the bench project, so that a new group is one
 # new folder.

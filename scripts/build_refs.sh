@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # build_refs.sh: the binaries of one group at several git refs, for an A/B comparison in one GPU
-# call (PERF.md: the base and each candidate in the same call, passes in both orders).
+# call (docs/performance-method.md: the base and each candidate in the same call, passes in both orders).
 #
 #   scripts/build_refs.sh GROUP NAME=REF...      e.g. decodeattn base=main addr=candidate/decodeattn-addr
 #

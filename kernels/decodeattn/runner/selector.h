@@ -31,6 +31,7 @@ inline constexpr long long kMaxKeysPerSequence = 1LL << 30;  // max_pages_per_se
 // runner, a fake in unit tests.
 using runner::DeviceQuery;
 using runner::ImageCheck;
+using runner::PointerChecks;
 
 // What run() launches. Valid only when select() returned ok; nothing to launch when no_op.
 struct Plan {
@@ -73,7 +74,6 @@ int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int h
 // fit one mma tile, else in chunks of 32 (kAttentionRows32Entry: two row tiles per warp share
 // each K and V load, so the cache is read once per 32 rows, not once per 16).
 //   last, `device` (when given) has an image of the variant         (the check's status)
-enum class PointerChecks { kCheck, kSkip };
 Status select(std::span<const VariantInfo> table, const Problem& problem, int multiprocessors,
               const DeviceQuery* device, Plan* plan,
               PointerChecks pointers = PointerChecks::kCheck);

@@ -1,8 +1,9 @@
 // The fmha runner (kiln/runners/fmha.h) over the artifact's generated variant table. Compiled by
 // `kiln build` into the artifact's library, next to the generated headers; kiln's own CMake
-// builds only selector.cpp. Every decision is the selector's; this file adds the device (from the
-// caller's stream: only sm_90 runs the wgmma kernels), encodes the three TMA tensor maps the
-// selector described into the kernel parameters, and launches.
+// builds only selector.cpp. Every decision is the selector's; the entry points are the common ones
+// (kiln/runner_entry.h), and this file adds the device's part (only sm_90 runs the wgmma kernels;
+// the persistent grid is sized by its SM count), encodes the three TMA tensor maps the selector
+// described into the kernel parameters, in the stream's context, and launches.
 #include "kiln/runners/fmha.h"
 
 #include <cstddef>
@@ -10,7 +11,7 @@
 #include <string>
 
 #include "kiln/groups/fmha.h"
-#include "kiln/runner_support.h"
+#include "kiln/runner_entry.h"
 #include "kiln/runtime.h"
 #include "selector.h"
 
@@ -18,46 +19,51 @@ namespace kiln::fmha {
 namespace {
 
 namespace generated = ::kiln::generated::fmha;
-// The artifact's variants, in the runner's own VariantInfo (kiln build generates the table).
-constexpr std::span<const VariantInfo> kTable = generated::kVariants;
 
-Status encode(const char* name, const TensorMapSpec& spec, TensorMap* out) {
-  const Status s = encodeTensorMap(spec, out);
+Status encode(const StreamTarget& target, const char* name, const TensorMapSpec& spec,
+              TensorMap* out) {
+  const Status s = encodeTensorMap(target, spec, out);
   if (s.ok()) return s;
   return Status(s.code(), std::string("fmha: ") + name + ": " + s.message());
 }
 
+struct Traits {
+  using Problem = fmha::Problem;
+  using Plan = fmha::Plan;
+  static constexpr std::span<const int> kSupportedSms = generated::kSupportedSms;
+
+  static Status select(const Problem& problem, const DeviceQuery* device, Plan* plan,
+                       runner::PointerChecks pointers) {
+    return fmha::select(generated::kVariants, problem, device, plan, pointers);
+  }
+
+  // The kernel keeps its state on chip: no workspace.
+  static Status launch(const Problem&, Plan& plan, const StreamTarget& target,
+                       const DeviceQuery& device, void*, std::size_t) {
+    KILN_RETURN_IF_ERROR(checkDevice(plan, device));
+    persistentGrid(&plan, target.device->multiprocessors);
+    KILN_RETURN_IF_ERROR(encode(target, "tma_q", plan.tma_q, &plan.params.tma_q));
+    KILN_RETURN_IF_ERROR(encode(target, "tma_k", plan.tma_k, &plan.params.tma_k));
+    KILN_RETURN_IF_ERROR(encode(target, "tma_v", plan.tma_v, &plan.params.tma_v));
+    void* args[] = {&plan.params};
+    return kiln::launch(target, *plan.variant, plan.entry, plan.launch, args);
+  }
+};
+using Entry = runner::Entry<Traits>;
+
 }  // namespace
 
 Status canImplement(const Problem& problem) {
-  Plan plan;
-  return select(kTable, problem, nullptr, &plan);
+  return Entry::canImplement(problem);
 }
-
 Status canImplement(const Problem& problem, int device_sm) {
-  const DeviceQuery device = runner::deviceQuery(device_sm, generated::kSupportedSms);
-  Plan plan;
-  return select(kTable, problem, &device, &plan);
+  return Entry::canImplement(problem, device_sm);
 }
-
-// The kernel keeps its state on chip.
-std::size_t workspaceSize(const Problem&) {
-  return 0;
+std::size_t workspaceSize(const Problem& problem) {
+  return Entry::workspaceSize(problem);
 }
-
-Status run(const Problem& problem, void*, std::size_t, Stream stream) {
-  Plan plan;
-  KILN_RETURN_IF_ERROR(select(kTable, problem, nullptr, &plan));
-  if (plan.no_op) return Status::Ok();
-  DeviceInfo info;
-  KILN_RETURN_IF_ERROR(deviceForStream(stream, &info));
-  KILN_RETURN_IF_ERROR(checkDevice(plan, runner::deviceQuery(info.sm, generated::kSupportedSms)));
-  persistentGrid(&plan, info.multiprocessors);
-  KILN_RETURN_IF_ERROR(encode("tma_q", plan.tma_q, &plan.params.tma_q));
-  KILN_RETURN_IF_ERROR(encode("tma_k", plan.tma_k, &plan.params.tma_k));
-  KILN_RETURN_IF_ERROR(encode("tma_v", plan.tma_v, &plan.params.tma_v));
-  void* args[] = {&plan.params};
-  return launch(*plan.variant, plan.entry, plan.launch, stream, args);
+Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes, Stream stream) {
+  return Entry::run(problem, workspace, workspace_bytes, stream);
 }
 
 }  // namespace kiln::fmha

@@ -24,12 +24,14 @@ inline constexpr unsigned kIndexAlignment = 4;    // int32 cu_seqlens, fp32 lse
 // runner, a fake in unit tests.
 using runner::DeviceQuery;
 using runner::ImageCheck;
+using runner::PointerChecks;
 
 // What run() launches. Valid only when select() returned ok; nothing to launch when no_op.
 struct Plan {
   const VariantInfo* info = nullptr;
   const kiln_variant* variant = nullptr;
-  bool no_op = false;  // batch == 0
+  bool no_op = false;               // batch == 0
+  std::size_t workspace_bytes = 0;  // the group needs none (the contract is uniform)
   int entry = -1;
   int tiles = 0;        // m_blocks * q_heads * batch: the kernel's work items
   LaunchConfig launch;  // grid (tiles) until persistentGrid(), block kThreads,
@@ -59,7 +61,6 @@ const char* maskName(Mask mask);
 //   (kiln::checkTensorMap: row strides < 2^40, ...; run only when pointers are checked, since
 //   the maps hold them)                                             (kInvalidArgument)
 //   last, `device` (when given) is an sm_90 device with an image of the variant (kNoKernelImage)
-enum class PointerChecks { kCheck, kSkip };
 inline constexpr int kMaxHeads = 65535;
 inline constexpr int kMaxBatch = 65535;
 inline constexpr long long kMaxTiles = 2147483647;

@@ -1,14 +1,15 @@
 // The gdn runner (kiln/runners/gdn.h) over the artifact's generated variant table: both problems
-// (decode in place, multi-token into a cache) go through the one selector. Compiled by
-// `kiln build` into the artifact's library; kiln's own CMake builds only selector.cpp. The
-// variant's cubin came from CuTe DSL, which changes nothing here: it is launched like any image.
+// (decode in place, multi-token into a cache) go through the one selector and the common entry
+// points (kiln/runner_entry.h). Compiled by `kiln build` into the artifact's library; kiln's own
+// CMake builds only selector.cpp. The variant's cubin came from CuTe DSL, which changes nothing
+// here: it is launched like any image.
 #include "kiln/runners/gdn.h"
 
 #include <cstddef>
 #include <span>
 
 #include "kiln/groups/gdn.h"
-#include "kiln/runner_support.h"
+#include "kiln/runner_entry.h"
 #include "kiln/runtime.h"
 #include "selector.h"
 
@@ -16,65 +17,70 @@ namespace kiln::gdn {
 namespace {
 
 namespace generated = ::kiln::generated::gdn;
-// The artifact's variants, in the runner's own VariantInfo (kiln build generates the table).
-constexpr std::span<const VariantInfo> kTable = generated::kVariants;
+
+// One pointer per kernel parameter, in the entry's order (DecodeArgs mirrors it).
+Status launchArgs(const StreamTarget& target, Plan& plan) {
+  DecodeArgs& a = plan.args;
+  void* args[] = {&a.q,     &a.k,     &a.v,     &a.g,        &a.beta,
+                  &a.a,     &a.b,     &a.a_log, &a.dt_bias,  &a.out,
+                  &a.state, &a.slots, &a.scale, &a.heads_qk, &a.heads_v};
+  return launch(target, *plan.variant, plan.entry, plan.config, args);
+}
+
+// The same for the multi-token entry (DecodeMtpArgs).
+Status launchArgs(const StreamTarget& target, MtpPlan& plan) {
+  DecodeMtpArgs& a = plan.args;
+  void* args[] = {&a.q,     &a.k,        &a.v,       &a.g,      &a.beta,   &a.a,     &a.b,
+                  &a.a_log, &a.dt_bias,  &a.out,     &a.state,  &a.slots,  &a.cache, &a.cache_slots,
+                  &a.scale, &a.heads_qk, &a.heads_v, &a.tokens, &a.slotted};
+  return launch(target, *plan.variant, plan.entry, plan.config, args);
+}
+
+// The traits of one of the two problems; the state stays in the caller's pool: no workspace.
+template <typename P, typename PlanT>
+struct Traits {
+  using Problem = P;
+  using Plan = PlanT;
+  static constexpr std::span<const int> kSupportedSms = generated::kSupportedSms;
+
+  static Status select(const Problem& problem, const DeviceQuery* device, Plan* plan,
+                       runner::PointerChecks) {
+    return gdn::select(generated::kVariants, problem, device, plan);
+  }
+  static Status launch(const Problem&, Plan& plan, const StreamTarget& target, const DeviceQuery&,
+                       void*, std::size_t) {
+    return launchArgs(target, plan);
+  }
+};
+using Entry = runner::Entry<Traits<Problem, Plan>>;
+using MtpEntry = runner::Entry<Traits<MtpProblem, MtpPlan>>;
 
 }  // namespace
 
 Status canImplement(const Problem& problem) {
-  Plan plan;
-  return select(kTable, problem, nullptr, &plan);
+  return Entry::canImplement(problem);
 }
-
 Status canImplement(const Problem& problem, int device_sm) {
-  const DeviceQuery device = runner::deviceQuery(device_sm, generated::kSupportedSms);
-  Plan plan;
-  return select(kTable, problem, &device, &plan);
+  return Entry::canImplement(problem, device_sm);
 }
-
-std::size_t workspaceSize(const Problem& /*problem*/) {
-  return 0;
+std::size_t workspaceSize(const Problem& problem) {
+  return Entry::workspaceSize(problem);
 }
-
-Status run(const Problem& problem, void* /*workspace*/, std::size_t /*workspace_bytes*/,
-           Stream stream) {
-  Plan plan;
-  KILN_RETURN_IF_ERROR(select(kTable, problem, nullptr, &plan));
-  if (plan.no_op) return Status::Ok();
-  DecodeArgs& a = plan.args;
-  // One pointer per kernel parameter, in the entry's order (DecodeArgs mirrors it).
-  void* args[] = {&a.q,     &a.k,     &a.v,     &a.g,        &a.beta,
-                  &a.a,     &a.b,     &a.a_log, &a.dt_bias,  &a.out,
-                  &a.state, &a.slots, &a.scale, &a.heads_qk, &a.heads_v};
-  return launch(*plan.variant, plan.entry, plan.config, stream, args);
+Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes, Stream stream) {
+  return Entry::run(problem, workspace, workspace_bytes, stream);
 }
 
 Status canImplement(const MtpProblem& problem) {
-  MtpPlan plan;
-  return select(kTable, problem, nullptr, &plan);
+  return MtpEntry::canImplement(problem);
 }
-
 Status canImplement(const MtpProblem& problem, int device_sm) {
-  const DeviceQuery device = runner::deviceQuery(device_sm, generated::kSupportedSms);
-  MtpPlan plan;
-  return select(kTable, problem, &device, &plan);
+  return MtpEntry::canImplement(problem, device_sm);
 }
-
-std::size_t workspaceSize(const MtpProblem& /*problem*/) {
-  return 0;
+std::size_t workspaceSize(const MtpProblem& problem) {
+  return MtpEntry::workspaceSize(problem);
 }
-
-Status run(const MtpProblem& problem, void* /*workspace*/, std::size_t /*workspace_bytes*/,
-           Stream stream) {
-  MtpPlan plan;
-  KILN_RETURN_IF_ERROR(select(kTable, problem, nullptr, &plan));
-  if (plan.no_op) return Status::Ok();
-  DecodeMtpArgs& a = plan.args;
-  // One pointer per kernel parameter, in the entry's order (DecodeMtpArgs mirrors it).
-  void* args[] = {&a.q,     &a.k,        &a.v,       &a.g,      &a.beta,   &a.a,     &a.b,
-                  &a.a_log, &a.dt_bias,  &a.out,     &a.state,  &a.slots,  &a.cache, &a.cache_slots,
-                  &a.scale, &a.heads_qk, &a.heads_v, &a.tokens, &a.slotted};
-  return launch(*plan.variant, plan.entry, plan.config, stream, args);
+Status run(const MtpProblem& problem, void* workspace, std::size_t workspace_bytes, Stream stream) {
+  return MtpEntry::run(problem, workspace, workspace_bytes, stream);
 }
 
 }  // namespace kiln::gdn

@@ -74,7 +74,8 @@ template <typename Args>
 struct LaunchPlan {
   const VariantInfo* info = nullptr;
   const kiln_variant* variant = nullptr;
-  bool no_op = false;  // batch == 0
+  bool no_op = false;               // batch == 0
+  std::size_t workspace_bytes = 0;  // the group needs none (the contract is uniform)
   int entry = -1;
   LaunchConfig config;
   Args args{};

@@ -1,14 +1,14 @@
 // The rmsnorm runner (kiln/runners/rmsnorm.h) over the artifact's generated variant table.
 // Compiled by `kiln build` into the artifact's library, next to the generated headers; kiln's own
-// CMake builds only selector.cpp. Every decision is the selector's; this file adds the launch
-// (which finds the device from the caller's stream).
+// CMake builds only selector.cpp. Every decision is the selector's; the entry points are the common
+// ones (kiln/runner_entry.h), and this file adds the launch.
 #include "kiln/runners/rmsnorm.h"
 
 #include <cstddef>
 #include <span>
 
 #include "kiln/groups/rmsnorm.h"
-#include "kiln/runner_support.h"
+#include "kiln/runner_entry.h"
 #include "kiln/runtime.h"
 #include "selector.h"
 
@@ -16,35 +16,40 @@ namespace kiln::rmsnorm {
 namespace {
 
 namespace generated = ::kiln::generated::rmsnorm;
-// The artifact's variants, in the runner's own VariantInfo (kiln build generates the table).
-constexpr std::span<const VariantInfo> kTable = generated::kVariants;
+
+struct Traits {
+  using Problem = rmsnorm::Problem;
+  using Plan = rmsnorm::Plan;
+  static constexpr std::span<const int> kSupportedSms = generated::kSupportedSms;
+
+  static Status select(const Problem& problem, const DeviceQuery* device, Plan* plan,
+                       runner::PointerChecks) {
+    return rmsnorm::select(generated::kVariants, problem, device, plan);
+  }
+
+  // The stream's device picks the image inside kiln::launch (selectImage): a device whose SM the
+  // artifact lacks gets kNoKernelImage naming both, as canImplement(problem, sm) says.
+  static Status launch(const Problem&, Plan& plan, const StreamTarget& target, const DeviceQuery&,
+                       void*, std::size_t) {
+    void* args[] = {&plan.params};
+    return kiln::launch(target, *plan.variant, plan.entry, plan.config, args);
+  }
+};
+using Entry = runner::Entry<Traits>;
 
 }  // namespace
 
 Status canImplement(const Problem& problem) {
-  Plan plan;
-  return select(kTable, problem, nullptr, &plan);
+  return Entry::canImplement(problem);
 }
-
 Status canImplement(const Problem& problem, int device_sm) {
-  const DeviceQuery device = runner::deviceQuery(device_sm, generated::kSupportedSms);
-  Plan plan;
-  return select(kTable, problem, &device, &plan);
+  return Entry::canImplement(problem, device_sm);
 }
-
-std::size_t workspaceSize(const Problem& /*problem*/) {
-  return 0;
+std::size_t workspaceSize(const Problem& problem) {
+  return Entry::workspaceSize(problem);
 }
-
-Status run(const Problem& problem, void* /*workspace*/, std::size_t /*workspace_bytes*/,
-           Stream stream) {
-  Plan plan;
-  KILN_RETURN_IF_ERROR(select(kTable, problem, nullptr, &plan));
-  if (plan.no_op) return Status::Ok();
-  // launch() resolves the stream's device and picks its image; a device whose SM the artifact
-  // lacks gets kNoKernelImage naming both, from the same selectImage canImplement uses.
-  void* args[] = {&plan.params};
-  return launch(*plan.variant, plan.entry, plan.config, stream, args);
+Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes, Stream stream) {
+  return Entry::run(problem, workspace, workspace_bytes, stream);
 }
 
 }  // namespace kiln::rmsnorm

@@ -28,8 +28,9 @@ using runner::ImageCheck;
 struct Plan {
   const VariantInfo* info = nullptr;
   const kiln_variant* variant = nullptr;
-  bool no_op = false;  // rows == 0
-  int entry = -1;      // index into variant->entries of kPlainEntry / kFusedEntry
+  bool no_op = false;               // rows == 0
+  std::size_t workspace_bytes = 0;  // the group needs none (the contract is uniform)
+  int entry = -1;                   // index into variant->entries of kPlainEntry / kFusedEntry
   LaunchConfig config;
   RmsnormParams params{};
 };

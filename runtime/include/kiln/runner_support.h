@@ -34,6 +34,10 @@ struct DeviceQuery {
   std::span<const int> supported_sms = {};
 };
 
+// Whether a selector checks the problem's pointers: kSkip for the questions that depend on the
+// shapes alone (workspaceSize, which a caller asks before it has its tensors).
+enum class PointerChecks { kCheck, kSkip };
+
 // The query canImplement(problem, device_sm) passes: the runtime's own image check, and the
 // group's supported SMs.
 DeviceQuery deviceQuery(int device_sm, std::span<const int> supported_sms = {});
