@@ -7,7 +7,7 @@
 
 #include "core/ar_archive.h"
 #include "core/cubin.h"
-#include "core/elf_bytes.h"
+#include "core/elf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

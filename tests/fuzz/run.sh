@@ -6,7 +6,7 @@
 #
 #   tests/fuzz/run.sh [seconds per target, default 30]
 #   env: CC/CXX (default clang/clang++), BUILD_DIR (default build/fuzz), OUT_DIR (default
-#        $BUILD_DIR/findings), FUZZ_TARGETS (default: all four)
+#        $BUILD_DIR/findings), FUZZ_TARGETS (default: all five)
 #
 # New inputs the fuzzers find go to $OUT_DIR/<target>/corpus, never into the committed corpus;
 # add one there by hand when it covers something the seeds do not.
@@ -16,7 +16,7 @@ seconds="${1:-30}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${BUILD_DIR:-$root/build/fuzz}"
 out="${OUT_DIR:-$build/findings}"
-targets="${FUZZ_TARGETS:-fuzz_metadata fuzz_registry fuzz_tarball fuzz_library}"
+targets="${FUZZ_TARGETS:-fuzz_metadata fuzz_registry fuzz_tarball fuzz_library fuzz_elf}"
 export CC="${CC:-clang}" CXX="${CXX:-clang++}"
 
 cmake -S "$root/tests/fuzz" -B "$build" -G Ninja -DKILN_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

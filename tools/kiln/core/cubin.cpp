@@ -5,13 +5,12 @@
 
 #include <fmt/format.h>
 
-#include "core/elf_bytes.h"
+#include "core/elf.h"
 
 namespace kiln::core {
 
 namespace {
 
-constexpr int kElfMachineCuda = 190;
 constexpr int kAbiLegacy = 7;  // SM in e_flags bits 7:0 (CUDA 12 and earlier)
 constexpr int kAbiCuda13 = 8;  // SM in e_flags bits 15:8 (observed with CUDA 13.0.88)
 
@@ -35,6 +34,9 @@ Result<CubinInfo> readCubin(std::string_view bytes, const std::string& what) {
   if (header->machine != kElfMachineCuda) {
     return makeError(fmt::format("{}: ELF machine {}, expected {} (CUDA cubin)", what,
                                  header->machine, kElfMachineCuda));
+  }
+  if (header->bits != 64) {
+    return makeError(fmt::format("{}: a {}-bit ELF file; cubins are 64-bit", what, header->bits));
   }
   CubinInfo info;
   info.abi_version = header->abi_version;

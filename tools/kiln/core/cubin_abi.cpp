@@ -1,6 +1,7 @@
-// Cubin ABI reading and comparison; the layout notes are in cubin_abi.h. Every offset read from
-// the file is range-checked against the buffer before use (subtraction, not addition, so a huge
-// offset cannot wrap), because a cubin is the output of a tool we do not control.
+// Cubin ABI reading and comparison; the layout notes are in cubin_abi.h. The ELF structure
+// (sections, symbols, names) comes from the one ELF reader (core/elf.h), which checks every offset
+// the file gives; the .nv.info records are parsed here, each record's length checked against its
+// section, because a cubin is the output of a tool we do not control.
 #include "core/cubin_abi.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/elf.h"
 #include "core/naming.h"
 
 namespace kiln::core {
@@ -21,76 +23,48 @@ constexpr std::uint8_t kStoCudaEntry = 0x10;
 constexpr int kFormatSized = 4;
 constexpr int kAttrParamSize = 0x19;  // EIATTR_CBANK_PARAM_SIZE
 constexpr int kAttrParamInfo = 0x17;  // EIATTR_KPARAM_INFO
+constexpr std::string_view kInfoPrefix = ".nv.info.";
 
-class Reader {
- public:
-  Reader(std::string_view bytes, const std::string& what) : bytes_(bytes), what_(what) {}
+// A little-endian value of `width` bytes at `at`; the caller checked `at + width <= bytes.size()`.
+std::uint32_t le(std::string_view bytes, std::size_t at, int width) {
+  std::uint32_t value = 0;
+  for (int i = 0; i < width; ++i)
+    value |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(bytes[at + i])) << (8 * i);
+  return value;
+}
 
-  bool fits(std::uint64_t offset, std::uint64_t size) const {
-    return offset <= bytes_.size() && size <= bytes_.size() - offset;
-  }
-  template <typename T>
-  T get(std::uint64_t offset) const {  // caller checked fits(offset, sizeof(T))
-    std::uint64_t value = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) {
-      value |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(bytes_[offset + i])) << (8 * i);
-    }
-    return static_cast<T>(value);
-  }
-  std::string_view slice(std::uint64_t offset, std::uint64_t size) const {
-    return bytes_.substr(offset, size);
-  }
-  Error malformed(const std::string& detail) const {
-    return makeError(fmt::format("{}: malformed cubin: {}", what_, detail));
-  }
-
- private:
-  std::string_view bytes_;
-  const std::string& what_;
-};
-
-struct Section {
-  std::uint32_t name = 0;
-  std::uint32_t type = 0;
-  std::uint64_t offset = 0;
-  std::uint64_t size = 0;
-  std::uint32_t link = 0;
-};
-
-std::string cString(std::string_view table, std::uint64_t offset) {
-  if (offset >= table.size()) return {};
-  const auto end = table.find('\0', offset);
-  return std::string(
-      table.substr(offset, end == std::string_view::npos ? std::string_view::npos : end - offset));
+Error malformed(const std::string& what, const std::string& detail) {
+  return makeError(fmt::format("{}: malformed cubin: {}", what, detail));
 }
 
 // Parses the attribute records of one ".nv.info.<entry>" section.
-Result<KernelAbi> parseInfo(const Reader& r, std::string_view info, const std::string& entry) {
+Result<KernelAbi> parseInfo(const std::string& what, std::string_view info,
+                            const std::string& entry) {
   KernelAbi abi;
   std::size_t at = 0;
-  while (at + 4 <= info.size()) {
+  while (info.size() - at >= 4) {
     const int format = static_cast<std::uint8_t>(info[at]);
     const int attr = static_cast<std::uint8_t>(info[at + 1]);
-    const int value =
-        static_cast<std::uint8_t>(info[at + 2]) | static_cast<std::uint8_t>(info[at + 3]) << 8;
+    const auto value = le(info, at + 2, 2);
     at += 4;
     if (format != kFormatSized) {
       if (attr == kAttrParamSize) abi.param_bytes = value;
       continue;
     }
-    if (static_cast<std::size_t>(value) > info.size() - at) {
-      return r.malformed(
-          fmt::format(".nv.info.{}: attribute 0x{:02x} runs past the section", entry, attr));
+    if (value > info.size() - at) {
+      return malformed(what,
+                       fmt::format(".nv.info.{}: attribute 0x{:02x} at offset {} holds {} bytes "
+                                   "and runs past the section ({} bytes)",
+                                   entry, attr, at - 4, value, info.size()));
     }
     if (attr == kAttrParamInfo && value >= 12) {
-      Reader p(info.substr(at, 12), entry);
       KernelParam param;
-      param.ordinal = p.get<std::uint16_t>(4);
-      param.offset = p.get<std::uint16_t>(6);
-      param.size = static_cast<int>((p.get<std::uint32_t>(8) >> 18) & 0x3fff);
+      param.ordinal = static_cast<int>(le(info, at + 4, 2));
+      param.offset = static_cast<int>(le(info, at + 6, 2));
+      param.size = static_cast<int>((le(info, at + 8, 4) >> 18) & 0x3fff);
       abi.params.push_back(param);
     }
-    at += static_cast<std::size_t>(value);
+    at += value;
   }
   std::sort(abi.params.begin(), abi.params.end(),
             [](const KernelParam& a, const KernelParam& b) { return a.ordinal < b.ordinal; });
@@ -101,65 +75,30 @@ Result<KernelAbi> parseInfo(const Reader& r, std::string_view info, const std::s
 
 Result<std::map<std::string, KernelAbi>> readCubinAbi(std::string_view bytes,
                                                       const std::string& what) {
-  const Reader r(bytes, what);
-  if (!r.fits(0, 64) ||
-      bytes.substr(0, 4) != std::string_view("\x7f"
-                                             "ELF",
-                                             4) ||
-      bytes[4] != 2 || bytes[5] != 1) {
-    return r.malformed("not a 64-bit little-endian ELF file");
+  auto elf = ElfFile::parse(bytes, what + ": malformed cubin");
+  if (!elf) return elf.failure();
+  if (elf->header().bits != 64) {
+    return malformed(what, fmt::format("a {}-bit ELF file; cubins are 64-bit", elf->header().bits));
   }
   std::map<std::string, KernelAbi> entries;
-  const auto shoff = r.get<std::uint64_t>(0x28);
-  const auto shentsize = r.get<std::uint16_t>(0x3a);
-  const auto shnum = r.get<std::uint16_t>(0x3c);
-  const auto shstrndx = r.get<std::uint16_t>(0x3e);
-  if (shoff == 0 || shnum == 0) return entries;
-  if (shentsize < 64 || !r.fits(shoff, static_cast<std::uint64_t>(shentsize) * shnum)) {
-    return r.malformed("section headers run past the file");
+  std::map<std::string_view, std::string_view> infos;  // entry -> its .nv.info.<entry> contents
+  for (const ElfSection& s : elf->sections()) {
+    if (s.name.substr(0, kInfoPrefix.size()) == kInfoPrefix && s.type != kShtNobits)
+      infos.emplace(s.name.substr(kInfoPrefix.size()), s.contents);
   }
-  std::vector<Section> sections(shnum);
-  for (std::uint16_t i = 0; i < shnum; ++i) {
-    const std::uint64_t h = shoff + static_cast<std::uint64_t>(i) * shentsize;
-    Section& s = sections[i];
-    s.name = r.get<std::uint32_t>(h);
-    s.type = r.get<std::uint32_t>(h + 4);
-    s.offset = r.get<std::uint64_t>(h + 24);
-    s.size = r.get<std::uint64_t>(h + 32);
-    s.link = r.get<std::uint32_t>(h + 40);
-    if (s.type != 8 /* SHT_NOBITS */ && !r.fits(s.offset, s.size)) {
-      return r.malformed(fmt::format("section {} runs past the file", i));
+  auto symbols = elf->symbols();
+  if (!symbols) return symbols.failure();
+  for (const ElfSymbol& sym : *symbols) {
+    if (sym.binding != kStbGlobal || sym.type != kSttFunc || (sym.other & kStoCudaEntry) == 0)
+      continue;
+    const std::string name(sym.name);
+    KernelAbi abi;
+    if (auto it = infos.find(sym.name); it != infos.end()) {
+      auto parsed = parseInfo(what, it->second, name);
+      if (!parsed) return parsed.failure();
+      abi = *parsed;
     }
-  }
-  auto contents = [&](const Section& s) { return r.slice(s.offset, s.size); };
-  if (shstrndx >= shnum) return r.malformed("no section name table");
-  const std::string_view names = contents(sections[shstrndx]);
-
-  std::map<std::string, std::string_view> infos;  // entry -> its .nv.info.<entry> section
-  for (const Section& s : sections) {
-    const std::string name = cString(names, s.name);
-    if (name.rfind(".nv.info.", 0) == 0) infos[name.substr(9)] = contents(s);
-  }
-  for (const Section& s : sections) {
-    if (s.type != 2 /* SHT_SYMTAB */) continue;
-    if (s.link >= shnum) return r.malformed("symbol table without a string table");
-    const std::string_view strings = contents(sections[s.link]);
-    for (std::uint64_t at = 0; at + 24 <= s.size; at += 24) {
-      const std::uint64_t sym = s.offset + at;
-      const auto info = r.get<std::uint8_t>(sym + 4);
-      const auto other = r.get<std::uint8_t>(sym + 5);
-      const bool global_function =
-          (info >> 4) == 1 /* STB_GLOBAL */ && (info & 0xf) == 2 /* STT_FUNC */;
-      if (!global_function || (other & kStoCudaEntry) == 0) continue;
-      const std::string name = cString(strings, r.get<std::uint32_t>(sym));
-      KernelAbi abi;
-      if (auto it = infos.find(name); it != infos.end()) {
-        auto parsed = parseInfo(r, it->second, name);
-        if (!parsed) return parsed.failure();
-        abi = *parsed;
-      }
-      entries[name] = abi;
-    }
+    entries[name] = abi;
   }
   return entries;
 }

@@ -14,7 +14,7 @@
 
 #include "core/ar_archive.h"
 #include "core/cubin.h"
-#include "core/elf_bytes.h"
+#include "core/elf.h"
 #include "core/naming.h"
 #include "core/ptx.h"
 #include "core/tarball.h"
@@ -35,18 +35,18 @@ Error problemsError(const std::string& source, const Problems& problems) {
 }
 
 int expectedMachine(const std::string& arch) {
-  if (arch == "x86_64") return io::kElfMachineX86_64;
-  if (arch == "aarch64") return io::kElfMachineAarch64;
+  if (arch == "x86_64") return kElfMachineX86_64;
+  if (arch == "aarch64") return kElfMachineAarch64;
   return 0;
 }
 
 const char* machineName(int machine) {
   switch (machine) {
-    case io::kElfMachineX86_64:
+    case kElfMachineX86_64:
       return "x86_64";
-    case io::kElfMachineAarch64:
+    case kElfMachineAarch64:
       return "aarch64";
-    case io::kElfMachineCuda:
+    case kElfMachineCuda:
       return "CUDA";
     default:
       return "other";
