@@ -204,10 +204,9 @@ class Driver {
   std::size_t record_first_arg_bytes = 0;
   int driver_version = 13000;
   // Whether cuTensorMapEncodeTiled fails with CUDA_ERROR_INVALID_CONTEXT on a thread with no
-  // current context, as the real driver does (issue 33). Off by default only while a runner test
-  // still encodes through the context-free kiln::encodeTensorMap(spec, out); the runtime's own
-  // tests of the context rule turn it on.
-  bool encode_needs_context = false;
+  // current context, as the real driver does (issue 33). The tests of the context-free
+  // kiln::encodeTensorMap(spec, out), called from a thread without one, turn it off.
+  bool encode_needs_context = true;
 
   DriverApi api() const {
     DriverApi a;

@@ -67,7 +67,6 @@ void onFreshThread(Body body) {
 
 class StreamTargetTest : public ::testing::Test {
  protected:
-  StreamTargetTest() { driver.encode_needs_context = true; }
   void TearDown() override { EXPECT_EQ(driver.pushes.load(), driver.pops.load()); }
 
   kiln::fake::Driver driver{{kiln::fake::h200(), kiln::fake::a100()}};

@@ -2,7 +2,7 @@
 // cuTensorMapEncodeTiled is refused before the driver is reached (and without one), with a
 // message naming the field, the value and the limit; a valid spec reaches the driver exactly as
 // described; a driver failure names the CUresult and the spec. These use the context-free
-// overload (the fake lets it through with no current context unless encode_needs_context);
+// overload from a thread with no current context (so the fake's encode_needs_context is off);
 // encodeTensorMap(target, ...) and the context it runs in are in stream_target_test.cpp.
 #include <gtest/gtest.h>
 
@@ -59,6 +59,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
 
 TEST(TensorMap, ValidSpecReachesTheDriverAsDescribed) {
   kiln::fake::Driver driver({kiln::fake::h200()});
+  driver.encode_needs_context = false;
   MapStorage map;
   std::memset(map.bytes, 0xee, sizeof(map.bytes));
   const TensorMapSpec spec = validSpec();
@@ -94,6 +95,7 @@ TEST(TensorMap, ValidSpecReachesTheDriverAsDescribed) {
 
 TEST(TensorMap, EveryEnumValueMapsToTheDriversValue) {
   kiln::fake::Driver driver({kiln::fake::h200()});
+  driver.encode_needs_context = false;
   MapStorage map;
   const struct {
     TensorMapElement element;
@@ -152,6 +154,7 @@ TEST(TensorMap, EveryEnumValueMapsToTheDriversValue) {
 
 TEST(TensorMap, RankOneToFiveAndOnlyTheUsedEntriesCount) {
   kiln::fake::Driver driver({kiln::fake::h200()});
+  driver.encode_needs_context = false;
   MapStorage map;
   TensorMapSpec spec;
   spec.element = TensorMapElement::kFloat16;
@@ -250,6 +253,7 @@ TEST(TensorMap, EveryLimitIsRefusedBeforeTheDriverNamingValueAndLimit) {
        "tensor map: box[0] 24 x 2 bytes = 48 bytes exceeds the 32-byte swizzle span"},
   };
   kiln::fake::Driver driver({kiln::fake::h200()});
+  driver.encode_needs_context = false;
   MapStorage map;
   for (const BadSpec& c : cases) {
     TensorMapSpec spec = validSpec();
@@ -266,6 +270,7 @@ TEST(TensorMap, EveryLimitIsRefusedBeforeTheDriverNamingValueAndLimit) {
 
 TEST(TensorMap, OutputMustBeA64ByteAlignedBuffer) {
   kiln::fake::Driver driver({kiln::fake::h200()});
+  driver.encode_needs_context = false;
   MapStorage maps[2];
   const Status null_out = kiln::encodeTensorMap(validSpec(), nullptr);
   EXPECT_EQ(null_out.code(), StatusCode::kInvalidArgument);
@@ -294,6 +299,7 @@ TEST(TensorMap, ValidationNeedsNoDriver) {
 
 TEST(TensorMap, DriverFailureNamesTheResultAndTheSpec) {
   kiln::fake::Driver driver({kiln::fake::h200()});
+  driver.encode_needs_context = false;
   driver.tensor_map_result = CUDA_ERROR_INVALID_VALUE;
   MapStorage map;
   const Status s = kiln::encodeTensorMap(validSpec(), map.bytes);
@@ -312,6 +318,7 @@ TEST(TensorMap, DriverFailureNamesTheResultAndTheSpec) {
 
 TEST(TensorMap, DriverFailureOfAnUnusualSpecDescribesItsSteps) {
   kiln::fake::Driver driver({kiln::fake::h200()});
+  driver.encode_needs_context = false;
   driver.tensor_map_result = CUDA_ERROR_UNKNOWN;
   TensorMapSpec spec;
   spec.element = TensorMapElement::kFloat32;

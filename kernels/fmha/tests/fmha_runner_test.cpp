@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fmha/launch.h"
@@ -156,6 +157,34 @@ TEST(FmhaRunner, OtherSmsAreRefusedBeforeAnyEncodeOrLaunch) {
   EXPECT_EQ(driver.tensor_map_encodes.load(), 0);
   EXPECT_EQ(driver.launches.load(), 0);
   EXPECT_EQ(driver.load_attempts.load(), 0);
+}
+
+// run() promises the device that owns the stream, from any thread (issue 33): from a thread with
+// no current context, and from one whose current context is another device's, the maps are
+// encoded and the kernel launched in the stream's context (the fake, like the driver, refuses an
+// encode without one), and the thread's own context is current again afterwards.
+TEST(FmhaRunner, RunsFromAThreadWithNoContextOrAnotherDevicesContext) {
+  fake::Driver driver({fake::h200(), fake::h200()});
+  ASSERT_TRUE(driver.encode_needs_context);
+  CUstream stream = driver.makeStream(0);
+  const Problem p = validProblem();
+  std::thread none([&] {
+    EXPECT_EQ(fake::Driver::currentContext(), nullptr);
+    const Status s = run(p, nullptr, 0, stream);
+    EXPECT_TRUE(s.ok()) << s.toString();
+    EXPECT_EQ(fake::Driver::currentContext(), nullptr);
+  });
+  none.join();
+  std::thread other([&] {
+    driver.makeCurrent(1);
+    const Status s = run(p, nullptr, 0, stream);
+    EXPECT_TRUE(s.ok()) << s.toString();
+    EXPECT_EQ(fake::Driver::currentContext(), driver.context(1));
+  });
+  other.join();
+  EXPECT_EQ(driver.tensorMaps().size(), 6u);
+  EXPECT_EQ(driver.launches.load(), 2);
+  EXPECT_EQ(driver.lastLaunch().stream, stream);
 }
 
 TEST(FmhaRunner, InvalidProblemIsRefusedAsCanImplementSays) {
