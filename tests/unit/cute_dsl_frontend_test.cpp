@@ -2,7 +2,9 @@
 // JSON, entries, pins), the pin checks that run before anything is written, a whole build
 // through the builder with a fake interpreter (metadata identical in shape to a CUDA variant's,
 // kind "cute_dsl"), PTX (compute_NN) refused for DSL variants by the plan and by the front end,
-// and the parity of the pin with scripts/setup.sh.
+// the parity of the pin with scripts/setup.sh, and the driver: the bytes kiln runs are exactly
+// tools/kiln/core/cute_dsl_driver.py (embedded at build time; its Python is tested by
+// cute_dsl_driver_test.py), and a changed driver changes every DSL variant's fingerprint.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -88,12 +90,14 @@ TEST(CuteDslCommand, CudaMajor) {
 struct FakePython {
   std::string versions = "4.8.1\n4.8.1\n";
   int driver_exit = 0;
+  std::string driver_text;  // the driver file the last driver run was given
   core::Result<io::ProcessResult> answer(const std::vector<std::string>& argv) {
     io::ProcessResult r;
     if (argv.size() > 2 && argv[1] == "-c") {
       r.stdout_text = versions;
       return r;
     }
+    if (auto text = io::readFile(argv.at(2))) driver_text = *text;
     if (driver_exit != 0) {
       r.exit_code = driver_exit;
       r.stderr_text = "kiln-cute-dsl: kernel script raised\n";
@@ -205,6 +209,29 @@ TEST_F(CuteDslBuild, TheDslVersionIsPartOfTheFingerprint) {
   CuteDslToolchain same{"/venv/bin/python", "4.8.1", 13};
   EXPECT_NE(cuteDslFingerprint("base", other), cuteDslFingerprint("base", same));
   EXPECT_EQ(fingerprint.size(), 64u);
+}
+
+TEST(CuteDslDriver, TheEmbeddedDriverIsTheFileByteForByte) {
+  auto file = io::readFile(fs::path(KILN_SOURCE_DIR) / "tools/kiln/core/cute_dsl_driver.py");
+  ASSERT_TRUE(file) << file.error();
+  EXPECT_EQ(cuteDslDriverSource(), *file)
+      << "the kiln binary embeds another cute_dsl_driver.py than the checkout's; rebuild kiln";
+  EXPECT_GT(file->size(), 1000u);
+}
+
+TEST(CuteDslDriver, AChangedDriverChangesTheFingerprint) {
+  const CuteDslToolchain dsl{"/venv/bin/python", "4.8.1", 13};
+  const std::string driver(cuteDslDriverSource());
+  EXPECT_EQ(cuteDslFingerprint("base", dsl), cuteDslFingerprint("base", dsl, driver));
+  EXPECT_NE(cuteDslFingerprint("base", dsl, driver + "# one more comment\n"),
+            cuteDslFingerprint("base", dsl, driver));
+  EXPECT_NE(cuteDslFingerprint("other base", dsl), cuteDslFingerprint("base", dsl));
+}
+
+// The file the interpreter is given is the embedded driver, byte for byte.
+TEST_F(CuteDslBuild, TheDriverThatRunsIsTheEmbeddedOne) {
+  ASSERT_TRUE(build("dslk"));
+  EXPECT_EQ(python_.driver_text, cuteDslDriverSource());
 }
 
 TEST_F(CuteDslBuild, WrongDslVersionFailsBeforeAnythingIsTouched) {

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "core/report.h"
+#include "cli/run_doctor.h"
 
 namespace kiln::cli {
 
@@ -14,7 +14,7 @@ Handler setupDoctor(CLI::App& app) {
       ->required();
   app.add_option("--device", *device, "CUDA device ordinal")->capture_default_str();
   return [dir, device]() -> int {
-    auto report = core::runDoctor(*dir, *device);
+    auto report = runDoctor(*dir, *device);
     if (!report) return reportError(report);
     fmt::print("device {}: {} (sm_{}, {} SMs), driver {}.{}\n", report->device.ordinal,
                report->device.name, report->device.sm, report->device.multiprocessors,

@@ -44,12 +44,17 @@ std::vector<std::string> cuteDslCommand(const CompileRequest& request,
 // Where the front end writes the driver for `request` (inside request.scratch).
 std::filesystem::path cuteDslDriverPath(const CompileRequest& request);
 
-// The driver's Python source (embedded in kiln, so kiln's version pins it too).
+// The driver's Python source: the bytes of tools/kiln/core/cute_dsl_driver.py, embedded into
+// kiln at build time, so the kiln binary pins the driver it runs.
 std::string_view cuteDslDriverSource();
 
-// A cute_dsl variant's fingerprint: the kind-independent one (metadata.h) with the DSL version
-// folded in, so a new DSL makes every DSL variant stale and no CUDA variant.
+// A cute_dsl variant's fingerprint: the kind-independent one (metadata.h) with the DSL version,
+// the DSL's CUDA major and the sha256 of the driver folded in, so a new DSL or a changed driver
+// makes every DSL variant stale and no CUDA variant. The two-argument form uses this kiln's
+// driver, cuteDslDriverSource().
 std::string cuteDslFingerprint(const std::string& base_fingerprint, const CuteDslToolchain& dsl);
+std::string cuteDslFingerprint(const std::string& base_fingerprint, const CuteDslToolchain& dsl,
+                               std::string_view driver_source);
 
 const FrontEnd& cuteDslFrontEnd();
 

@@ -1,11 +1,8 @@
-// list / inspect / doctor. doctor rebuilds, from metadata.json and the cubins, exactly the
-// kiln_variant tables the generated shims would hold, so it checks what a consumer would link.
-// A PTX image has no ptxas report (the driver compiles it at load), so its resource columns say
-// "ptx (JIT)" and "-" rather than zeros that would read as measurements.
+// list / inspect. A PTX image has no ptxas report (the driver compiles it at load), so its
+// resource columns say "ptx (JIT)" and "-" rather than zeros that would read as measurements.
 #include "core/report.h"
 
 #include <algorithm>
-#include <deque>
 #include <set>
 
 #include <fmt/format.h>
@@ -131,46 +128,6 @@ std::string inspectTable(const ArtifactMetadata& m) {
     }
   }
   return out + table.render();
-}
-
-Result<DoctorReport> runDoctor(const fs::path& dir, int ordinal) {
-  auto metadata = loadArtifactMetadata(dir);
-  if (!metadata) return metadata.failure();
-  // Owning storage for the C tables; deque keeps element addresses stable.
-  std::deque<std::string> strings;
-  std::deque<std::string> blobs;
-  std::deque<std::vector<const char*>> entry_tables;
-  std::deque<std::vector<kiln_image>> image_tables;
-  std::deque<kiln_variant> variants;
-  std::vector<const kiln_variant*> pointers;
-  for (const auto& [name, v] : metadata->variants) {
-    auto& entries = entry_tables.emplace_back();
-    for (const auto& e : v.entries) entries.push_back(strings.emplace_back(e).c_str());
-    auto& images = image_tables.emplace_back();
-    for (const auto& [sm, image] : v.images) {
-      auto bytes = io::readFile(dir / image.cubin);
-      if (!bytes) return bytes.failure();
-      if (io::sha256Hex(*bytes) != image.sha256) {
-        return makeError(
-            fmt::format("{}: sha256 differs from metadata.json ({}); the artifact was modified",
-                        (dir / image.cubin).string(), image.sha256));
-      }
-      // A std::string's data() is NUL-terminated, which a PTX image needs (kiln/variant.h);
-      // size excludes that NUL, as in the generated shim.
-      const std::string& blob = blobs.emplace_back(std::move(bytes).value());
-      images.push_back({sm, image.archSpecific() ? 1 : 0,
-                        reinterpret_cast<const unsigned char*>(blob.data()), blob.size(),
-                        strings.emplace_back(image.sha256).c_str(), image.isPtx() ? 1 : 0});
-    }
-    variants.push_back({strings.emplace_back(name).c_str(), strings.emplace_back(v.group).c_str(),
-                        entries.data(), static_cast<int>(entries.size()), images.data(),
-                        static_cast<int>(images.size())});
-    pointers.push_back(&variants.back());
-  }
-  DoctorReport report;
-  kiln::Status status = kiln::doctor(pointers, ordinal, &report);
-  if (!status.ok()) return makeError(status.toString(), ErrorKind::kEnvironment);
-  return report;
 }
 
 }  // namespace kiln::core

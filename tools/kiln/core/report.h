@@ -1,6 +1,7 @@
-// The read-only commands as library calls: `kiln list` (the registry as a table), `kiln inspect`
-// (an artifact's metadata as a table) and `kiln doctor` (the artifact's variants checked against
-// a real device through the kiln runtime). They return text or data; the CLI prints.
+// The read-only commands as library calls: `kiln list` (the registry as a table) and `kiln inspect`
+// (an artifact's metadata as a table). They return text; the CLI prints. `kiln doctor`, which
+// loads an artifact's images through the kiln runtime, is the CLI's (cli/run_doctor.h): kiln_core
+// does not depend on the runtime.
 #pragma once
 
 #include <filesystem>
@@ -9,7 +10,6 @@
 #include "core/metadata.h"
 #include "core/registry.h"
 #include "core/result.h"
-#include "kiln/runtime.h"
 
 namespace kiln::core {
 
@@ -20,10 +20,5 @@ Result<ArtifactMetadata> loadArtifactMetadata(const std::filesystem::path& dir);
 std::string inspectTable(const ArtifactMetadata& metadata);
 // The build summary table: one row per (variant, SM): registers, smem, spills, size, time.
 std::string resourceTable(const ArtifactMetadata& metadata);
-
-// Loads every cubin of the artifact (sha256 checked against metadata.json), builds kiln_variant
-// tables in memory and asks the runtime which variants device `ordinal` can run. No device or
-// driver: an environment error carrying the runtime's message.
-Result<DoctorReport> runDoctor(const std::filesystem::path& dir, int ordinal);
 
 }  // namespace kiln::core
