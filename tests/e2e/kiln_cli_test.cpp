@@ -137,6 +137,39 @@ TEST_F(KilnCli, BuildInspectMergeClean) {
 // Multi-SM: the fixture group for sm_90,sm_89 (given out of order) is one artifact tagged
 // sm_89_sm_90 with a cubin per SM, a per-SM image symbol per SM and one canonical variant symbol
 // per variant in the library; an existing multi-SM artifact is not merged into without --clean.
+// The artifact fingerprint covers the runtime compiled into lib/libkiln.a (with the runners and
+// the variants: every input of the library, core/library_recipe.h): one comment appended to a
+// runtime source changes it and the source's recorded hash, though no variant changed.
+TEST_F(KilnCli, TheFingerprintCoversTheRuntimeSources) {
+  if (!haveNvcc()) GTEST_SKIP() << "nvcc is not installed";
+  const fs::path runtime = work_ / "runtime";
+  fs::copy(KILN_E2E_RUNTIME, runtime, fs::copy_options::recursive);
+  auto args = [&](std::vector<std::string> extra) {
+    auto a = buildArgs(work_ / "out", std::move(extra));
+    *(std::find(a.begin(), a.end(), "--runtime-dir") + 1) = runtime.string();
+    return a;
+  };
+  const fs::path metadata_file = work_ / "out/x86_64/sm_90/metadata.json";
+  CliRun first = kiln(args({"--arch", "x86_64", "--kernels", "tiny"}));
+  ASSERT_EQ(first.code, 0) << first.out << first.err;
+  const auto before = nlohmann::json::parse(*kiln::io::readFile(metadata_file));
+  ASSERT_TRUE(before["runtime_inputs"].contains("runtime/src/status.cpp"))
+      << before["runtime_inputs"].dump();
+
+  const fs::path source = runtime / "src/status.cpp";
+  ASSERT_TRUE(kiln::io::writeFile(source, *kiln::io::readFile(source) + "// one more line\n"));
+  CliRun second = kiln(args({"--arch", "x86_64", "--kernels", "tiny", "--clean"}));
+  ASSERT_EQ(second.code, 0) << second.out << second.err;
+  const auto after = nlohmann::json::parse(*kiln::io::readFile(metadata_file));
+  EXPECT_NE(after["fingerprint"], before["fingerprint"]);
+  EXPECT_EQ(after["runtime_inputs"]["runtime/src/status.cpp"], *kiln::io::sha256File(source));
+  EXPECT_NE(after["runtime_inputs"]["runtime/src/status.cpp"],
+            before["runtime_inputs"]["runtime/src/status.cpp"]);
+  for (const auto& name : {"tiny_f2_fp32", "tiny_f3_fp32"}) {
+    EXPECT_EQ(after["variants"][name]["fingerprint"], before["variants"][name]["fingerprint"]);
+  }
+}
+
 TEST_F(KilnCli, MultiSmBuild) {
   if (!haveNvcc()) GTEST_SKIP() << "nvcc is not installed";
   kiln::io::PosixProcessRunner runner;

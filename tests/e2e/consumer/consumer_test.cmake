@@ -92,6 +92,11 @@ function(fixture_inputs out)
     file(GLOB_RECURSE files LIST_DIRECTORIES false RELATIVE "${REPO_DIR}"
          "${REPO_DIR}/${sub}/*")
     list(FILTER files EXCLUDE REGEX "(\\.md$|(^|/)\\.[^/]*$)")  # not inputs, as kiln records
+    if(NOT sub MATCHES "/runner$")
+      # A group's runner/ is the library's input (runtime_inputs), its tests/ and bench/ nobody's:
+      # no variant records them (core/inputs.h kNonKernelDirs).
+      list(FILTER files EXCLUDE REGEX "^kernels/[^/]+/(runner|tests|bench)/")
+    endif()
     foreach(path IN LISTS files)
       if(path STREQUAL "${FX_DROP_INPUT}")
         continue()
@@ -292,6 +297,85 @@ function(case_example)
     fail("kiln_consumer exited ${result}")
   endif()
   expect_output("canImplement(" ": ok")
+endfunction()
+
+# Every input of the real artifact's library is checked at configure time, against a copy of the
+# checkout (KILN_SOURCE_ROOT): one line appended to a runtime source, or to the group's runner, or
+# a file added to the runner, makes the artifact stale, naming that file and the rebuild command;
+# editing or adding files in the group's tests/ and bench/ does not (they are no input of the
+# artifact).
+function(case_library_inputs)
+  file(GLOB metadata "${ARTIFACTS_DIR}/*/*/metadata.json")
+  list(LENGTH metadata n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "FAIL (${CASE}): expected one artifact under ${ARTIFACTS_DIR}, found ${n}")
+  endif()
+  file(READ "${metadata}" json)
+  string(JSON groups GET "${json}" groups)
+  string(JSON group MEMBER "${groups}" 0)  # rmsnorm
+  string(JSON arch GET "${json}" arch)
+  set(root "${WORK_DIR}/checkout")
+  set(pristine "${WORK_DIR}/pristine")
+  foreach(dir runtime kernels/common kernels/${group})
+    get_filename_component(parent "${dir}" DIRECTORY)
+    file(COPY "${REPO_DIR}/${dir}" DESTINATION "${root}/${parent}")
+    file(COPY "${REPO_DIR}/${dir}" DESTINATION "${pristine}/${parent}")
+  endforeach()
+  set(args "${PROBE_DIR}" "-DKILN_ARTIFACTS_DIR=${ARTIFACTS_DIR}" "-DKILN_DIST_DIR=${DIST}"
+           "-DKILN_SOURCE_ROOT=${root}" "-DPROBE_ARCH=${arch}")
+  set(rebuild "--kernels ${group} --clean")
+
+  configure(${args})
+  expect_success()
+  expect_no_output("is stale")
+  message(STATUS "the unchanged copy of the checkout: not stale")
+
+  # `path` (relative to the copy) edited: the configure names it; then it is put back.
+  function(expect_stale_after_edit_of_input path)
+    file(APPEND "${root}/${path}" "// one more line\n")
+    configure(${args})
+    expect_failure("is stale: input ${path} of the runtime changed since the build" "${rebuild}")
+    file(COPY_FILE "${pristine}/${path}" "${root}/${path}")
+  endfunction()
+
+  file(GLOB runtime_sources RELATIVE "${root}" "${root}/runtime/src/*.cpp")
+  list(GET runtime_sources 0 runtime_source)
+  expect_stale_after_edit_of_input("${runtime_source}")
+  file(GLOB runtime_headers RELATIVE "${root}" "${root}/runtime/include/kiln/*.h")
+  list(GET runtime_headers 0 runtime_header)
+  expect_stale_after_edit_of_input("${runtime_header}")
+  file(GLOB runner_sources RELATIVE "${root}" "${root}/kernels/${group}/runner/*.cpp")
+  if(runner_sources STREQUAL "")
+    fail("kernels/${group}/runner/ holds no .cpp in ${REPO_DIR}")
+  endif()
+  foreach(path IN LISTS runner_sources)
+    expect_stale_after_edit_of_input("${path}")
+  endforeach()
+  file(WRITE "${root}/kernels/${group}/runner/extra.cpp" "int extra;\n")
+  configure(${args})
+  expect_failure("is stale: kernels/${group}/runner/extra.cpp is new since the build (the "
+                 "artifact's runtime_inputs do not list it)" "${rebuild}")
+  file(REMOVE "${root}/kernels/${group}/runner/extra.cpp")
+  configure(${args})
+  expect_success()
+
+  # tests/ and bench/: every file edited, and one new file in each.
+  file(GLOB_RECURSE test_files RELATIVE "${root}" "${root}/kernels/${group}/tests/*"
+                                                 "${root}/kernels/${group}/bench/*")
+  if(test_files STREQUAL "")
+    fail("kernels/${group} has no tests/ or bench/ files in ${REPO_DIR}")
+  endif()
+  foreach(path IN LISTS test_files)
+    file(APPEND "${root}/${path}" "\n// edited after the build\n")
+  endforeach()
+  file(WRITE "${root}/kernels/${group}/tests/${group}_added_test.cpp" "// a new test\n")
+  file(WRITE "${root}/kernels/${group}/bench/${group}_added.py" "# a new bench script\n")
+  configure(${args})
+  expect_success()
+  expect_no_output("is stale")
+  list(LENGTH test_files edited)
+  message(STATUS "${edited} files of kernels/${group}/tests/ and bench/ edited, two added: "
+                 "the artifact is not stale")
 endfunction()
 
 # GROUPS names a group the artifact lacks: refused at configure, with the command that builds it.

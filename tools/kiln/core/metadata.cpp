@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/library_recipe.h"
 #include "core/naming.h"
 #include "io/fs.h"
 
@@ -262,6 +263,9 @@ std::string artifactFingerprint(const ArtifactMetadata& m) {
     text += fmt::format("runtime_input {} {}\n", path, sha);
   for (const auto& [name, v] : m.variants)
     text += fmt::format("variant {} {}\n", name, v.fingerprint);
+  // The rest of what lib/libkiln.a is made from: this kiln's host compile and archive flags and
+  // its code generator (library_recipe.h), which no file of the checkout records.
+  text += libraryRecipe();
   return io::sha256Hex(text);
 }
 

@@ -97,7 +97,9 @@ Result<ArtifactMetadata> parseMetadata(const std::string& json_text);
 // sha256 over the variant's inputs, constants, entries, targets, flags and tool versions.
 std::string variantFingerprint(const VariantRecord& record, const Variant& variant,
                                const Provenance& provenance);
-// sha256 over the provenance fields, the runtime inputs and every variant's fingerprint, by name.
+// sha256 over the provenance fields, the runtime inputs, every variant's fingerprint (by name)
+// and this kiln's library recipe (library_recipe.h: host compile and archive flags, the code
+// generator): every input of lib/libkiln.a.
 std::string artifactFingerprint(const ArtifactMetadata& metadata);
 
 // The tag is the gpu_archs joined ("sm_87_sm_90", "compute_80"), and gpu_archs are ascending
