@@ -48,7 +48,7 @@ float fromBf16(std::uint16_t value) {
 // so nothing here repeats a constant baked into the artifact.
 std::int64_t pickHidden() {
   for (const auto& entry : kiln::generated::rmsnorm::kVariants) {
-    if (std::string(entry.dtype) == "bf16") return entry.hidden;
+    if (entry.dtype == kiln::DType::kBFloat16) return entry.hidden;
   }
   return 0;
 }
