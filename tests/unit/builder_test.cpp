@@ -1,6 +1,7 @@
 // The build pipeline with a fake toolchain in a scratch repository: dependency checks, the
 // artifact layout and metadata, merge accepted and refused, --clean, and the staged publish
-// (a build that fails midway leaves the previous artifact byte-identical and no staging dir);
+// (a build that fails midway leaves the previous artifact byte-identical and no staging dir; an
+// artifact a killed build left set aside is put back and merged into);
 // compute_NN (PTX) builds: the .ptx files, their metadata and image shims, a PTX + cubin build,
 // and the entry check on the PTX's .entry directives.
 #include <gtest/gtest.h>
@@ -609,6 +610,22 @@ TEST_F(BuilderTest, RuntimeSourcesAreInputsOfTheArtifactFingerprint) {
       io::writeFile(tmp_.path() / "kernels/alpha/runner/runner.cpp", "int alpha_runner_v2;\n"));
   ASSERT_TRUE(build("alpha", /*clean=*/true));
   EXPECT_NE(metadata()["fingerprint"], changed["fingerprint"]);
+}
+
+// A build killed between publish's two renames left the previous artifact set aside and nothing
+// in its place: the next build puts it back before it reads it, and merges into it.
+TEST_F(BuilderTest, AnArtifactSetAsideByAKilledBuildIsPutBackAndMergedInto) {
+  ASSERT_TRUE(build("alpha"));
+  const auto before = kiln::testing::snapshot(artifact());
+  fs::rename(artifact(), artifact().parent_path() / ".sm_90.old-999999999");
+  auto r = build("beta");
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r->kept, (std::vector<std::string>{"alpha_h1024_bf16", "alpha_h2048_bf16"}));
+  EXPECT_EQ(metadata()["variants"].size(), 4u);
+  const auto after = kiln::testing::snapshot(artifact());
+  EXPECT_EQ(after.at("cubins/alpha_h1024_bf16.sm_90.cubin"),
+            before.at("cubins/alpha_h1024_bf16.sm_90.cubin"));
+  EXPECT_FALSE(stagingLeft());
 }
 
 TEST_F(BuilderTest, AbandonedStagingDirectoriesAreRemoved) {

@@ -1,7 +1,9 @@
 // `kiln build` as a library call: dependency checks, selection, staged compile (front end per
 // kind, in parallel), merge with an existing artifact, code generation, host library, metadata,
 // atomic publish (docs/artifact-format.md, contracts 2-6). Nothing here prints; progress goes to
-// a BuildSink, and every failure is a Result error whose kind picks the exit code.
+// a BuildSink, and every failure is a Result error whose kind picks the exit code. builder.cpp
+// runs the stages, each in its own file: build_inputs.h, artifact_plan.h, compile.h,
+// assemble.h, publish.h.
 #pragma once
 
 #include <filesystem>
@@ -20,11 +22,10 @@ struct BuildOptions {
   std::string arch;             // x86_64 | aarch64; empty: the host's
   std::string kernels = "ALL";  // "ALL" or "g1,g2"
   bool clean = false;
-  int jobs = 0;                      // parallel compiles; 0: every core
-  std::filesystem::path root;        // the repository (holds kernels/, runtime/)
-  std::filesystem::path output_dir;  // empty: <root>/artifacts
-  std::filesystem::path
-      runtime_dir;  // the runtime sources (include/, src/); empty: <root>/runtime
+  int jobs = 0;                       // parallel compiles; 0: every core
+  std::filesystem::path root;         // the repository (holds kernels/, runtime/)
+  std::filesystem::path output_dir;   // empty: <root>/artifacts
+  std::filesystem::path runtime_dir;  // the runtime sources (include/, src/); empty: <root>/runtime
   // Tool overrides, normally from the environment (the CLI reads it; the library does not).
   std::string nvcc;             // KILN_NVCC
   std::string cuda_home;        // CUDA_HOME
@@ -66,8 +67,5 @@ struct BuildSummary {
 
 Result<BuildSummary> runBuild(const BuildOptions& options, io::ProcessRunner& runner,
                               BuildSink& sink);
-
-// The staging and set-aside directory names next to `artifact_dir` (contract 6).
-std::filesystem::path stagingDir(const std::filesystem::path& artifact_dir, int pid);
 
 }  // namespace kiln::core

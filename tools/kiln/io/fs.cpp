@@ -63,14 +63,6 @@ core::Result<void> copyFile(const fs::path& from, const fs::path& to) {
   return {};
 }
 
-core::Result<void> copyTree(const fs::path& from, const fs::path& to) {
-  for (const auto& file : listFiles(from)) {
-    auto copied = copyFile(file, to / fs::relative(file, from));
-    if (!copied) return copied;
-  }
-  return {};
-}
-
 std::vector<fs::path> listFiles(const fs::path& dir) {
   std::vector<fs::path> files;
   std::error_code ec;
@@ -105,6 +97,52 @@ core::Result<std::string> sha256File(const fs::path& path) {
   auto bytes = readFile(path);
   if (!bytes) return bytes.failure();
   return sha256Hex(*bytes);
+}
+
+bool RealFileSystem::exists(const fs::path& path) {
+  std::error_code ec;
+  return fs::exists(path, ec);
+}
+
+std::vector<std::string> RealFileSystem::list(const fs::path& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+core::Result<std::string> RealFileSystem::readFile(const fs::path& path) {
+  return io::readFile(path);
+}
+
+core::Result<void> RealFileSystem::writeFile(const fs::path& path, const std::string& contents) {
+  return io::writeFile(path, contents);
+}
+
+core::Result<void> RealFileSystem::copyFile(const fs::path& from, const fs::path& to) {
+  return io::copyFile(from, to);
+}
+
+std::error_code RealFileSystem::createDirectories(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return ec;
+}
+
+std::error_code RealFileSystem::rename(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::rename(from, to, ec);
+  return ec;
+}
+
+std::error_code RealFileSystem::removeAll(const fs::path& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  return ec;
 }
 
 namespace {
