@@ -162,6 +162,31 @@ TEST(ArtifactPlanTest, MergeKeepsTheOldVariantsNotRebuilt) {
   EXPECT_EQ(m.fingerprint, artifactFingerprint(m));
 }
 
+// metadata.json keeps a dtype or enum constant as a bare string, which reads back as an enum; a
+// kept variant takes its constants' types from its group's kiln.toml, so the group header it gets
+// has the runner's types (a dtype as kiln::DType, not as an enum named Dtype).
+TEST(ArtifactPlanTest, MergeTakesTheKeptConstantsTypesFromTheRegistry) {
+  BuildInputs in = makeInputs({90}, "dsl");
+  Group& rms = in.registry.groups[1];
+  rms.constants = {{"hidden", ConstantType::kInt},
+                   {"dtype", ConstantType::kDtype},
+                   {"mode", ConstantType::kEnum}};
+  ArtifactMetadata old = oldArtifact(makeInputs({90}, "rms"));
+  old.variants.at("rms_h1024").constants = {{"hidden", ConstantType::kInt, std::int64_t{1024}},
+                                            {"dtype", ConstantType::kEnum, std::string("bf16")},
+                                            {"mode", ConstantType::kEnum, std::string("plain")}};
+  in.old = old;
+
+  auto plan = planArtifact(in);
+  ASSERT_TRUE(plan) << plan.error();
+  const auto& constants = plan->metadata.variants.at("rms_h1024").constants;
+  ASSERT_EQ(constants.size(), 3u);
+  EXPECT_EQ(constants[0].type, ConstantType::kInt);
+  EXPECT_EQ(constants[1].type, ConstantType::kDtype);
+  EXPECT_EQ(std::get<std::string>(constants[1].value), "bf16");
+  EXPECT_EQ(constants[2].type, ConstantType::kEnum);
+}
+
 TEST(ArtifactPlanTest, MergeRefusedWhenTheProvenanceDiffers) {
   BuildInputs in = makeInputs({90}, "rms");
   in.old = oldArtifact(makeInputs({90}, "dsl"));

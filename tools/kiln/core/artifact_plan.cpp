@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <utility>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -61,10 +62,28 @@ void addSelectedVariants(const BuildInputs& in, ArtifactMetadata& m) {
   }
 }
 
-// Keeps the old artifact's variants that this build does not rebuild, as they are, and returns
-// their names. The compile targets become the union of both builds'; a CUTLASS version the old
-// artifact recorded stays when this build has none; its groups stay.
-std::vector<std::string> mergeOld(const ArtifactMetadata& old, ArtifactMetadata& m) {
+// metadata.json records a dtype or enum constant as its value alone (the same JSON string), so
+// a kept variant read back from it knows only "a string". Its group's runner, compiled from this
+// checkout, reads the generated table in its own types (DType, the group's enums): take each
+// constant's declared type from the group's kiln.toml here, when the checkout still has the group.
+void retypeConstants(const Registry& registry, VariantRecord& record) {
+  const Group* group = registry.findGroup(record.group);
+  if (group == nullptr) return;
+  for (Constant& c : record.constants) {
+    for (const ConstantDecl& decl : group->constants) {
+      if (decl.name == c.name && std::holds_alternative<std::string>(c.value) &&
+          (decl.type == ConstantType::kDtype || decl.type == ConstantType::kEnum))
+        c.type = decl.type;
+    }
+  }
+}
+
+// Keeps the old artifact's variants that this build does not rebuild, as they are (but for the
+// constants' types, retypeConstants), and returns their names. The compile targets become the
+// union of both builds'; a CUTLASS version the old artifact recorded stays when this build has
+// none; its groups stay.
+std::vector<std::string> mergeOld(const ArtifactMetadata& old, const Registry& registry,
+                                  ArtifactMetadata& m) {
   std::vector<std::string> kept;
   std::set<std::string> targets(m.provenance.compile_targets.begin(),
                                 m.provenance.compile_targets.end());
@@ -72,6 +91,7 @@ std::vector<std::string> mergeOld(const ArtifactMetadata& old, ArtifactMetadata&
     if (m.variants.count(name) != 0) continue;  // rebuilt: the new one replaces it
     for (const auto& [sm, image] : record.images) targets.insert(image.target);
     m.variants[name] = record;
+    retypeConstants(registry, m.variants[name]);
     kept.push_back(name);
   }
   m.provenance.compile_targets.assign(targets.begin(), targets.end());
@@ -125,7 +145,7 @@ Result<ArtifactPlan> planArtifact(const BuildInputs& in) {
     }
   }
   addSelectedVariants(in, m);
-  if (in.old) plan.kept = mergeOld(*in.old, m);
+  if (in.old) plan.kept = mergeOld(*in.old, in.registry, m);
   setGroups(in.selection, m);
   if (auto ok = checkSymbols(m); !ok) return ok.failure();
   m.runtime_inputs = in.runtime.inputs;
