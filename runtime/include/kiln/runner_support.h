@@ -126,8 +126,8 @@ std::string builtFor(std::span<const Info> table, DType dtype, Value value) {
 // otherwise, naming what is built: "<group>: dtype fp16 is not built; built dtypes: bf16" when no
 // row has the dtype, else "<group>: <key_name> 96 is not built for bf16; built for bf16: 128, 64".
 template <typename Info, typename Key>
-Status findBuilt(const char* group, std::span<const Info> table, DType dtype,
-                 const char* key_name, std::int64_t want, Key key, const Info** found) {
+Status findBuilt(const char* group, std::span<const Info> table, DType dtype, const char* key_name,
+                 std::int64_t want, Key key, const Info** found) {
   *found = nullptr;
   bool dtype_built = false;
   for (const Info& v : table) {
