@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/cubin_abi.h"
+#include "core/elf.h"
 #include "core/frontend.h"
 #include "core/inputs.h"
 #include "core/library_recipe.h"
@@ -120,13 +121,13 @@ Result<ImageAbi> checkImage(const CompileRequest& request, const CompileOutput& 
     abi.ptxas_entries = output.ptx_entries;
     return abi;
   }
-  auto machine = io::elfMachine(request.cubin);
-  if (!machine)
+  auto header = readElfHeader(bytes, request.cubin.string());
+  if (!header)
     return makeError(fmt::format("{}: the compiler reported success but {}", request.variant->name,
-                                 machine.error()));
-  if (*machine != io::kElfMachineCuda) {
+                                 header.error()));
+  if (header->machine != kElfMachineCuda) {
     return makeError(fmt::format("{}: ELF machine {} is not a CUDA cubin ({})",
-                                 request.cubin.string(), *machine, io::kElfMachineCuda));
+                                 request.cubin.string(), header->machine, kElfMachineCuda));
   }
   for (const auto& [entry, resources] : output.kernels) abi.ptxas_entries.push_back(entry);
   auto elf = readCubinAbi(bytes, request.cubin.string());
@@ -206,17 +207,19 @@ std::vector<std::string> hostCommand(const BuildInputs& in, const fs::path& stag
 Result<void> checkObjects(const BuildInputs& in, const std::vector<LibraryMember>& members,
                           const fs::path& staging) {
   const HostToolchain& host = in.tools.host;
-  const int expected = host.arch == "aarch64" ? io::kElfMachineAarch64 : io::kElfMachineX86_64;
+  const int expected = host.arch == "aarch64" ? kElfMachineAarch64 : kElfMachineX86_64;
   std::map<std::string, fs::path> owners;
   for (const LibraryMember& member : members) {
     const fs::path object = staging / member.object;
-    auto machine = io::elfMachine(object);
-    if (!machine) return machine.failure();
-    if (*machine != expected) {
+    auto bytes = io::readFile(object);
+    if (!bytes) return bytes.failure();
+    auto header = readElfHeader(*bytes, object.string());
+    if (!header) return header.failure();
+    if (header->machine != expected) {
       return makeError(fmt::format("{}: ELF machine {} but --arch {} needs {}", object.string(),
-                                   *machine, host.arch, expected));
+                                   header->machine, host.arch, expected));
     }
-    auto symbols = io::elfGlobalSymbols(object);
+    auto symbols = elfGlobalSymbolsOf(*bytes, object.string());
     if (!symbols) return symbols.failure();
     const fs::path source = staging / member.source;
     for (const auto& symbol : *symbols) {

@@ -65,13 +65,4 @@ class RealFileSystem final : public FileSystem {
   std::error_code removeAll(const std::filesystem::path& path) override;
 };
 
-// ELF e_machine of an object: 62 (x86_64), 183 (aarch64), 190 (CUDA cubin).
-core::Result<int> elfMachine(const std::filesystem::path& path);
-inline constexpr int kElfMachineX86_64 = 62;
-inline constexpr int kElfMachineAarch64 = 183;
-inline constexpr int kElfMachineCuda = 190;
-// Names of the defined symbols with STB_GLOBAL binding (weak and COMDAT symbols excluded:
-// the linker merges those, so they cannot clash) of a 64-bit little-endian ELF object.
-core::Result<std::vector<std::string>> elfGlobalSymbols(const std::filesystem::path& path);
-
 }  // namespace kiln::io
