@@ -1,12 +1,20 @@
 #include "common/gpu_test_support.h"
 
+// The driver API's types and entry-point typedefs only: the tests link cudart alone, and reach
+// the few driver calls runOnFreshThreads makes through cudaGetDriverEntryPointByVersion.
+#include <cudaTypedefs.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <latch>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 namespace kiln::gpu_test {
 
@@ -227,6 +235,134 @@ void describe(std::ostream& err, const OutputScan& s, std::size_t n) {
   if (s.unwritten) err << s.unwritten << " of " << n << " outputs not written (still poison); ";
   if (s.nonfinite) err << s.nonfinite << " outputs not finite; ";
   if (s.guard_changed) err << s.guard_changed << " elements written past the end of out; ";
+}
+
+namespace {
+
+// The driver's entry points at the CUDA 11.0 ABI, the newest before cuCtxCreate took exec-affinity
+// parameters (cuCtxCreate_v3, 11.4): cuCtxCreate(pctx, flags, dev).
+constexpr unsigned kDriverAbi = 11000;
+
+struct Driver {
+  PFN_cuCtxGetCurrent_v4000 ctx_get_current = nullptr;
+  PFN_cuCtxGetDevice_v2000 ctx_get_device = nullptr;
+  PFN_cuCtxCreate_v3020 ctx_create = nullptr;
+  PFN_cuCtxDestroy_v4000 ctx_destroy = nullptr;
+};
+
+template <typename Fn>
+std::string entryPoint(const char* name, Fn* fn) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  const cudaError_t e =
+      cudaGetDriverEntryPointByVersion(name, &p, kDriverAbi, cudaEnableDefault, &found);
+  if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || p == nullptr) {
+    return std::string("driver entry point ") + name + " (CUDA " + std::to_string(kDriverAbi) +
+           " ABI): " + cudaGetErrorString(e) + ", query result " +
+           std::to_string(static_cast<int>(found));
+  }
+  *fn = reinterpret_cast<Fn>(p);
+  return "";
+}
+
+std::string driverError(const char* call, CUresult r) {
+  return std::string(call) + " failed: CUresult " + std::to_string(static_cast<int>(r));
+}
+
+}  // namespace
+
+std::vector<std::string> runOnFreshThreads(const std::function<void(int)>& work, int timeout_s) {
+  const int threads = kFreshThreads + 1;
+  std::vector<std::string> errors(static_cast<std::size_t>(threads));
+  Driver drv;
+  std::string setup;
+  for (const std::string& e :
+       {entryPoint("cuCtxGetCurrent", &drv.ctx_get_current),
+        entryPoint("cuCtxGetDevice", &drv.ctx_get_device),
+        entryPoint("cuCtxCreate", &drv.ctx_create), entryPoint("cuCtxDestroy", &drv.ctx_destroy)}) {
+    if (setup.empty()) setup = e;
+  }
+  CUcontext main_context = nullptr;
+  CUdevice device = 0;
+  if (setup.empty()) {
+    if (const CUresult r = drv.ctx_get_current(&main_context); r != CUDA_SUCCESS) {
+      setup = driverError("cuCtxGetCurrent on the main thread", r);
+    } else if (main_context == nullptr) {
+      setup = "the main thread has no current context (the streams' context)";
+    } else if (const CUresult r2 = drv.ctx_get_device(&device); r2 != CUDA_SUCCESS) {
+      setup = driverError("cuCtxGetDevice on the main thread", r2);
+    }
+  }
+  if (!setup.empty()) {
+    for (std::string& e : errors) e = "fresh threads: " + setup;
+    return errors;
+  }
+
+  std::latch start(threads);
+  std::mutex mutex;
+  std::condition_variable finished_cv;
+  int finished = 0;
+  auto body = [&](int t) {
+    std::string& err = errors[static_cast<std::size_t>(t)];
+    const bool other = t == kOtherContextThread;
+    CUcontext own = nullptr;
+    bool ready = true;
+    CUcontext before = nullptr;
+    if (const CUresult r = drv.ctx_get_current(&before); r != CUDA_SUCCESS) {
+      err += driverError("cuCtxGetCurrent before run", r) + "; ";
+      ready = false;
+    } else if (before != nullptr) {
+      err += "a fresh thread has a current context; ";
+      ready = false;
+    }
+    if (ready && other) {
+      if (const CUresult r = drv.ctx_create(&own, 0, device); r != CUDA_SUCCESS) {
+        err += driverError("cuCtxCreate (another context of the streams' device)", r) + "; ";
+        ready = false;
+      } else if (own == main_context) {
+        err += "cuCtxCreate returned the primary context; ";
+        ready = false;
+      }
+    }
+    start.arrive_and_wait();  // every thread calls the runner at once
+    if (ready) {
+      work(t);
+      CUcontext after = nullptr;
+      if (const CUresult r = drv.ctx_get_current(&after); r != CUDA_SUCCESS) {
+        err += driverError("cuCtxGetCurrent after run", r) + "; ";
+      } else if (after != own) {
+        err += other ? "the thread's own context is no longer current after run(); "
+                     : "a context is current after run() on a thread that had none; ";
+      }
+    }
+    if (own != nullptr) {
+      if (const CUresult r = drv.ctx_destroy(own); r != CUDA_SUCCESS) {
+        err += driverError("cuCtxDestroy of the thread's own context", r) + "; ";
+      }
+    }
+    if (!err.empty()) {
+      err = (other ? "thread with another context of the device: " : "fresh thread: ") + err;
+    }
+    const std::lock_guard<std::mutex> lock(mutex);
+    ++finished;
+    finished_cv.notify_all();
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(body, t);
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (!finished_cv.wait_for(lock, std::chrono::seconds(timeout_s),
+                              [&] { return finished == threads; })) {
+      std::fprintf(stderr,
+                   "fresh threads: %d of %d threads still running after %d s (a deadlock in "
+                   "run()?); aborting\n",
+                   threads - finished, threads, timeout_s);
+      std::fflush(stdout);
+      std::abort();
+    }
+  }
+  for (std::thread& th : pool) th.join();
+  return errors;
 }
 
 }  // namespace kiln::gpu_test

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <string>
@@ -177,6 +178,118 @@ OutputScan scanOutput(const std::vector<std::uint16_t>& out, std::size_t n, std:
 // "N of n outputs not written (still poison); N outputs not finite; N elements written past the
 // end of out; ", each part only when its count is not 0.
 void describe(std::ostream& err, const OutputScan& s, std::size_t n);
+
+// ---- fresh threads (issue 33) ------------------------------------------------------------------
+
+// A group's FreshThreads test runs its runner from threads that did nothing else: kFreshThreads
+// threads with no current CUDA context, and one more (index kOtherContextThread) whose current
+// context is another context of the same device than the (primary) context that owns the streams.
+inline constexpr int kFreshThreads = 8;
+inline constexpr int kOtherContextThread = kFreshThreads;
+
+// Calls work(t) for t = 0 .. kFreshThreads on kFreshThreads + 1 new std::threads, released together
+// by a latch, and joins them. Threads 0 .. kFreshThreads - 1 are fresh: no current context.
+// Thread kOtherContextThread first creates a context of its own (cuCtxCreate, current on it) on
+// the device of the calling thread's current context, and destroys it after work. Each thread
+// checks, with driver calls only, that its current context is what it should be (none, or its
+// own) before work and still is after it (the runtime's context rule: the caller's context, or
+// none, is current again when a runner returns). `work` must call nothing of the CUDA runtime
+// (a runtime call would make the primary context current on the thread): only a runner's run().
+// The driver's entry points come through cudaGetDriverEntryPointByVersion (the tests link only
+// cudart), fetched on the calling thread, which must have a current context (the streams').
+// Returns, per thread, "" or what went wrong around its work; work(t) is not called when the
+// thread's setup failed (then every thread gets the setup failure). A thread that does not
+// return within `timeout_s` aborts the process (a deadlock must not hang the run).
+std::vector<std::string> runOnFreshThreads(const std::function<void(int)>& work,
+                                           int timeout_s = 300);
+
+// The result name of thread t's cases: "fresh_threads", or "fresh_threads_other_context".
+inline const char* freshThreadsCase(int t) {
+  return t == kOtherContextThread ? "fresh_threads_other_context" : "fresh_threads";
+}
+
+// The j-th of n variants that thread t runs: even threads first to last, odd ones last to first,
+// so that the first launch of a variant races on several threads at once, the first and the last
+// variant each on about half of them, while others load other variants.
+inline std::size_t freshThreadsOrder(int t, std::size_t j, std::size_t n) {
+  return t % 2 == 0 ? j : n - 1 - j;
+}
+
+// One variant of a FreshThreads test: its names in the results, and why it is not run on this
+// device (the selector's refusal; empty: it runs).
+struct FreshThreadsVariant {
+  std::string dtype, name, skip;
+};
+
+// The body of a group's FreshThreads test, for threads t = 0 .. kOtherContextThread and the
+// variants i that run on this device (the others are counted skipped, with their reason):
+//   prepare(t, i) -> std::string   on this thread: thread t's case of variant i (inputs uploaded,
+//                                  outputs poisoned), "" or what failed (then it is not run);
+//   launch(t, i, stream) -> Status on thread t, for its prepared cases in freshThreadsOrder: the
+//                                  runner's run() and nothing else (stream: a cudaStream_t);
+//   check(t, i) -> std::string     on this thread, after thread t's stream synchronized and when
+//                                  its launch returned ok: "" or what failed.
+// One non-blocking stream per thread, created and destroyed here. Each (t, i) is one case of
+// the variant's freshThreadsCase(t) result, failing with what runOnFreshThreads reported for
+// thread t, the launch's status, the stream's error or the check's failure.
+template <typename Prepare, typename Launch, typename Check>
+void runFreshThreadsTest(const std::vector<FreshThreadsVariant>& variants, Prepare prepare,
+                         Launch launch, Check check) {
+  constexpr int kThreads = kFreshThreads + 1;
+  const std::size_t nv = variants.size();
+  std::vector<cudaStream_t> streams(kThreads, nullptr);
+  for (cudaStream_t& stream : streams) {
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  // What failed per (thread, variant) before the threads ran; ready: prepared and to be run.
+  std::vector<std::vector<std::string>> failures(kThreads, std::vector<std::string>(nv));
+  std::vector<std::vector<char>> ready(kThreads, std::vector<char>(nv, 0));
+  for (int t = 0; t < kThreads; ++t) {
+    for (std::size_t i = 0; i < nv; ++i) {
+      if (!variants[i].skip.empty()) continue;
+      failures[t][i] = prepare(t, i);
+      ready[t][i] = failures[t][i].empty();
+    }
+  }
+  using StatusT = decltype(launch(0, std::size_t{0}, cudaStream_t{}));
+  std::vector<std::vector<StatusT>> statuses(kThreads, std::vector<StatusT>(nv));
+  std::vector<std::vector<char>> launched(kThreads, std::vector<char>(nv, 0));
+  const std::vector<std::string> thread_errors = runOnFreshThreads([&](int t) {
+    for (std::size_t j = 0; j < nv; ++j) {
+      const std::size_t i = freshThreadsOrder(t, j, nv);
+      if (!ready[t][i]) continue;
+      statuses[t][i] = launch(t, i, streams[t]);
+      launched[t][i] = 1;
+    }
+  });
+  for (int t = 0; t < kThreads; ++t) {
+    const cudaError_t sync = cudaStreamSynchronize(streams[t]);
+    for (std::size_t i = 0; i < nv; ++i) {
+      const FreshThreadsVariant& v = variants[i];
+      Counts& counts = run().at(v.dtype, v.name, freshThreadsCase(t));
+      if (!v.skip.empty()) {
+        ++counts.skipped;
+        if (counts.notes.empty()) counts.notes.push_back(v.skip);
+        continue;
+      }
+      std::string failure = thread_errors[t];
+      if (!ready[t][i]) {
+        failure += failures[t][i];
+      } else if (!launched[t][i]) {
+        failure += "not run";
+      } else if (!statuses[t][i].ok()) {
+        failure += "run: " + statuses[t][i].toString();
+      } else if (sync != cudaSuccess) {
+        failure += std::string("kernel: ") + cudaGetErrorString(sync);
+      } else {
+        failure += check(t, i);
+      }
+      if (!failure.empty()) failure = "thread " + std::to_string(t) + ": " + failure;
+      counts.recordCase(failure, "", v.name + " " + freshThreadsCase(t));
+    }
+  }
+  for (cudaStream_t stream : streams) CUDA_OK(cudaStreamDestroy(stream));
+}
 
 // ---- inputs and variants -------------------------------------------------------------------
 

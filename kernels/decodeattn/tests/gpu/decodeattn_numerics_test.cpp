@@ -22,10 +22,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/gpu_test_support.h"
@@ -95,9 +97,25 @@ void referenceAttention(const ref::PagedProblem& p, double* out) {
   for (std::thread& t : pool) t.join();
 }
 
-// Runs one (variant, case); returns "" on success, else what failed. *error gets the rel L2.
-std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, ref::Layout layout,
-                    Rng& rng, cudaStream_t stream, double* error) {
+// One (variant, case, layout), prepared: its host inputs, its device buffers (inputs uploaded;
+// out, its guard and the workspace poisoned) and the problem that run() takes.
+struct PreparedCase {
+  const cases::Case* spec = nullptr;
+  ref::Format f = ref::Format::kBFloat16;
+  ref::Layout layout = ref::Layout::kNHD;
+  int d = 0, batch = 0, max_pages_per_seq = 0;
+  double scale = 0.0;
+  std::size_t out_elems = 0, guard = 0, ws_bytes = 0;
+  std::vector<int> lens;
+  std::vector<std::int32_t> table, seq_lens;
+  std::vector<std::uint16_t> q, k, vv;
+  DeviceBuffer d_q, d_k, d_v, d_table, d_lens, d_out, d_ws;
+  da::Problem p;
+};
+
+// Draws the case's inputs and prepares it; returns "" on success, else what failed.
+std::string prepareCase(const generated::VariantInfo& v, const cases::Case& spec,
+                        ref::Layout layout, Rng& rng, PreparedCase* c) {
   const ref::Format f = formatOf(v.dtype);
   const int d = v.head_dim;
   std::vector<int> lens;
@@ -144,7 +162,8 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, re
   for (auto& x : q) x = randomBits(rng, f, -3, 0);
   const double scale = spec.scale_factor / std::sqrt(static_cast<double>(d));
 
-  DeviceBuffer d_q, d_k, d_v, d_table, d_lens, d_out, d_ws;
+  DeviceBuffer &d_q = c->d_q, &d_k = c->d_k, &d_v = c->d_v, &d_table = c->d_table,
+               &d_lens = c->d_lens, &d_out = c->d_out, &d_ws = c->d_ws;
   const std::size_t guard = 64;  // elements past out that must stay poisoned
   for (const std::string& e :
        {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
@@ -156,7 +175,7 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, re
     if (!e.empty()) return e;
   }
 
-  da::Problem p;
+  da::Problem& p = c->p;
   p.dtype = v.dtype;
   p.batch = batch;
   p.q_heads = spec.q_heads;
@@ -178,12 +197,37 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, re
   p.seq_lens = static_cast<const std::int32_t*>(d_lens.ptr);
   const std::size_t ws_bytes = da::workspaceSize(p);
   if (const std::string e = allocate(&d_ws, ws_bytes, nullptr, 0); !e.empty()) return e;  // NaN
-  const kiln::Status s = da::run(p, d_ws.ptr, ws_bytes, reinterpret_cast<kiln::Stream>(stream));
-  if (!s.ok()) return "run: " + s.toString();
-  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
-    return std::string("kernel: ") + cudaGetErrorString(e);
-  }
+  c->spec = &spec;
+  c->f = f;
+  c->layout = layout;
+  c->d = d;
+  c->batch = batch;
+  c->max_pages_per_seq = max_pages_per_seq;
+  c->scale = scale;
+  c->out_elems = out_elems;
+  c->guard = guard;
+  c->ws_bytes = ws_bytes;
+  c->lens = std::move(lens);
+  c->table = std::move(table);
+  c->seq_lens = std::move(seq_lens);
+  c->q = std::move(q);
+  c->k = std::move(k);
+  c->vv = std::move(vv);
+  return "";
+}
 
+// Checks a case whose run() succeeded and whose stream is synchronized against the float64
+// reference; returns "" on success, else what failed. *error gets the rel L2.
+std::string checkCase(const PreparedCase& c, double* error) {
+  const cases::Case& spec = *c.spec;
+  const ref::Format f = c.f;
+  const ref::Layout layout = c.layout;
+  const int d = c.d, batch = c.batch, max_pages_per_seq = c.max_pages_per_seq;
+  const int tokens = spec.query_tokens, ps = spec.page_size;
+  const double scale = c.scale;
+  const std::size_t out_elems = c.out_elems, guard = c.guard;
+  const std::vector<int>& lens = c.lens;
+  const da::Problem& p = c.p;
   ref::PagedProblem rp;
   rp.format = f;
   rp.layout = layout;
@@ -195,15 +239,15 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, re
   rp.page_size = ps;
   rp.max_pages_per_seq = max_pages_per_seq;
   rp.scale = static_cast<double>(static_cast<float>(scale));  // the float the kernel was given
-  rp.q = q.data();
-  rp.k_cache = k.data();
-  rp.v_cache = vv.data();
-  rp.page_table = table.data();
-  rp.seq_lens = seq_lens.data();
+  rp.q = c.q.data();
+  rp.k_cache = c.k.data();
+  rp.v_cache = c.vv.data();
+  rp.page_table = c.table.data();
+  rp.seq_lens = c.seq_lens.data();
   std::vector<double> expected(out_elems);
   referenceAttention(rp, expected.data());
 
-  const std::vector<std::uint16_t> out = download<std::uint16_t>(d_out);
+  const std::vector<std::uint16_t> out = download<std::uint16_t>(c.d_out);
   if (out.size() < out_elems + guard) return "download of out failed";
   std::ostringstream err;
   const ref::Decoder dec(f);
@@ -233,7 +277,81 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, re
   return message;
 }
 
+// Runs one (variant, case); returns "" on success, else what failed. *error gets the rel L2.
+std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, ref::Layout layout,
+                    Rng& rng, cudaStream_t stream, double* error) {
+  PreparedCase c;
+  if (const std::string e = prepareCase(v, spec, layout, rng, &c); !e.empty()) return e;
+  const kiln::Status s =
+      da::run(c.p, c.d_ws.ptr, c.ws_bytes, reinterpret_cast<kiln::Stream>(stream));
+  if (!s.ok()) return "run: " + s.toString();
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+    return std::string("kernel: ") + cudaGetErrorString(e);
+  }
+  return checkCase(c, error);
+}
+
 // ---- tests -----------------------------------------------------------------------------------
+
+// Issue 33: every variant run from threads that did nothing else (tests/gpu/README.md). On the
+// main thread: per thread and variant one case of cases.h (the boundary lengths split over the
+// device's SMs, the same on one split, or two query tokens; NHD or HND by thread), with random
+// inputs and poisoned outputs and workspace, and one non-blocking stream per thread. Then
+// kFreshThreads threads with no current CUDA context and one whose current context is another
+// context of the device (runOnFreshThreads) call run() at once, for every variant, in an order
+// that makes the first launch of a variant race on several threads. A plain TEST runs before
+// every parameterized one, so in a process of its own (--gtest_filter='*FreshThreads*') or first
+// in a whole run, nothing has loaded a variant before these threads. Back on the main thread:
+// every status ok, the streams synchronize, every output matches the float64 reference within the
+// bounds, counted as the variant's "fresh_threads" and "fresh_threads_other_context" results.
+TEST(DecodeAttentionFreshThreads, EveryVariantFromFreshThreadsAndAnotherContext) {
+  const std::size_t nv = std::size(generated::kVariants);
+  constexpr const char* kCaseNames[] = {"lengths_gqa8_p16", "lengths_gqa8_p64_one_split",
+                                        "mtp2_gqa4_p16"};
+  auto specOf = [&](int t) -> const cases::Case* {
+    for (const cases::Case* c : numericsCases()) {
+      if (std::string(c->name) == kCaseNames[t % 3]) return c;
+    }
+    return nullptr;
+  };
+  auto layoutOf = [](int t) { return (t / 3) % 2 == 0 ? ref::Layout::kNHD : ref::Layout::kHND; };
+  std::vector<FreshThreadsVariant> variants;
+  for (const auto& v : generated::kVariants) {
+    da::Problem probe;  // batch = 0 skips the pointer checks
+    probe.dtype = v.dtype;
+    probe.head_dim = v.head_dim;
+    const kiln::Status s = da::canImplement(probe, run().sm);
+    variants.push_back({kiln::dtypeName(v.dtype), v.name, s.ok() ? "" : s.toString()});
+  }
+  std::vector<std::vector<std::unique_ptr<PreparedCase>>> prepared(kFreshThreads + 1);
+  for (auto& per_thread : prepared) per_thread.resize(nv);
+  auto describeCase = [&](int t) {
+    return std::string(kCaseNames[t % 3]) + (layoutOf(t) == ref::Layout::kHND ? "_hnd" : "");
+  };
+  runFreshThreadsTest(
+      variants,
+      [&](int t, std::size_t i) -> std::string {
+        const cases::Case* spec = specOf(t);
+        const auto& v = generated::kVariants[i];
+        if (spec == nullptr) return describeCase(t) + ": no such numerics case in cases.h";
+        if (spec->head_dim != 0 && spec->head_dim != v.head_dim) {
+          return describeCase(t) + ": not a case of head dim " + std::to_string(v.head_dim);
+        }
+        Rng rng{run().seed ^ (i * 0x100000001b3ULL) ^ (static_cast<std::uint64_t>(t + 1) << 58) ^
+                0x33ULL};
+        prepared[t][i] = std::make_unique<PreparedCase>();
+        return prepareCase(v, *spec, layoutOf(t), rng, prepared[t][i].get());
+      },
+      [&](int t, std::size_t i, cudaStream_t stream) {
+        const PreparedCase& c = *prepared[t][i];
+        return da::run(c.p, c.d_ws.ptr, c.ws_bytes, reinterpret_cast<kiln::Stream>(stream));
+      },
+      [&](int t, std::size_t i) {
+        double rel = 0.0;
+        const std::string failure = checkCase(*prepared[t][i], &rel);
+        return failure.empty() ? failure : describeCase(t) + ": " + failure;
+      });
+}
 
 // Every case runs on both page layouts; an HND case's name ends in "_hnd".
 struct VariantCase {

@@ -27,9 +27,11 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/gpu_test_support.h"
@@ -166,9 +168,25 @@ struct CaseResult {
   double lse_err = 0.0;    // worst lse absolute error (0 when lse is not requested)
 };
 
-// Runs one (variant, case); returns "" on success, else what failed.
-std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
-                    cudaStream_t stream, CaseResult* result) {
+// One (variant, case), prepared: its host inputs, its device buffers (inputs uploaded; out, lse
+// and a guard past each poisoned) and the problem that run() takes.
+struct PreparedCase {
+  const cases::Case* spec = nullptr;
+  ref::Format f = ref::Format::kBFloat16;
+  bool causal = false;
+  int d = 0, batch = 0, total_q = 0, total_k = 0;
+  double scale = 0.0;
+  std::size_t q_elems = 0, lse_elems = 0, guard = 0, ws_bytes = 0;
+  std::vector<std::int32_t> cu_q, cu_k;
+  std::vector<std::uint16_t> q, k, vv;
+  DeviceBuffer d_q, d_k, d_v, d_cu_q, d_cu_k, d_out, d_lse, d_ws;
+  fmha::Problem p;
+};
+
+// Draws the case's inputs and prepares it (canImplement must admit it); returns "" on success,
+// else what failed.
+std::string prepareCase(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
+                        PreparedCase* c) {
   const ref::Format f = formatOf(v.dtype);
   const bool causal = isCausal(v);
   const int d = v.head_dim;
@@ -192,7 +210,8 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rn
   const double scale = spec.scale_factor / std::sqrt(static_cast<double>(d));
 
   const std::size_t guard = 64;  // elements past out and lse that must stay poisoned
-  DeviceBuffer d_q, d_k, d_v, d_cu_q, d_cu_k, d_out, d_lse, d_ws;
+  DeviceBuffer &d_q = c->d_q, &d_k = c->d_k, &d_v = c->d_v, &d_cu_q = c->d_cu_q,
+               &d_cu_k = c->d_cu_k, &d_out = c->d_out, &d_lse = c->d_lse, &d_ws = c->d_ws;
   for (const std::string& e :
        {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
         allocate(&d_k, k.size() * 2, k.data(), k.size() * 2),
@@ -204,7 +223,7 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rn
     if (!e.empty()) return e;
   }
 
-  fmha::Problem p;
+  fmha::Problem& p = c->p;
   p.dtype = v.dtype;
   p.mask = v.mask;
   p.head_dim = d;
@@ -229,12 +248,39 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rn
   if (ws_bytes > 0) {
     if (const std::string e = allocate(&d_ws, ws_bytes, nullptr, 0); !e.empty()) return e;
   }
-  const kiln::Status s = fmha::run(p, d_ws.ptr, ws_bytes, reinterpret_cast<kiln::Stream>(stream));
-  if (!s.ok()) return "run: " + s.toString();
-  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
-    return std::string("kernel: ") + cudaGetErrorString(e);
-  }
+  c->spec = &spec;
+  c->f = f;
+  c->causal = causal;
+  c->d = d;
+  c->batch = batch;
+  c->total_q = total_q;
+  c->total_k = total_k;
+  c->scale = scale;
+  c->q_elems = q_elems;
+  c->lse_elems = lse_elems;
+  c->guard = guard;
+  c->ws_bytes = ws_bytes;
+  c->cu_q = std::move(cu_q);
+  c->cu_k = std::move(cu_k);
+  c->q = std::move(q);
+  c->k = std::move(k);
+  c->vv = std::move(vv);
+  return "";
+}
 
+// Checks a case whose run() succeeded and whose stream is synchronized against the float64
+// reference; returns "" on success, else what failed.
+std::string checkCase(const PreparedCase& prepared, CaseResult* result) {
+  const cases::Case& spec = *prepared.spec;
+  const ref::Format f = prepared.f;
+  const bool causal = prepared.causal;
+  const int d = prepared.d, batch = prepared.batch, total_q = prepared.total_q,
+            total_k = prepared.total_k;
+  const double scale = prepared.scale;
+  const std::size_t q_elems = prepared.q_elems, lse_elems = prepared.lse_elems,
+                    guard = prepared.guard;
+  const std::vector<std::int32_t>&cu_q = prepared.cu_q, &cu_k = prepared.cu_k;
+  const std::vector<std::uint16_t>&q = prepared.q, &k = prepared.k, &vv = prepared.vv;
   // The reference, on the exact input values and the float scale the kernel was given.
   const ref::Decoder dec(f);
   const std::vector<double> q64 = dec(q), k64 = dec(k), v64 = dec(vv);
@@ -253,7 +299,7 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rn
   std::vector<double> expected(q_elems), expected_lse(spec.lse ? lse_elems : 0);
   referenceAttention(rp, expected.data(), spec.lse ? expected_lse.data() : nullptr);
 
-  const std::vector<std::uint16_t> out = download<std::uint16_t>(d_out);
+  const std::vector<std::uint16_t> out = download<std::uint16_t>(prepared.d_out);
   if (out.size() < q_elems + guard) return "download of out failed";
   std::ostringstream err;
   const OutputScan scan = scanOutput(out, q_elems, guard, dec);
@@ -301,7 +347,7 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rn
   }
 
   if (spec.lse) {
-    const std::vector<std::uint32_t> lse_bits = download<std::uint32_t>(d_lse);
+    const std::vector<std::uint32_t> lse_bits = download<std::uint32_t>(prepared.d_lse);
     if (lse_bits.size() < lse_elems + guard) return "download of lse failed";
     const double lse_bound = f == ref::Format::kFloat16 ? kLseAbsBoundFp16 : kLseAbsBoundBf16;
     std::size_t unwritten = 0, nonfinite = 0, not_minus_inf = 0, guard_changed = 0;
@@ -351,6 +397,20 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rn
   return message;
 }
 
+// Runs one (variant, case); returns "" on success, else what failed.
+std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
+                    cudaStream_t stream, CaseResult* result) {
+  PreparedCase c;
+  if (const std::string e = prepareCase(v, spec, rng, &c); !e.empty()) return e;
+  const kiln::Status s =
+      fmha::run(c.p, c.d_ws.ptr, c.ws_bytes, reinterpret_cast<kiln::Stream>(stream));
+  if (!s.ok()) return "run: " + s.toString();
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+    return std::string("kernel: ") + cudaGetErrorString(e);
+  }
+  return checkCase(c, result);
+}
+
 // The selector's own answer for this device: batch = 0 is admitted without pointers, so only the
 // variant and image lookup speak.
 kiln::Status probeDevice(const generated::VariantInfo& v) {
@@ -365,6 +425,60 @@ kiln::Status probeDevice(const generated::VariantInfo& v) {
 }
 
 // ---- tests -----------------------------------------------------------------------------------
+
+// Issue 33: every variant run from threads that did nothing else (tests/gpu/README.md). On the
+// main thread: per thread and variant one case of cases.h (chunked prefill with MQA, a ragged GQA
+// 8 batch with a sharp softmax and no max_seqlen_q hint, or one 177-token sequence, by thread),
+// with random inputs and out, lse and their guards poisoned, and one non-blocking stream per
+// thread. Then kFreshThreads threads with no current CUDA context and one whose current context
+// is another context of the device (runOnFreshThreads) call run() at once, for every variant, in
+// an order that makes the first launch of a variant race on several threads (fmha's TMA tensor
+// maps are encoded on them too). This plain TEST is defined before FmhaDoctor, and a plain TEST
+// runs before every parameterized one: in a process of its own (--gtest_filter='*FreshThreads*')
+// or first in a whole run, nothing (not the doctor's load either) has loaded a variant before
+// these threads. Back on the main thread: every status ok, the streams synchronize, every output
+// and lse matches the float64 reference within the bounds, counted as the variant's
+// "fresh_threads" and "fresh_threads_other_context" results.
+TEST(FmhaFreshThreads, EveryVariantFromFreshThreadsAndAnotherContext) {
+  const std::size_t nv = std::size(generated::kVariants);
+  constexpr const char* kCaseNames[] = {"chunk_q129_k300_mqa", "ragged_gqa8_scale4_nohint",
+                                        "s177_gqa2"};
+  auto specOf = [&](int t) -> const cases::Case* {
+    for (const cases::Case* c : numericsCases()) {
+      if (std::string(c->name) == kCaseNames[t % 3]) return c;
+    }
+    return nullptr;
+  };
+  std::vector<FreshThreadsVariant> variants;
+  for (const auto& v : generated::kVariants) {
+    const kiln::Status s = probeDevice(v);
+    variants.push_back({kiln::dtypeName(v.dtype), v.name,
+                        s.code() == kiln::StatusCode::kNoKernelImage ? s.toString() : ""});
+  }
+  std::vector<std::vector<std::unique_ptr<PreparedCase>>> prepared(kFreshThreads + 1);
+  for (auto& per_thread : prepared) per_thread.resize(nv);
+  runFreshThreadsTest(
+      variants,
+      [&](int t, std::size_t i) -> std::string {
+        const cases::Case* spec = specOf(t);
+        const auto& v = generated::kVariants[i];
+        if (spec == nullptr) return std::string(kCaseNames[t % 3]) + ": no such numerics case";
+        if (!caseFor(*spec, v)) return std::string(spec->name) + ": not a case of this variant";
+        Rng rng{run().seed ^ (i * 0x100000001b3ULL) ^ (static_cast<std::uint64_t>(t + 1) << 58) ^
+                0x33ULL};
+        prepared[t][i] = std::make_unique<PreparedCase>();
+        return prepareCase(v, *spec, rng, prepared[t][i].get());
+      },
+      [&](int t, std::size_t i, cudaStream_t stream) {
+        const PreparedCase& c = *prepared[t][i];
+        return fmha::run(c.p, c.d_ws.ptr, c.ws_bytes, reinterpret_cast<kiln::Stream>(stream));
+      },
+      [&](int t, std::size_t i) {
+        CaseResult r;
+        const std::string failure = checkCase(*prepared[t][i], &r);
+        return failure.empty() ? failure : std::string(kCaseNames[t % 3]) + ": " + failure;
+      });
+}
 
 struct VariantCase {
   std::size_t variant;

@@ -42,9 +42,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/bits16.h"
@@ -258,9 +260,24 @@ struct CaseResult {
   double out_rel = 0.0, state_rel = 0.0;
 };
 
-// Runs one (variant, case); returns "" on success, else what failed.
-std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
-                    cudaStream_t stream, CaseResult* result) {
+// One (decode variant, case), prepared: its host inputs, its device buffers (inputs uploaded,
+// out and the guards poisoned) and the problem that run() takes.
+struct PreparedCase {
+  bool fp16 = false;
+  int dk = 0, dv = 0, batch = 0, hq = 0, hv = 0, num_slots = 0;
+  std::size_t out_elems = 0, head_state = 0, state_elems = 0, guard = 0;
+  float scale = 0.0f;
+  std::vector<std::int32_t> slots;
+  std::vector<std::uint16_t> q, k, vv;
+  std::vector<float> state;
+  GateInputs gates;
+  DeviceBuffer d_q, d_k, d_v, d_out, d_state, d_slots;
+  gdn::Problem p;
+};
+
+// Draws the case's inputs and prepares it; returns "" on success, else what failed.
+std::string prepareCase(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
+                        PreparedCase* c) {
   const bool fp16 = isFp16(v.dtype);
   const int dk = v.head_dim_k, dv = v.head_dim_v;
   const int batch = spec.batch, hq = spec.heads_qk, hv = spec.heads_v;
@@ -282,13 +299,14 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rn
   for (auto& x : q) x = randomBits(rng, formatOf(fp16), -4, 0);
   for (auto& x : k) x = randomBits(rng, formatOf(fp16), -4, 0);
   for (auto& x : vv) x = randomBits(rng, formatOf(fp16), -4, 0);
-  GateInputs gates;
+  GateInputs& gates = c->gates;
   makeGates(rng, v.fused_gating, fp16, static_cast<std::size_t>(batch) * hv, hv, &gates);
   std::vector<float> state(state_elems);
   for (auto& x : state) x = uniform(rng, -1.0f, 1.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
 
-  DeviceBuffer d_q, d_k, d_v, d_out, d_state, d_slots;
+  DeviceBuffer &d_q = c->d_q, &d_k = c->d_k, &d_v = c->d_v, &d_out = c->d_out,
+               &d_state = c->d_state, &d_slots = c->d_slots;
   const std::size_t guard = 64;  // elements past out / state that must stay poisoned
   for (const std::string& e :
        {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
@@ -300,7 +318,7 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rn
     if (!e.empty()) return e;
   }
 
-  gdn::Problem p;
+  gdn::Problem& p = c->p;
   p.dtype = v.dtype;
   p.batch = batch;
   p.heads_qk = hq;
@@ -317,13 +335,41 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rn
   p.state = static_cast<float*>(d_state.ptr);
   p.slots = static_cast<const std::int32_t*>(d_slots.ptr);
   if (gdn::workspaceSize(p) != 0) return "workspaceSize is not 0";
-  const kiln::Status s = gdn::run(p, nullptr, 0, reinterpret_cast<kiln::Stream>(stream));
-  if (!s.ok()) return "run: " + s.toString();
-  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
-    return std::string("kernel: ") + cudaGetErrorString(e);
-  }
-  const std::vector<std::uint16_t> out = download<std::uint16_t>(d_out);
-  const std::vector<float> got_state = download<float>(d_state);
+  c->fp16 = fp16;
+  c->dk = dk;
+  c->dv = dv;
+  c->batch = batch;
+  c->hq = hq;
+  c->hv = hv;
+  c->num_slots = num_slots;
+  c->out_elems = out_elems;
+  c->head_state = head_state;
+  c->state_elems = state_elems;
+  c->guard = guard;
+  c->scale = scale;
+  c->slots = std::move(slots);
+  c->q = std::move(q);
+  c->k = std::move(k);
+  c->vv = std::move(vv);
+  c->state = std::move(state);
+  return "";
+}
+
+// Checks a case whose run() succeeded and whose stream is synchronized against the float64
+// reference; returns "" on success, else what failed.
+std::string checkCase(const PreparedCase& prepared, CaseResult* result) {
+  const bool fp16 = prepared.fp16;
+  const int dk = prepared.dk, dv = prepared.dv, batch = prepared.batch, hq = prepared.hq,
+            hv = prepared.hv, num_slots = prepared.num_slots;
+  const std::size_t out_elems = prepared.out_elems, head_state = prepared.head_state,
+                    state_elems = prepared.state_elems, guard = prepared.guard;
+  const float scale = prepared.scale;
+  const std::vector<std::int32_t>& slots = prepared.slots;
+  const std::vector<std::uint16_t>&q = prepared.q, &k = prepared.k, &vv = prepared.vv;
+  const std::vector<float>& state = prepared.state;
+  const GateInputs& gates = prepared.gates;
+  const std::vector<std::uint16_t> out = download<std::uint16_t>(prepared.d_out);
+  const std::vector<float> got_state = download<float>(prepared.d_state);
   if (out.size() < out_elems + guard) return "download of out failed";
   if (got_state.size() < state_elems + guard) return "download of state failed";
 
@@ -413,6 +459,19 @@ std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rn
         "(out rel L2 " + std::to_string(out_rel) + ", state rel L2 " + std::to_string(st_rel) + ")";
   }
   return message;
+}
+
+// Runs one (variant, case); returns "" on success, else what failed.
+std::string runCase(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
+                    cudaStream_t stream, CaseResult* result) {
+  PreparedCase c;
+  if (const std::string e = prepareCase(v, spec, rng, &c); !e.empty()) return e;
+  const kiln::Status s = gdn::run(c.p, nullptr, 0, reinterpret_cast<kiln::Stream>(stream));
+  if (!s.ok()) return "run: " + s.toString();
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+    return std::string("kernel: ") + cudaGetErrorString(e);
+  }
+  return checkCase(c, result);
 }
 
 // ---- tests -----------------------------------------------------------------------------------
@@ -660,8 +719,25 @@ std::size_t changedFloats(const std::vector<float>& got, std::size_t begin, std:
   return n;
 }
 
-std::string runMtpCase(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
-                       cudaStream_t stream, MtpCaseResult* result) {
+// One (multi-token variant, case), prepared: its host inputs, its device buffers (inputs
+// uploaded; out, the cache and the guards poisoned) and the problem that run() takes.
+struct PreparedMtpCase {
+  bool fp16 = false, mapped = false, in_pool = false;
+  int dk = 0, dv = 0, tokens = 0, batch = 0, hq = 0, hv = 0;
+  std::size_t entries = 0, out_elems = 0, head_state = 0, entry_elems = 0, state_elems = 0,
+              cache_elems = 0, guard = 0;
+  float scale = 0.0f;
+  std::vector<std::int32_t> slots, cache_slots;
+  std::vector<std::uint16_t> q, k, vv;
+  std::vector<float> state;
+  GateInputs gates;
+  DeviceBuffer d_q, d_k, d_v, d_out, d_state, d_slots, d_cache, d_cache_slots;
+  gdn::MtpProblem p;
+};
+
+// Draws the multi-token case's inputs and prepares it; returns "" on success, else what failed.
+std::string prepareMtpCase(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
+                           PreparedMtpCase* c) {
   const bool fp16 = isFp16(v.dtype);
   const int dk = v.head_dim_k, dv = v.head_dim_v;
   const int tokens = spec.tokens, batch = spec.batch, hq = spec.heads_qk, hv = spec.heads_v;
@@ -696,10 +772,6 @@ std::string runMtpCase(const generated::VariantInfo& v, const cases::Case& spec,
       cache_slots.push_back(r % T == T - 1 ? perm[r / T] : notKept());
     }
   }
-  // A token row's cache entry; negative: its state is not kept.
-  auto entryOf = [&](std::size_t row) -> std::int64_t {
-    return mapped ? cache_slots[row] : static_cast<std::int64_t>(row);
-  };
 
   const std::size_t qk_elems = rows * hq * dk;
   const std::size_t out_elems = rows * hv * dv;
@@ -711,13 +783,15 @@ std::string runMtpCase(const generated::VariantInfo& v, const cases::Case& spec,
   for (auto& x : q) x = randomBits(rng, formatOf(fp16), -4, 0);
   for (auto& x : k) x = randomBits(rng, formatOf(fp16), -4, 0);
   for (auto& x : vv) x = randomBits(rng, formatOf(fp16), -4, 0);
-  GateInputs gates;
+  GateInputs& gates = c->gates;
   makeGates(rng, v.fused_gating, fp16, rows * hv, hv, &gates);
   std::vector<float> state(state_elems);
   for (auto& x : state) x = uniform(rng, -1.0f, 1.0f);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
 
-  DeviceBuffer d_q, d_k, d_v, d_out, d_state, d_slots, d_cache, d_cache_slots;
+  DeviceBuffer &d_q = c->d_q, &d_k = c->d_k, &d_v = c->d_v, &d_out = c->d_out,
+               &d_state = c->d_state, &d_slots = c->d_slots, &d_cache = c->d_cache,
+               &d_cache_slots = c->d_cache_slots;
   const std::size_t guard = 64;  // elements past out / state / cache that must stay poisoned
   for (const std::string& e :
        {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
@@ -733,7 +807,7 @@ std::string runMtpCase(const generated::VariantInfo& v, const cases::Case& spec,
     if (!e.empty()) return e;
   }
 
-  gdn::MtpProblem p;
+  gdn::MtpProblem& p = c->p;
   p.dtype = v.dtype;
   p.batch = batch;
   p.tokens = tokens;
@@ -756,14 +830,56 @@ std::string runMtpCase(const generated::VariantInfo& v, const cases::Case& spec,
     p.cache_entries = static_cast<std::int64_t>(entries);
   }
   if (gdn::workspaceSize(p) != 0) return "workspaceSize is not 0";
-  const kiln::Status s = gdn::run(p, nullptr, 0, reinterpret_cast<kiln::Stream>(stream));
-  if (!s.ok()) return "run: " + s.toString();
-  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
-    return std::string("kernel: ") + cudaGetErrorString(e);
-  }
-  const std::vector<std::uint16_t> out = download<std::uint16_t>(d_out);
-  const std::vector<float> got_state = download<float>(d_state);
-  const std::vector<float> got_cache = in_pool ? std::vector<float>() : download<float>(d_cache);
+  c->fp16 = fp16;
+  c->dk = dk;
+  c->dv = dv;
+  c->tokens = tokens;
+  c->batch = batch;
+  c->hq = hq;
+  c->hv = hv;
+  c->mapped = mapped;
+  c->in_pool = in_pool;
+  c->entries = entries;
+  c->out_elems = out_elems;
+  c->head_state = head_state;
+  c->entry_elems = entry_elems;
+  c->state_elems = state_elems;
+  c->cache_elems = cache_elems;
+  c->guard = guard;
+  c->scale = scale;
+  c->slots = std::move(slots);
+  c->cache_slots = std::move(cache_slots);
+  c->q = std::move(q);
+  c->k = std::move(k);
+  c->vv = std::move(vv);
+  c->state = std::move(state);
+  return "";
+}
+
+// Checks a multi-token case whose run() succeeded and whose stream is synchronized against the
+// float64 reference; returns "" on success, else what failed.
+std::string checkMtpCase(const PreparedMtpCase& prepared, MtpCaseResult* result) {
+  const bool fp16 = prepared.fp16, mapped = prepared.mapped, in_pool = prepared.in_pool;
+  const int dk = prepared.dk, dv = prepared.dv, tokens = prepared.tokens, batch = prepared.batch,
+            hq = prepared.hq, hv = prepared.hv;
+  const std::size_t T = static_cast<std::size_t>(tokens);
+  const std::size_t entries = prepared.entries, out_elems = prepared.out_elems,
+                    head_state = prepared.head_state, entry_elems = prepared.entry_elems,
+                    state_elems = prepared.state_elems, cache_elems = prepared.cache_elems,
+                    guard = prepared.guard;
+  const float scale = prepared.scale;
+  const std::vector<std::int32_t>&slots = prepared.slots, &cache_slots = prepared.cache_slots;
+  const std::vector<std::uint16_t>&q = prepared.q, &k = prepared.k, &vv = prepared.vv;
+  const std::vector<float>& state = prepared.state;
+  const GateInputs& gates = prepared.gates;
+  // A token row's cache entry; negative: its state is not kept.
+  auto entryOf = [&](std::size_t row) -> std::int64_t {
+    return mapped ? cache_slots[row] : static_cast<std::int64_t>(row);
+  };
+  const std::vector<std::uint16_t> out = download<std::uint16_t>(prepared.d_out);
+  const std::vector<float> got_state = download<float>(prepared.d_state);
+  const std::vector<float> got_cache =
+      in_pool ? std::vector<float>() : download<float>(prepared.d_cache);
   const std::vector<float>& cache = in_pool ? got_state : got_cache;
   if (out.size() < out_elems + guard) return "download of out failed";
   if (got_state.size() < state_elems + guard) return "download of state failed";
@@ -897,6 +1013,18 @@ std::string runMtpCase(const generated::VariantInfo& v, const cases::Case& spec,
                std::to_string(worst_cache) + ")";
   }
   return message;
+}
+
+std::string runMtpCase(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
+                       cudaStream_t stream, MtpCaseResult* result) {
+  PreparedMtpCase c;
+  if (const std::string e = prepareMtpCase(v, spec, rng, &c); !e.empty()) return e;
+  const kiln::Status s = gdn::run(c.p, nullptr, 0, reinterpret_cast<kiln::Stream>(stream));
+  if (!s.ok()) return "run: " + s.toString();
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+    return std::string("kernel: ") + cudaGetErrorString(e);
+  }
+  return checkMtpCase(c, result);
 }
 
 std::vector<VariantCase> allMtpCases() {
@@ -1121,6 +1249,83 @@ INSTANTIATE_TEST_SUITE_P(Artifact, GdnMtpRunnerErrors,
                          [](const ::testing::TestParamInfo<std::size_t>& param_info) {
                            return std::string(generated::kVariants[param_info.param].name);
                          });
+
+// ---- issue 33: fresh threads --------------------------------------------------------------
+
+// Every variant run from threads that did nothing else (tests/gpu/README.md). On the main thread:
+// per thread and variant one case of cases.h (decode variants: one of three decode cases with
+// skipped sequences; multi-token variants: a [batch, T] cache, a mapped cache or only the final
+// state into the pool; by thread), with random inputs and gates in the variant's form, out, the
+// cache and the guards poisoned, and one non-blocking stream per thread. Then kFreshThreads
+// threads with no current CUDA context and one whose current context is another context of the
+// device (runOnFreshThreads) call run() at once, for every variant (both entries, both gate
+// forms, both dtypes), in an order that makes the first launch of a variant race on several
+// threads. A plain TEST runs before every parameterized one, so in a process of its own
+// (--gtest_filter='*FreshThreads*') or first in a whole run, nothing has loaded a variant before
+// these threads. Back on the main thread: every status ok, the streams synchronize, outputs and
+// states (and cache entries) match the float64 reference within the bounds, untouched what must
+// be, counted as the variant's "fresh_threads" and "fresh_threads_other_context" results.
+TEST(GdnFreshThreads, EveryVariantFromFreshThreadsAndAnotherContext) {
+  const std::size_t nv = std::size(generated::kVariants);
+  constexpr const char* kDecodeNames[] = {"b7_h16_hv32_skip", "b5_h6_hv18_skip",
+                                          "b32_h16_hv16_skip"};
+  constexpr const char* kMtpNames[] = {"t3_b7_h16_hv32_skip", "t3_b5_h16_hv32_skip_mapped",
+                                       "t1_b3_h16_hv32_final"};
+  auto isMtp = [](std::size_t i) { return hasEntry(generated::kVariants[i], kMtpEntry); };
+  auto nameOf = [&](int t, std::size_t i) {
+    return isMtp(i) ? kMtpNames[t % 3] : kDecodeNames[t % 3];
+  };
+  auto specOf = [&](int t, std::size_t i) -> const cases::Case* {
+    for (const cases::Case* c : isMtp(i) ? mtpCases() : decodeCases()) {
+      if (std::string(c->name) == nameOf(t, i)) return c;
+    }
+    return nullptr;
+  };
+  std::vector<FreshThreadsVariant> variants;
+  for (std::size_t i = 0; i < nv; ++i) {
+    const auto& v = generated::kVariants[i];
+    const kiln::Status s = isMtp(i) ? gdn::canImplement(mtpProbeOf(v), run().sm)
+                                    : gdn::canImplement(probeOf(v), run().sm);
+    variants.push_back({kiln::dtypeName(v.dtype), v.name, s.ok() ? "" : s.toString()});
+  }
+  // Per thread and variant: the decode or the multi-token case (the other stays null).
+  std::vector<std::vector<std::unique_ptr<PreparedCase>>> decode(kFreshThreads + 1);
+  std::vector<std::vector<std::unique_ptr<PreparedMtpCase>>> mtp(kFreshThreads + 1);
+  for (auto& per_thread : decode) per_thread.resize(nv);
+  for (auto& per_thread : mtp) per_thread.resize(nv);
+  runFreshThreadsTest(
+      variants,
+      [&](int t, std::size_t i) -> std::string {
+        const cases::Case* spec = specOf(t, i);
+        const auto& v = generated::kVariants[i];
+        if (spec == nullptr) return std::string(nameOf(t, i)) + ": no such numerics case";
+        if (!caseFor(*spec, v)) return std::string(spec->name) + ": not a case of this variant";
+        Rng rng{run().seed ^ (i * 0x100000001b3ULL) ^ (static_cast<std::uint64_t>(t + 1) << 58) ^
+                0x33ULL};
+        if (isMtp(i)) {
+          mtp[t][i] = std::make_unique<PreparedMtpCase>();
+          return prepareMtpCase(v, *spec, rng, mtp[t][i].get());
+        }
+        decode[t][i] = std::make_unique<PreparedCase>();
+        return prepareCase(v, *spec, rng, decode[t][i].get());
+      },
+      [&](int t, std::size_t i, cudaStream_t stream) {
+        const auto kstream = reinterpret_cast<kiln::Stream>(stream);
+        return mtp[t][i] != nullptr ? gdn::run(mtp[t][i]->p, nullptr, 0, kstream)
+                                    : gdn::run(decode[t][i]->p, nullptr, 0, kstream);
+      },
+      [&](int t, std::size_t i) {
+        std::string failure;
+        if (mtp[t][i] != nullptr) {
+          MtpCaseResult r;
+          failure = checkMtpCase(*mtp[t][i], &r);
+        } else {
+          CaseResult r;
+          failure = checkCase(*decode[t][i], &r);
+        }
+        return failure.empty() ? failure : std::string(nameOf(t, i)) + ": " + failure;
+      });
+}
 
 // ---- summary ---------------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -91,58 +92,79 @@ const char* opName(Op op) {
   return "?";
 }
 
-// Runs one (variant, op, rows) case; returns "" on success, else what failed.
-std::string runCase(const generated::VariantInfo& v, Op op, std::int64_t rows, Rng& rng,
-                    cudaStream_t stream) {
+// One (variant, op, rows) case, prepared: its host inputs, its device buffers (inputs uploaded,
+// outputs and a guard row poisoned) and the problem that run() takes.
+struct PreparedCase {
+  Op op = Op::kPlain;
+  ref::Format f = ref::Format::kBFloat16;
+  std::int64_t rows = 0, hidden = 0;
+  std::size_t n = 0, guard = 0;
+  std::vector<std::uint16_t> x, residual, weight;
+  DeviceBuffer d_x, d_res, d_w, d_out;
+  kiln::rmsnorm::Problem p;
+};
+
+// Draws the case's inputs and prepares it; returns "" on success, else what failed.
+std::string prepareCase(const generated::VariantInfo& v, Op op, std::int64_t rows, Rng& rng,
+                        PreparedCase* c) {
   const ref::Format f = formatOf(v.dtype);
   const std::int64_t hidden = v.hidden;
   const std::size_t n = static_cast<std::size_t>(rows * hidden);
   const std::size_t guard = static_cast<std::size_t>(hidden);
-  const std::vector<std::uint16_t> x = randomRows(rng, f, rows, hidden);
-  const std::vector<std::uint16_t> residual =
-      op == Op::kFused ? randomRows(rng, f, rows, hidden) : std::vector<std::uint16_t>{};
-  std::vector<std::uint16_t> weight(static_cast<std::size_t>(hidden));
-  for (auto& w : weight) w = randomBits(rng, f, -1, 0, true);  // |w| in [0.5, 2)
+  c->op = op;
+  c->f = f;
+  c->rows = rows;
+  c->hidden = hidden;
+  c->n = n;
+  c->guard = guard;
+  c->x = randomRows(rng, f, rows, hidden);
+  c->residual = op == Op::kFused ? randomRows(rng, f, rows, hidden) : std::vector<std::uint16_t>{};
+  c->weight.resize(static_cast<std::size_t>(hidden));
+  for (auto& w : c->weight) w = randomBits(rng, f, -1, 0, true);  // |w| in [0.5, 2)
 
-  DeviceBuffer d_x, d_res, d_w, d_out;
-  std::ostringstream err;
-  if (auto r = allocate(&d_x, n, guard, &x); !r) return r.message();
-  if (auto r = allocate(&d_w, weight.size(), 0, &weight); !r) return r.message();
+  if (auto r = allocate(&c->d_x, n, guard, &c->x); !r) return r.message();
+  if (auto r = allocate(&c->d_w, c->weight.size(), 0, &c->weight); !r) return r.message();
   if (op == Op::kFused) {
-    if (auto r = allocate(&d_res, n, guard, &residual); !r) return r.message();
+    if (auto r = allocate(&c->d_res, n, guard, &c->residual); !r) return r.message();
   }
   if (op != Op::kPlainInPlace) {
-    if (auto r = allocate(&d_out, n, guard, nullptr); !r) return r.message();  // all poison
+    if (auto r = allocate(&c->d_out, n, guard, nullptr); !r) return r.message();  // all poison
   }
 
-  kiln::rmsnorm::Problem p;
+  kiln::rmsnorm::Problem& p = c->p;
   p.dtype = v.dtype;
   p.rows = rows;
   p.hidden = hidden;
   p.eps = kEps;
-  p.x = d_x.ptr;
-  p.out = op == Op::kPlainInPlace ? d_x.ptr : d_out.ptr;
-  p.residual = op == Op::kFused ? d_res.ptr : nullptr;
-  p.weight = d_w.ptr;
-  const kiln::Status s = kiln::rmsnorm::run(p, nullptr, kiln::rmsnorm::workspaceSize(p),
-                                            reinterpret_cast<kiln::Stream>(stream));
-  if (!s.ok()) return "run: " + s.toString();
-  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
-    return std::string("kernel: ") + cudaGetErrorString(e);
-  }
+  p.x = c->d_x.ptr;
+  p.out = op == Op::kPlainInPlace ? c->d_x.ptr : c->d_out.ptr;
+  p.residual = op == Op::kFused ? c->d_res.ptr : nullptr;
+  p.weight = c->d_w.ptr;
+  return "";
+}
+
+// Checks a case whose run() succeeded and whose stream is synchronized against the float64
+// reference; returns "" on success, else what failed.
+std::string checkCase(const PreparedCase& c) {
+  const Op op = c.op;
+  const ref::Format f = c.f;
+  const std::int64_t rows = c.rows, hidden = c.hidden;
+  const std::size_t n = c.n, guard = c.guard;
+  const std::vector<std::uint16_t>& x = c.x;
+  std::ostringstream err;
 
   // Reference.
   std::vector<double> expected(n);
   std::vector<std::uint16_t> expected_residual;
   if (op == Op::kFused) {
     expected_residual.resize(n);
-    ref::addRmsnorm(f, rows, hidden, kEps, x.data(), residual.data(), weight.data(),
+    ref::addRmsnorm(f, rows, hidden, kEps, x.data(), c.residual.data(), c.weight.data(),
                     expected_residual.data(), expected.data());
   } else {
-    ref::rmsnorm(f, rows, hidden, kEps, x.data(), weight.data(), expected.data());
+    ref::rmsnorm(f, rows, hidden, kEps, x.data(), c.weight.data(), expected.data());
   }
 
-  const std::vector<std::uint16_t> out = download(op == Op::kPlainInPlace ? d_x : d_out);
+  const std::vector<std::uint16_t> out = download(op == Op::kPlainInPlace ? c.d_x : c.d_out);
   if (out.size() != n + guard) return "download of out failed";
   describe(err, scanOutput(out, n, guard, ref::Decoder(f)), n);
 
@@ -151,7 +173,7 @@ std::string runCase(const generated::VariantInfo& v, Op op, std::int64_t rows, R
   if (!(rel <= bound)) err << "relative L2 error " << rel << " > bound " << bound << "; ";
 
   if (op == Op::kFused) {
-    const std::vector<std::uint16_t> got = download(d_res);
+    const std::vector<std::uint16_t> got = download(c.d_res);
     std::size_t mismatched = 0;
     std::size_t first = n;
     for (std::size_t i = 0; i < n; ++i) {
@@ -170,7 +192,7 @@ std::string runCase(const generated::VariantInfo& v, Op op, std::int64_t rows, R
     if (res_guard) err << res_guard << " elements written past the end of residual; ";
   }
   if (op != Op::kPlainInPlace) {
-    const std::vector<std::uint16_t> x_after = download(d_x);
+    const std::vector<std::uint16_t> x_after = download(c.d_x);
     if (x_after.size() != n + guard || std::memcmp(x_after.data(), x.data(), n * 2) != 0) {
       err << "x was modified; ";
     }
@@ -180,7 +202,67 @@ std::string runCase(const generated::VariantInfo& v, Op op, std::int64_t rows, R
   return message;
 }
 
+// Runs one (variant, op, rows) case; returns "" on success, else what failed.
+std::string runCase(const generated::VariantInfo& v, Op op, std::int64_t rows, Rng& rng,
+                    cudaStream_t stream) {
+  PreparedCase c;
+  if (const std::string e = prepareCase(v, op, rows, rng, &c); !e.empty()) return e;
+  const kiln::Status s = kiln::rmsnorm::run(c.p, nullptr, kiln::rmsnorm::workspaceSize(c.p),
+                                            reinterpret_cast<kiln::Stream>(stream));
+  if (!s.ok()) return "run: " + s.toString();
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+    return std::string("kernel: ") + cudaGetErrorString(e);
+  }
+  return checkCase(c);
+}
+
 // ---- tests -----------------------------------------------------------------------------------
+
+// Issue 33: every variant run from threads that did nothing else (tests/gpu/README.md). On the
+// main thread: per thread and variant one case (an op and a row count that vary with the thread,
+// random inputs, poisoned outputs) and one non-blocking stream per thread. Then kFreshThreads
+// threads with no current CUDA context and one whose current context is another context of the
+// device (runOnFreshThreads) call run() at once, for every variant, in an order that makes the
+// first launch of a variant race on several threads; a plain TEST runs before every
+// parameterized one, so in a process of its own (--gtest_filter='*FreshThreads*') or as the
+// first test of a whole run, nothing has loaded a variant before these threads do. Back on the
+// main thread: every status ok, the streams synchronize, and every output matches the float64
+// reference within the bounds, counted as the variant's "fresh_threads" (8 threads) and
+// "fresh_threads_other_context" (1 thread) results.
+TEST(RmsnormFreshThreads, EveryVariantFromFreshThreadsAndAnotherContext) {
+  const std::size_t nv = std::size(generated::kVariants);
+  std::vector<FreshThreadsVariant> variants;
+  for (const auto& v : generated::kVariants) {
+    kiln::rmsnorm::Problem probe;  // rows = 0 skips the pointer checks
+    probe.dtype = v.dtype;
+    probe.hidden = v.hidden;
+    const kiln::Status s = kiln::rmsnorm::canImplement(probe, run().sm);
+    variants.push_back({kiln::dtypeName(v.dtype), v.name, s.ok() ? "" : s.toString()});
+  }
+  // Thread t's op and row count, the same for all its variants.
+  auto opOf = [](int t) { return static_cast<Op>(t % 3); };
+  auto rowsOf = [](int t) { return std::int64_t{t / 3 == 0 ? 33 : t / 3 == 1 ? 257 : 7}; };
+  std::vector<std::vector<std::unique_ptr<PreparedCase>>> prepared(kFreshThreads + 1);
+  for (auto& per_thread : prepared) per_thread.resize(nv);
+  runFreshThreadsTest(
+      variants,
+      [&](int t, std::size_t i) {
+        Rng rng{run().seed ^ (i * 0x100000001b3ULL) ^ (static_cast<std::uint64_t>(t + 1) << 58) ^
+                0x33ULL};
+        prepared[t][i] = std::make_unique<PreparedCase>();
+        return prepareCase(generated::kVariants[i], opOf(t), rowsOf(t), rng, prepared[t][i].get());
+      },
+      [&](int t, std::size_t i, cudaStream_t stream) {
+        return kiln::rmsnorm::run(prepared[t][i]->p, nullptr, 0,
+                                  reinterpret_cast<kiln::Stream>(stream));
+      },
+      [&](int t, std::size_t i) {
+        const std::string failure = checkCase(*prepared[t][i]);
+        return failure.empty() ? failure
+                               : std::string(opName(opOf(t))) + " rows " +
+                                     std::to_string(rowsOf(t)) + ": " + failure;
+      });
+}
 
 struct VariantOp {
   std::size_t index;
