@@ -105,7 +105,8 @@ KILN_HOST_DEVICE constexpr SplitPlan planSplits(long long m, long long n, long l
   const long long chunks = k / kChunkK;
   const long long tiles = (n / tile.tile_n) * ((m + tile.tile_m - 1) / tile.tile_m);
   const long long target = static_cast<long long>(multiprocessors) * tile.blocks_per_sm;
-  long long splits = tiles >= target ? 1 : (target + tiles - 1) / tiles;
+  // No tile (m == 0: nothing to launch) plans one split rather than dividing by zero.
+  long long splits = tiles < 1 || tiles >= target ? 1 : (target + tiles - 1) / tiles;
   const long long most = chunks / kMinChunksPerSplit;
   if (splits > most) splits = most;
   if (splits > kMaxSplits) splits = kMaxSplits;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kiln/runner_support.h"
 #include "w4a16/launch.h"
@@ -30,9 +31,22 @@ Status checkPointer(const char* name, const void* p, bool required) {
 // The rows built for (dtype, group_size); "group_size 64 is not built for bf16; built for bf16:
 // 128" when none is.
 Status findGroup(std::span<const VariantInfo> table, DType dtype, int group_size) {
+  for (const VariantInfo& v : table) {
+    if (v.dtype == dtype && v.group_size == group_size) return Status::Ok();
+  }
+  // The table has a row per tile and zero-point form: one per (dtype, group_size) for the message,
+  // so that each built size is named once.
+  std::vector<VariantInfo> distinct;
+  for (const VariantInfo& v : table) {
+    bool seen = false;
+    for (const VariantInfo& d : distinct) {
+      seen = seen || (d.dtype == v.dtype && d.group_size == v.group_size);
+    }
+    if (!seen) distinct.push_back(v);
+  }
   const VariantInfo* any = nullptr;
   return runner::findBuilt(
-      "w4a16", table, dtype, "group_size", group_size,
+      "w4a16", std::span<const VariantInfo>(distinct), dtype, "group_size", group_size,
       [](const VariantInfo& v) { return v.group_size; }, &any);
 }
 
@@ -97,7 +111,6 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   *plan = Plan{};
   KILN_RETURN_IF_ERROR(runner::checkDtype("w4a16", problem.dtype));
   KILN_RETURN_IF_ERROR(findGroup(table, problem.dtype, problem.group_size));
-  if (problem.m < 0) return invalid("m " + str(problem.m) + " is negative");
   const VariantInfo* info = chooseTile(table, problem);
   if (info == nullptr) {
     const bool zp = problem.zeros != nullptr;
@@ -107,6 +120,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
                       str(problem.group_size) + "; the artifact has the " +
                       (zp ? "symmetric" : "zero-point") + " variants only");
   }
+  if (problem.m < 0) return invalid("m " + str(problem.m) + " is negative");
   KILN_RETURN_IF_ERROR(checkShape(problem.n, problem.k, problem.group_size));
   const TileConfig tile = tileConfig(info->tile_m);
   if (!tile.valid) {
@@ -202,7 +216,10 @@ Status selectRepack(std::span<const VariantInfo> table, const RepackProblem& pro
                    " is not a SourceFormat (0 GPTQ, 1 AWQ)");
   }
   KILN_RETURN_IF_ERROR(runner::checkDtype("w4a16", problem.dtype));
-  KILN_RETURN_IF_ERROR(runner::checkDtype("w4a16", problem.scales_dtype));
+  if (dtypeName(problem.scales_dtype) == nullptr) {
+    return invalid("scales_dtype " + str(static_cast<long long>(problem.scales_dtype)) +
+                   " is not a DType value (fp16 or bf16)");
+  }
   KILN_RETURN_IF_ERROR(findGroup(table, problem.dtype, problem.group_size));
   const VariantInfo* info = nullptr;
   for (const VariantInfo& v : table) {
