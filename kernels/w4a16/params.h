@@ -26,11 +26,11 @@ struct GemmParams {
   const void* bias;
   void* y;
   float* partials;
-  std::int64_t m;            // >= 1 when launched
-  std::int32_t n;            // a multiple of the tile's n
-  std::int32_t k;            // a multiple of 64 and of the group size
+  std::int64_t m;                 // >= 1 when launched
+  std::int32_t n;                 // a multiple of the tile's n
+  std::int32_t k;                 // a multiple of 64 and of the group size
   std::int32_t chunks_per_split;  // 64-wide K chunks each split (grid.z) reduces
-  std::int32_t splits;       // grid.z; 1: the GEMM writes y itself, else partials + reduction
+  std::int32_t splits;            // grid.z; 1: the GEMM writes y itself, else partials + reduction
 };
 
 static_assert(std::is_standard_layout_v<GemmParams> && std::is_trivially_copyable_v<GemmParams>,
@@ -50,7 +50,7 @@ struct RepackParams {
   const void* src_scales;       // [k / group, n] of src_scales_bf16 ? bf16 : fp16
   std::uint32_t* weight;        // out: kiln's packed layout
   void* scales;                 // out: [k / group, n] dtype, pair order
-  void* zeros;                  // out: [k / group, n] dtype, pair order; written when qzeros != null
+  void* zeros;  // out: [k / group, n] dtype, pair order; written when qzeros != null
   std::int32_t n;
   std::int32_t k;
   std::int32_t group_size;
@@ -59,8 +59,7 @@ struct RepackParams {
   std::int32_t pad;
 };
 
-static_assert(std::is_standard_layout_v<RepackParams> &&
-                  std::is_trivially_copyable_v<RepackParams>,
+static_assert(std::is_standard_layout_v<RepackParams> && std::is_trivially_copyable_v<RepackParams>,
               "RepackParams is passed by value to cuLaunchKernel");
 static_assert(sizeof(RepackParams) == 72 && offsetof(RepackParams, n) == 48,
               "host and device must agree on the RepackParams layout");

@@ -60,7 +60,8 @@ inline Checkpoint packGptq(const Quantized& w) {
   for (std::int64_t row = 0; row < w.n; ++row) {
     for (std::int64_t col = 0; col < w.k; ++col) {
       auto& word = c.qweight[static_cast<std::size_t>(col / 8 * w.n + row)];
-      word = setNibble(word, static_cast<int>(col % 8), w.q[static_cast<std::size_t>(row * w.k + col)]);
+      word = setNibble(word, static_cast<int>(col % 8),
+                       w.q[static_cast<std::size_t>(row * w.k + col)]);
     }
   }
   if (!w.zeros.empty()) {
@@ -68,8 +69,8 @@ inline Checkpoint packGptq(const Quantized& w) {
     for (std::int64_t g = 0; g < w.groups(); ++g) {
       for (std::int64_t row = 0; row < w.n; ++row) {
         auto& word = c.qzeros[static_cast<std::size_t>(g * (w.n / 8) + row / 8)];
-        word = setNibble(word, static_cast<int>(row % 8),
-                         static_cast<unsigned>(w.zero(g, row) - 1));
+        word =
+            setNibble(word, static_cast<int>(row % 8), static_cast<unsigned>(w.zero(g, row) - 1));
       }
     }
   }
@@ -104,7 +105,8 @@ inline Checkpoint packAwq(const Quantized& w) {
 // The published dequantizations, written from the checkpoints' tensors alone, [n][k]:
 //   GPTQ: w[k][n] = scales[k / g][n] * (q - (zeros_stored + 1)); 8 when qzeros is empty
 //   AWQ:  w[k][n] = (q - z) * scales[k / g][n]; 8 when qzeros is empty
-inline std::vector<double> dequantGptq(const Checkpoint& c, const std::vector<std::uint16_t>& scales,
+inline std::vector<double> dequantGptq(const Checkpoint& c,
+                                       const std::vector<std::uint16_t>& scales,
                                        Format scale_format, std::int64_t n, std::int64_t k,
                                        std::int64_t group) {
   const Decoder dec(scale_format);
@@ -114,11 +116,11 @@ inline std::vector<double> dequantGptq(const Checkpoint& c, const std::vector<st
       const double q = getNibble(c.qweight[static_cast<std::size_t>(col / 8 * n + row)],
                                  static_cast<int>(col % 8));
       const std::int64_t g = col / group;
-      const double z =
-          c.qzeros.empty()
-              ? 8.0
-              : getNibble(c.qzeros[static_cast<std::size_t>(g * (n / 8) + row / 8)],
-                          static_cast<int>(row % 8)) + 1.0;
+      const double z = c.qzeros.empty()
+                           ? 8.0
+                           : getNibble(c.qzeros[static_cast<std::size_t>(g * (n / 8) + row / 8)],
+                                       static_cast<int>(row % 8)) +
+                                 1.0;
       w[static_cast<std::size_t>(row * k + col)] =
           dec(scales[static_cast<std::size_t>(g * n + row)]) * (q - z);
     }
@@ -134,7 +136,8 @@ inline std::vector<double> dequantAwq(const Checkpoint& c, const std::vector<std
   for (std::int64_t col = 0; col < k; ++col) {
     for (std::int64_t row = 0; row < n; ++row) {
       const int nibble = layout::awqNibble(static_cast<int>(row % 8));
-      const double q = getNibble(c.qweight[static_cast<std::size_t>(col * (n / 8) + row / 8)], nibble);
+      const double q =
+          getNibble(c.qweight[static_cast<std::size_t>(col * (n / 8) + row / 8)], nibble);
       const std::int64_t g = col / group;
       const double z =
           c.qzeros.empty()
@@ -175,7 +178,8 @@ inline Packed repackHost(const Quantized& w, Format dtype) {
     for (std::int64_t pos = 0; pos < w.n; ++pos) {
       const std::int64_t row = layout::scaleRowOf(pos);
       const std::size_t i = static_cast<std::size_t>(g * w.n + pos);
-      p.scales[i] = roundToBits(scale_dec(w.scales[static_cast<std::size_t>(g * w.n + row)]), dtype);
+      p.scales[i] =
+          roundToBits(scale_dec(w.scales[static_cast<std::size_t>(g * w.n + row)]), dtype);
       if (!w.zeros.empty()) p.zeros[i] = roundToBits(static_cast<double>(w.zero(g, row)), dtype);
     }
   }

@@ -18,7 +18,8 @@
 
 #if !defined(KILN_CONST_TILE_M) || !defined(KILN_CONST_GROUP_SIZE) || \
     !defined(KILN_CONST_ZERO_POINT) || !defined(KILN_CONST_DTYPE)
-#error "w4a16.cu is compiled by kiln build, which defines KILN_CONST_{TILE_M,GROUP_SIZE,ZERO_POINT,DTYPE}"
+#error \
+    "w4a16.cu is compiled by kiln build, which defines KILN_CONST_{TILE_M,GROUP_SIZE,ZERO_POINT,DTYPE}"
 #endif
 
 #if defined(KILN_TARGET_SM)
@@ -35,7 +36,7 @@ constexpr kiln::w4a16::TileConfig kTile = kiln::w4a16::tileConfig(kTileM);
 
 static_assert(std::is_same_v<Dtype, __half> || std::is_same_v<Dtype, __nv_bfloat16>,
               "w4a16: dtype must be fp16 or bf16");
-static_assert(kTile.valid, "w4a16: tile_m must be one of launch.h's tiles (16, 64, 128)");
+static_assert(kTile.valid, "w4a16: tile_m must be one of launch.h's tiles (8, 16, 64, 128)");
 static_assert(kGroup > 0 && kGroup % kiln::w4a16::kChunkK == 0,
               "w4a16: group_size must be a positive multiple of 64");
 
@@ -43,7 +44,11 @@ static_assert(kGroup > 0 && kGroup % kiln::w4a16::kChunkK == 0,
 
 extern "C" __global__ void __launch_bounds__(kTile.threads, kTile.blocks_per_sm)
     kiln_w4a16_gemm(const kiln::w4a16::GemmParams params) {
-  kiln::w4a16::gemm<Dtype, kTileM, kGroup, kZeroPoint>(params);
+  if constexpr (kTile.gemv) {
+    kiln::w4a16::gemv<Dtype, kTileM, kGroup, kZeroPoint>(params);
+  } else {
+    kiln::w4a16::gemm<Dtype, kTileM, kGroup, kZeroPoint>(params);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(kiln::w4a16::kReduceThreads)

@@ -47,7 +47,8 @@ struct Traits {
     void* args[] = {&plan.params};
     KILN_RETURN_IF_ERROR(kiln::launch(target, *plan.variant, plan.gemm_entry, plan.gemm, args));
     if (plan.split.splits > 1) {
-      KILN_RETURN_IF_ERROR(kiln::launch(target, *plan.variant, plan.reduce_entry, plan.reduce, args));
+      KILN_RETURN_IF_ERROR(
+          kiln::launch(target, *plan.variant, plan.reduce_entry, plan.reduce, args));
     }
     return Status::Ok();
   }

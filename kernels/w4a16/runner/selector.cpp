@@ -94,13 +94,15 @@ Status checkDevice(const Plan& plan, const DeviceQuery& device) {
 Status checkWorkspace(const Plan& plan, const void* workspace, std::size_t workspace_bytes) {
   if (plan.workspace_bytes == 0) return Status::Ok();
   if (workspace == nullptr) {
-    return invalid("the split-K plan (" + str(plan.split.splits) + " splits) needs a workspace of " +
+    return invalid("the split-K plan (" + str(plan.split.splits) +
+                   " splits) needs a workspace of " +
                    str(static_cast<long long>(plan.workspace_bytes)) + " bytes; workspace is null");
   }
   if (workspace_bytes < plan.workspace_bytes) {
     return invalid("workspace of " + str(static_cast<long long>(workspace_bytes)) +
-                   " bytes is smaller than the " + str(static_cast<long long>(plan.workspace_bytes)) +
-                   " bytes the plan needs (" + str(plan.split.splits) + " splits)");
+                   " bytes is smaller than the " +
+                   str(static_cast<long long>(plan.workspace_bytes)) + " bytes the plan needs (" +
+                   str(plan.split.splits) + " splits)");
   }
   return runner::checkPointer("w4a16", "workspace", workspace, kRequiredAlignment);
 }
@@ -115,7 +117,8 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   if (info == nullptr) {
     const bool zp = problem.zeros != nullptr;
     return Status(StatusCode::kNotSupported,
-                  std::string("w4a16: ") + (zp ? "zero points (zeros != null)" : "symmetric weights (zeros == null)") +
+                  std::string("w4a16: ") +
+                      (zp ? "zero points (zeros != null)" : "symmetric weights (zeros == null)") +
                       " are not built for " + dtypeName(problem.dtype) + " group_size " +
                       str(problem.group_size) + "; the artifact has the " +
                       (zp ? "symmetric" : "zero-point") + " variants only");
@@ -179,9 +182,9 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
     KILN_RETURN_IF_ERROR(checkPointer("y", problem.y, true));
   }
 
-  plan->gemm.grid = Dim3{static_cast<unsigned>(problem.n / tile.tile_n),
-                         static_cast<unsigned>(m_blocks),
-                         static_cast<unsigned>(plan->split.splits)};
+  plan->gemm.grid =
+      Dim3{static_cast<unsigned>(problem.n / tile.tile_n), static_cast<unsigned>(m_blocks),
+           static_cast<unsigned>(plan->split.splits)};
   plan->gemm.block = Dim3{static_cast<unsigned>(tile.threads), 1, 1};
   plan->gemm.shared_bytes = static_cast<unsigned>(tile.shared_bytes);
   const long long vectors = problem.m * (problem.n / kReduceVector);
@@ -189,7 +192,8 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
     return invalid("m " + str(problem.m) + " x n " + str(problem.n) + " exceeds the limit of " +
                    str(kMaxGridX * kReduceThreads * kReduceVector) + " outputs");
   }
-  plan->reduce.grid = Dim3{static_cast<unsigned>((vectors + kReduceThreads - 1) / kReduceThreads), 1, 1};
+  plan->reduce.grid =
+      Dim3{static_cast<unsigned>((vectors + kReduceThreads - 1) / kReduceThreads), 1, 1};
   plan->reduce.block = Dim3{static_cast<unsigned>(kReduceThreads), 1, 1};
   plan->reduce.programmatic_dependency = true;
   plan->params = GemmParams{problem.x,
@@ -238,12 +242,10 @@ Status selectRepack(std::span<const VariantInfo> table, const RepackProblem& pro
   if (problem.n % kTileRows != 0 || problem.n % 8 != 0) {
     return invalid("n " + str(problem.n) + " is not a multiple of 16");
   }
-  KILN_RETURN_IF_ERROR(runner::resolveEntry("w4a16", info->name, info->variant,
-                                            kRepackWeightsEntry, &plan->variant,
-                                            &plan->weights_entry));
-  KILN_RETURN_IF_ERROR(runner::resolveEntry("w4a16", info->name, info->variant,
-                                            kRepackScalesEntry, &plan->variant,
-                                            &plan->scales_entry));
+  KILN_RETURN_IF_ERROR(runner::resolveEntry("w4a16", info->name, info->variant, kRepackWeightsEntry,
+                                            &plan->variant, &plan->weights_entry));
+  KILN_RETURN_IF_ERROR(runner::resolveEntry("w4a16", info->name, info->variant, kRepackScalesEntry,
+                                            &plan->variant, &plan->scales_entry));
   plan->info = info;
   if (pointers == PointerChecks::kCheck) {
     KILN_RETURN_IF_ERROR(checkPointer("qweight", problem.qweight, true));
@@ -259,9 +261,11 @@ Status selectRepack(std::span<const VariantInfo> table, const RepackProblem& pro
     return invalid("n " + str(problem.n) + " x k " + str(problem.k) + " exceeds the limit of " +
                    str(kMaxGridX * kRepackThreads * 8) + " weights");
   }
-  plan->weights.grid = Dim3{static_cast<unsigned>((words + kRepackThreads - 1) / kRepackThreads), 1, 1};
+  plan->weights.grid =
+      Dim3{static_cast<unsigned>((words + kRepackThreads - 1) / kRepackThreads), 1, 1};
   plan->weights.block = Dim3{static_cast<unsigned>(kRepackThreads), 1, 1};
-  plan->scales.grid = Dim3{static_cast<unsigned>((scales + kRepackThreads - 1) / kRepackThreads), 1, 1};
+  plan->scales.grid =
+      Dim3{static_cast<unsigned>((scales + kRepackThreads - 1) / kRepackThreads), 1, 1};
   plan->scales.block = Dim3{static_cast<unsigned>(kRepackThreads), 1, 1};
   plan->params = RepackParams{static_cast<const std::int32_t*>(problem.qweight),
                               static_cast<const std::int32_t*>(problem.qzeros),

@@ -54,7 +54,7 @@ struct Plan {
 //   m == 0: no_op, and the pointer checks are skipped
 //   x, weight, scales, y non-null, every pointer 16-byte aligned (unless `pointers` is kSkip)
 //   last, `device` (when given) has an image of the variant        (the check's status)
-// The tile is the smallest built tile_m >= m (16: the GEMV path), else the largest built.
+// The tile is the smallest built tile_m >= m (8 and 16: the GEMV kernel), else the largest built.
 Status select(std::span<const VariantInfo> table, const Problem& problem, int multiprocessors,
               const DeviceQuery* device, Plan* plan,
               PointerChecks pointers = PointerChecks::kCheck);

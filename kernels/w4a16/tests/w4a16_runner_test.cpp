@@ -90,6 +90,22 @@ Problem validProblem() {
 
 void* const kWorkspace = fakeAddress(0x7f0001000000);
 
+// launch.h's split plan for a GEMV of validProblem()'s n 4096 (m 1: the tile of 8; 9..16: of 16)
+// on `sms` SMs, and the workspace it needs: the expectations of these tests are about the runner's
+// plumbing, so they follow launch.h's tuning (w4a16_selector_test.cpp pins its current numbers).
+SplitPlan gemvPlan(int sms, std::int64_t m = 1, std::int64_t k = 4096) {
+  return planSplits(m, 4096, k, tileConfig(m <= 8 ? 8 : 16), sms);
+}
+std::size_t gemvWorkspace(int sms, std::int64_t m = 1, std::int64_t k = 4096) {
+  const int splits = gemvPlan(sms, m, k).splits;
+  return splits > 1 ? static_cast<std::size_t>(splits) * static_cast<std::size_t>(m) * 4096u * 4u
+                    : 0u;
+}
+
+// K long enough (448 chunks) that the split count follows the SM count rather than the
+// kMinChunksPerSplit cap: the H200's plan needs less workspace than the largest device's.
+constexpr std::int64_t kLongK = 28672;
+
 TEST(W4a16Runner, GemvLaunchesTheGemmThenTheReductionAsItsDependent) {
   fake::Driver driver({fake::h200()});
   recordLaunches(driver, sizeof(GemmParams));
@@ -97,9 +113,12 @@ TEST(W4a16Runner, GemvLaunchesTheGemmThenTheReductionAsItsDependent) {
   const Problem p = validProblem();
   ASSERT_TRUE(canImplement(p).ok()) << canImplement(p).toString();
   ASSERT_TRUE(canImplement(p, 90).ok());
-  // Sized for 256 SMs: 16 splits of 4 chunks; the H200's 132 SMs take 8 splits of 8.
+  // The workspace is sized for 256 SMs; the H200 runs its own plan for 132 (both 16 splits of 4
+  // chunks on launch.h's current tuning).
   const std::size_t bytes = workspaceSize(p);
-  EXPECT_EQ(bytes, 16u * 4096u * 4u);
+  EXPECT_EQ(bytes, gemvWorkspace(kMaxMultiprocessors));
+  const SplitPlan split = gemvPlan(132);
+  ASSERT_GT(split.splits, 1);
   const Status s = run(p, kWorkspace, bytes, stream);
   ASSERT_TRUE(s.ok()) << s.toString();
 
@@ -108,14 +127,17 @@ TEST(W4a16Runner, GemvLaunchesTheGemmThenTheReductionAsItsDependent) {
   const fake::LaunchRecord& gemm = g_launches[0].launch;
   EXPECT_EQ(gemm.function, "kiln_w4a16_gemm");
   EXPECT_EQ(gemm.stream, stream);
-  EXPECT_EQ(gemm.grid[0], 64u);  // 4096 / tile_n 64
+  // grid (n / tile_n, ceil(m / tile_m), splits), block = threads, shared bytes: the m8 tile's.
+  const TileConfig tile = tileConfig(8);
+  EXPECT_TRUE(tile.gemv);
+  EXPECT_EQ(gemm.grid[0], static_cast<unsigned>(4096 / tile.tile_n));
   EXPECT_EQ(gemm.grid[1], 1u);
-  EXPECT_EQ(gemm.grid[2], 8u);
-  EXPECT_EQ(gemm.block[0], 128u);
+  EXPECT_EQ(gemm.grid[2], static_cast<unsigned>(split.splits));
+  EXPECT_EQ(gemm.block[0], static_cast<unsigned>(tile.threads));
   EXPECT_EQ(gemm.block[1], 1u);
-  EXPECT_EQ(gemm.shared_bytes, static_cast<unsigned>(tileConfig(16).shared_bytes));
+  EXPECT_EQ(gemm.shared_bytes, static_cast<unsigned>(tile.shared_bytes));
   EXPECT_FALSE(gemm.programmatic);
-  // The image of the m16 bf16 variant: its fake cubin names its four entries.
+  // The image of the m8 bf16 variant: its fake cubin names its four entries.
   EXPECT_EQ(gemm.image,
             "FAKECUBIN kiln_w4a16_gemm kiln_w4a16_reduce kiln_w4a16_repack_weights "
             "kiln_w4a16_repack_scales");
@@ -143,29 +165,63 @@ TEST(W4a16Runner, GemvLaunchesTheGemmThenTheReductionAsItsDependent) {
     EXPECT_EQ(params.m, 1);
     EXPECT_EQ(params.n, 4096);
     EXPECT_EQ(params.k, 4096);
-    EXPECT_EQ(params.splits, 8);
-    EXPECT_EQ(params.chunks_per_split, 8);
+    EXPECT_EQ(params.splits, split.splits);
+    EXPECT_EQ(params.chunks_per_split, split.chunks_per_split);
   }
 }
 
+TEST(W4a16Runner, SixteenTokensRunTheGemvTileOf16) {
+  // m 9..16: the m16 GEMV variant, one token tile, its own split plan.
+  fake::Driver driver({fake::h200()});
+  recordLaunches(driver, sizeof(GemmParams));
+  Problem p = validProblem();
+  p.m = 16;
+  const TileConfig tile = tileConfig(16);
+  const SplitPlan split = gemvPlan(132, 16);
+  ASSERT_TRUE(tile.gemv);
+  ASSERT_GT(split.splits, 1);
+  ASSERT_TRUE(run(p, kWorkspace, workspaceSize(p), driver.makeStream(0)).ok());
+  ASSERT_EQ(g_launches.size(), 2u);
+  const fake::LaunchRecord& gemm = g_launches[0].launch;
+  EXPECT_EQ(gemm.function, "kiln_w4a16_gemm");
+  EXPECT_EQ(gemm.grid[0], static_cast<unsigned>(4096 / tile.tile_n));
+  EXPECT_EQ(gemm.grid[1], 1u);
+  EXPECT_EQ(gemm.grid[2], static_cast<unsigned>(split.splits));
+  EXPECT_EQ(gemm.block[0], static_cast<unsigned>(tile.threads));
+  EXPECT_EQ(gemm.shared_bytes, static_cast<unsigned>(tile.shared_bytes));
+  EXPECT_EQ(gemmParams(g_launches[0]).m, 16);
+  EXPECT_EQ(gemmParams(g_launches[0]).chunks_per_split, split.chunks_per_split);
+  EXPECT_EQ(g_launches[1].launch.function, "kiln_w4a16_reduce");
+  EXPECT_EQ(g_launches[1].launch.grid[0], 16u * 4096u / 8u / 256u);
+  EXPECT_EQ(workspaceSize(p), gemvWorkspace(kMaxMultiprocessors, 16));
+}
+
 TEST(W4a16Runner, SplitFollowsTheStreamsDevice) {
-  // An A100 (108 SMs): ceil(432 / 64) = 7 splits of 10 chunks, and an sm_80 image, so the
-  // reduction is an ordinary launch (programmatic launches need an sm_90 image).
+  // An A100 (108 SMs): its own split plan (at K 28672 on launch.h's current tuning, 20 splits
+  // against the H200's 24), and an sm_80 image, so the reduction is an ordinary launch
+  // (programmatic launches need an sm_90 image).
+  const SplitPlan a100 = gemvPlan(108, 1, kLongK);
+  ASSERT_GT(a100.splits, 1);
+  ASSERT_NE(a100.splits, gemvPlan(132, 1, kLongK).splits);
   fake::Driver driver({fake::a100()});
   recordLaunches(driver, sizeof(GemmParams));
   Problem p = validProblem();
+  p.k = kLongK;
   p.zeros = fakeAddress<const void>(0x7f0000050000);
   p.dtype = DType::kFloat16;
   ASSERT_TRUE(run(p, kWorkspace, workspaceSize(p), driver.makeStream(0)).ok());
   ASSERT_EQ(g_launches.size(), 2u);
-  EXPECT_EQ(g_launches[0].launch.grid[2], 7u);
-  EXPECT_EQ(gemmParams(g_launches[0]).chunks_per_split, 10);
+  EXPECT_EQ(g_launches[0].launch.grid[2], static_cast<unsigned>(a100.splits));
+  EXPECT_EQ(gemmParams(g_launches[0]).splits, a100.splits);
+  EXPECT_EQ(gemmParams(g_launches[0]).chunks_per_split, a100.chunks_per_split);
   EXPECT_EQ(gemmParams(g_launches[0]).zeros, p.zeros);
   EXPECT_EQ(g_launches[1].launch.function, "kiln_w4a16_reduce");
   EXPECT_FALSE(g_launches[1].launch.programmatic);
   // Exactly the workspace the A100's plan needs is enough.
   g_launches.clear();
-  ASSERT_TRUE(run(p, kWorkspace, 7u * 4096u * 4u, driver.makeStream(0)).ok());
+  ASSERT_TRUE(run(p, kWorkspace, gemvWorkspace(108, 1, kLongK), driver.makeStream(0)).ok());
+  EXPECT_EQ(g_launches.size(), 2u);
+  EXPECT_FALSE(run(p, kWorkspace, gemvWorkspace(108, 1, kLongK) - 1, driver.makeStream(0)).ok());
   EXPECT_EQ(g_launches.size(), 2u);
 }
 
@@ -187,6 +243,10 @@ TEST(W4a16Runner, OneSplitLaunchesOnlyTheGemm) {
 
 TEST(W4a16Runner, PrefillRunsOneSplitOfTheLargestTile) {
   // 112 x 32 tiles fill the device: one split of the 128-token tile.
+  const TileConfig tile = tileConfig(128);
+  ASSERT_EQ(planSplits(4096, 14336, 4096, tile, 132).splits, 1);
+  ASSERT_EQ(planSplits(4096, 14336, 4096, tile, kMaxMultiprocessors).splits, 1);
+  ASSERT_GT(tile.shared_bytes, 48 * 1024);  // so that the opt-in below is needed
   fake::Driver driver({fake::h200()});
   recordLaunches(driver, sizeof(GemmParams));
   Problem p = validProblem();
@@ -197,49 +257,64 @@ TEST(W4a16Runner, PrefillRunsOneSplitOfTheLargestTile) {
   ASSERT_TRUE(s.ok()) << s.toString();
   ASSERT_EQ(g_launches.size(), 1u);
   EXPECT_EQ(g_launches[0].launch.function, "kiln_w4a16_gemm");
-  EXPECT_EQ(g_launches[0].launch.grid[0], 112u);
+  EXPECT_EQ(g_launches[0].launch.grid[0], static_cast<unsigned>(14336 / tile.tile_n));
   EXPECT_EQ(g_launches[0].launch.grid[1], 32u);
   EXPECT_EQ(g_launches[0].launch.grid[2], 1u);
-  EXPECT_EQ(g_launches[0].launch.block[0], 256u);
-  EXPECT_EQ(g_launches[0].launch.shared_bytes, static_cast<unsigned>(tileConfig(128).shared_bytes));
+  EXPECT_EQ(g_launches[0].launch.block[0], static_cast<unsigned>(tile.threads));
+  EXPECT_EQ(g_launches[0].launch.shared_bytes, static_cast<unsigned>(tile.shared_bytes));
   // Over 48 KiB: the runtime opted the function in to its shared memory.
-  EXPECT_EQ(driver.functionSharedOptIn("kiln_w4a16_gemm"), tileConfig(128).shared_bytes);
+  EXPECT_EQ(driver.functionSharedOptIn("kiln_w4a16_gemm"), tile.shared_bytes);
 }
 
 TEST(W4a16Runner, WorkspaceErrorsSurfaceFromRunBeforeAnyLaunch) {
   fake::Driver driver({fake::h200()});
-  const Problem p = validProblem();
+  // The H200's plan, smaller than workspaceSize()'s for 256 SMs.
+  Problem p = validProblem();
+  p.k = kLongK;
+  const std::string splits = std::to_string(gemvPlan(132, 1, kLongK).splits);
+  const std::size_t needed = gemvWorkspace(132, 1, kLongK);
+  ASSERT_GT(needed, 0u);
+  ASSERT_LT(needed, workspaceSize(p));
+  const std::string bytes = std::to_string(needed);
+  const std::string short_bytes = std::to_string(needed - 1);
   Status s = run(p, nullptr, 0, driver.makeStream(0));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(),
-            "w4a16: the split-K plan (8 splits) needs a workspace of 131072 bytes; workspace is "
-            "null");
-  s = run(p, kWorkspace, 131071, driver.makeStream(0));
-  EXPECT_EQ(s.message(),
-            "w4a16: workspace of 131071 bytes is smaller than the 131072 bytes the plan needs (8 "
-            "splits)");
+  EXPECT_EQ(s.message(), "w4a16: the split-K plan (" + splits + " splits) needs a workspace of " +
+                             bytes + " bytes; workspace is null");
+  s = run(p, kWorkspace, needed - 1, driver.makeStream(0));
+  EXPECT_EQ(s.message(), "w4a16: workspace of " + short_bytes + " bytes is smaller than the " +
+                             bytes + " bytes the plan needs (" + splits + " splits)");
   s = run(p, fakeAddress(0x7f0001000004), 1 << 20, driver.makeStream(0));
   EXPECT_EQ(s.message(), "w4a16: pointer workspace (0x7f0001000004) is not 16-byte aligned");
   EXPECT_EQ(driver.launches.load(), 0);
-  // The device's own plan (8 splits) fits in less than workspaceSize()'s 16.
-  EXPECT_TRUE(run(p, kWorkspace, 131072, driver.makeStream(0)).ok());
+  // The device's own plan fits in less than workspaceSize().
+  EXPECT_TRUE(run(p, kWorkspace, needed, driver.makeStream(0)).ok());
   EXPECT_EQ(driver.launches.load(), 2);
 }
 
 TEST(W4a16Runner, WorkspaceSizeIsPlannedForTheLargestDeviceUnlessToldTheSmCount) {
   Problem p = validProblem();
-  EXPECT_EQ(workspaceSize(p), 16u * 4096u * 4u);  // kMaxMultiprocessors: 1024 / 64 tiles
+  EXPECT_EQ(workspaceSize(p), gemvWorkspace(kMaxMultiprocessors));
+  EXPECT_GT(workspaceSize(p), 0u);
   p.multiprocessors = 132;
-  EXPECT_EQ(workspaceSize(p), 8u * 4096u * 4u);
-  p.multiprocessors = 16;  // 64 slots for 64 tiles: no split
+  EXPECT_EQ(workspaceSize(p), gemvWorkspace(132));
+  EXPECT_LE(workspaceSize(p), gemvWorkspace(kMaxMultiprocessors));
+  p.k = kLongK;
+  EXPECT_EQ(workspaceSize(p), gemvWorkspace(132, 1, kLongK));
+  EXPECT_LT(workspaceSize(p), gemvWorkspace(kMaxMultiprocessors, 1, kLongK));
+  p.k = 4096;
+  // One SM: its blocks_per_sm slots hold fewer blocks than the 4096 / tile_n tiles, so no split.
+  ASSERT_LT(tileConfig(8).blocks_per_sm, 4096 / tileConfig(8).tile_n);
+  p.multiprocessors = 1;
   EXPECT_EQ(workspaceSize(p), 0u);
   p.multiprocessors = 0;
-  p.m = 12;
-  EXPECT_EQ(workspaceSize(p), 16u * 12u * 4096u * 4u);
+  p.m = 12;  // the GEMV tile of 16
+  ASSERT_GT(gemvPlan(kMaxMultiprocessors, 12).splits, 1);
+  EXPECT_EQ(workspaceSize(p), gemvWorkspace(kMaxMultiprocessors, 12));
   // Shapes only: the tensors need not exist yet.
   p.x = nullptr;
   p.y = nullptr;
-  EXPECT_EQ(workspaceSize(p), 16u * 12u * 4096u * 4u);
+  EXPECT_EQ(workspaceSize(p), gemvWorkspace(kMaxMultiprocessors, 12));
   EXPECT_FALSE(canImplement(p).ok());
   // A problem the selector refuses needs none.
   p.k = 4000;
@@ -251,23 +326,28 @@ TEST(W4a16Runner, WorkspaceSizeIsPlannedForTheLargestDeviceUnlessToldTheSmCount)
 }
 
 TEST(W4a16Runner, FixedSmCountIsUsedOnTheDeviceToo) {
-  // A workspace sized for 256 SMs, and the problem says 256: the H200 runs 16 splits.
+  // A workspace sized for 256 SMs, and the problem says 256: the H200 runs 256 SMs' plan (for
+  // k 28672, 32 splits of 14 chunks now), more splits than its own 132 SMs' plan (16 of 28).
+  const SplitPlan most = gemvPlan(kMaxMultiprocessors, 1, kLongK);
+  ASSERT_GT(most.splits, gemvPlan(132, 1, kLongK).splits);
   fake::Driver driver({fake::h200()});
   recordLaunches(driver, sizeof(GemmParams));
   Problem p = validProblem();
+  p.k = kLongK;
   p.multiprocessors = kMaxMultiprocessors;
   ASSERT_TRUE(run(p, kWorkspace, workspaceSize(p), driver.makeStream(0)).ok());
   ASSERT_EQ(g_launches.size(), 2u);
-  EXPECT_EQ(g_launches[0].launch.grid[2], 16u);
-  EXPECT_EQ(gemmParams(g_launches[1]).splits, 16);
-  EXPECT_EQ(gemmParams(g_launches[1]).chunks_per_split, 4);
+  EXPECT_EQ(g_launches[0].launch.grid[2], static_cast<unsigned>(most.splits));
+  EXPECT_EQ(gemmParams(g_launches[1]).splits, most.splits);
+  EXPECT_EQ(gemmParams(g_launches[1]).chunks_per_split, most.chunks_per_split);
   // So a workspace sized for 132 SMs is too small for it.
   Problem h200 = p;
   h200.multiprocessors = 132;
   const Status s = run(p, kWorkspace, workspaceSize(h200), driver.makeStream(0));
-  EXPECT_EQ(s.message(),
-            "w4a16: workspace of 131072 bytes is smaller than the 262144 bytes the plan needs (16 "
-            "splits)");
+  EXPECT_EQ(s.message(), "w4a16: workspace of " + std::to_string(gemvWorkspace(132, 1, kLongK)) +
+                             " bytes is smaller than the " +
+                             std::to_string(gemvWorkspace(kMaxMultiprocessors, 1, kLongK)) +
+                             " bytes the plan needs (" + std::to_string(most.splits) + " splits)");
   EXPECT_EQ(g_launches.size(), 2u);
 }
 
@@ -330,11 +410,15 @@ TEST(W4a16Runner, UnsupportedSmsAreNamed) {
   const Status s = canImplement(p, 75);
   EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
   EXPECT_EQ(s.message(),
-            "w4a16_m16_g128_bf16: artifact has sm_80, sm_86, sm_87, sm_89, sm_90, sm_100, sm_110, "
+            "w4a16_m8_g128_bf16: artifact has sm_80, sm_86, sm_87, sm_89, sm_90, sm_100, sm_110, "
             "sm_120 only; device is sm_75");
   for (int sm : {80, 86, 87, 89, 90, 100, 110, 120}) {
     EXPECT_TRUE(canImplement(p, sm).ok()) << sm;
   }
+  Problem gemv16 = validProblem();
+  gemv16.m = 12;
+  EXPECT_EQ(canImplement(gemv16, 75).message().rfind("w4a16_m16_g128_bf16: ", 0), 0u)
+      << canImplement(gemv16, 75).message();
   Problem prefill = validProblem();
   prefill.m = 1000;
   EXPECT_EQ(canImplement(prefill, 75).message().rfind("w4a16_m128_g128_bf16: ", 0), 0u)
@@ -360,6 +444,16 @@ TEST(W4a16Runner, InvalidProblemIsRefusedAsCanImplementSays) {
   p.group_size = 64;
   EXPECT_EQ(run(p, kWorkspace, 1 << 20, driver.makeStream(0)).message(),
             "w4a16: group_size 64 is not built for bf16; built for bf16: 128");
+  // n off the tile: every built tile is 128 features wide.
+  p = validProblem();
+  p.n = 4032;
+  EXPECT_EQ(
+      run(p, kWorkspace, 1 << 20, driver.makeStream(0)).message(),
+      "w4a16: n 4032 is not a multiple of 128 (tile_n of w4a16_m8_g128_bf16, chosen for m 1)");
+  p.m = 12;
+  EXPECT_EQ(canImplement(p).message(),
+            "w4a16: n 4032 is not a multiple of 128 (tile_n of w4a16_m16_g128_bf16, chosen for m "
+            "12)");
   EXPECT_EQ(driver.launches.load(), 0);
 }
 

@@ -1,8 +1,12 @@
-// The w4a16 selector on a fake variant table (the 12 variants of kiln.toml, or subsets): the tile
+// The w4a16 selector on a fake variant table (the 16 variants of kiln.toml, or subsets): the tile
 // follows m, the zero-point form follows zeros, every admission error names the value and the
-// limit, the split of K follows launch.h's planSplits (no empty split, capped, non-decreasing in
-// the SM count, so a workspace sized for the most SMs fits every device), the launch plan and the
-// kernel parameters match launch.h and params.h; the repack's admission and plan likewise.
+// limit, the split of K follows launch.h's planSplits (no empty split, capped, one wave of the
+// device's blocks, non-decreasing in the SM count, so a workspace sized for the most SMs fits every
+// device), the launch plan and the kernel parameters match launch.h and params.h; the repack's
+// admission and plan likewise. Where a test is about the selector's plumbing, the tuning choices
+// (tile_n, warps, stages, blocks_per_sm) are read from tileConfig(); TileConfigurations,
+// GemvPlanSplitsKAcrossTheDevice, PrefillPlanRunsOneSplit, SplitCountsOfHandComputedShapes and
+// WorkspaceCheckNamesBothSizes pin launch.h's current tuning with hand-computed numbers.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -26,8 +30,13 @@ const char* const kEntriesReversed[] = {"kiln_w4a16_repack_scales", "kiln_w4a16_
 const char* const kGemmOnly[] = {"kiln_w4a16_gemm"};
 const kiln_image kImages[] = {{80, 0, nullptr, 0, "", 0}, {90, 0, nullptr, 0, "", 0}};
 
-// The m16 bf16 variant lists its entries in reverse: they are found by name, not position.
-const kiln_variant kM16Bf16{"w4a16_m16_g128_bf16", "w4a16", kEntriesReversed, 4, kImages, 2};
+// The m8 bf16 variant (the GEMV one of validProblem()) lists its entries in reverse: they are
+// found by name, not position.
+const kiln_variant kM8Bf16{"w4a16_m8_g128_bf16", "w4a16", kEntriesReversed, 4, kImages, 2};
+const kiln_variant kM8Fp16{"w4a16_m8_g128_fp16", "w4a16", kEntries, 4, kImages, 2};
+const kiln_variant kM8ZpBf16{"w4a16_m8_g128_zp_bf16", "w4a16", kEntries, 4, kImages, 2};
+const kiln_variant kM8ZpFp16{"w4a16_m8_g128_zp_fp16", "w4a16", kEntries, 4, kImages, 2};
+const kiln_variant kM16Bf16{"w4a16_m16_g128_bf16", "w4a16", kEntries, 4, kImages, 2};
 const kiln_variant kM64Bf16{"w4a16_m64_g128_bf16", "w4a16", kEntries, 4, kImages, 2};
 const kiln_variant kM128Bf16{"w4a16_m128_g128_bf16", "w4a16", kEntries, 4, kImages, 2};
 const kiln_variant kM16Fp16{"w4a16_m16_g128_fp16", "w4a16", kEntries, 4, kImages, 2};
@@ -59,7 +68,20 @@ const VariantInfo kTable[] = {
     {"w4a16_m64_g128_fp16", 64, 128, false, kFp16, &fixedVariant<kM64Fp16>},
     {"w4a16_m64_g128_zp_bf16", 64, 128, true, kBf16, &fixedVariant<kM64ZpBf16>},
     {"w4a16_m64_g128_zp_fp16", 64, 128, true, kFp16, &fixedVariant<kM64ZpFp16>},
+    {"w4a16_m8_g128_bf16", 8, 128, false, kBf16, &fixedVariant<kM8Bf16>},
+    {"w4a16_m8_g128_fp16", 8, 128, false, kFp16, &fixedVariant<kM8Fp16>},
+    {"w4a16_m8_g128_zp_bf16", 8, 128, true, kBf16, &fixedVariant<kM8ZpBf16>},
+    {"w4a16_m8_g128_zp_fp16", 8, 128, true, kFp16, &fixedVariant<kM8ZpFp16>},
 };
+
+// The built tiles, and the one the selector picks for m on the full table: the smallest >= m.
+constexpr int kTiles[] = {8, 16, 64, 128};
+int tileFor(long long m) {
+  for (int t : kTiles) {
+    if (m <= t) return t;
+  }
+  return 128;
+}
 
 template <typename T = void>
 T* fakeAddress(std::uintptr_t a) {
@@ -98,27 +120,69 @@ Status fakeImageCheck(const kiln_variant& v, int sm) {
 // --------------------------------------------------------------------------
 
 TEST(W4a16Selector, TileConfigurations) {
-  // 16: 4 warps, 6 stages of 2048 (4 packed tiles) + 2304 (16 rows of 144) + 256 (64 scales and
-  // zero points) bytes; 64: 4 warps, 4 x (4096 + 9216 + 512); 128: 8 warps, 4 x (4096 + 18432 +
-  // 512).
-  const TileConfig t16 = tileConfig(16), t64 = tileConfig(64), t128 = tileConfig(128);
-  ASSERT_TRUE(t16.valid && t64.valid && t128.valid);
-  EXPECT_EQ(t16.tile_n, 64);
-  EXPECT_EQ(t16.threads, 128);
-  EXPECT_EQ(t16.shared_bytes, 27648);
-  EXPECT_EQ(t64.tile_n, 128);
-  EXPECT_EQ(t64.threads, 128);
-  EXPECT_EQ(t64.shared_bytes, 55296);
-  EXPECT_EQ(t128.tile_n, 128);
-  EXPECT_EQ(t128.threads, 256);
-  EXPECT_EQ(t128.shared_bytes, 92160);
-  for (const TileConfig& t : {t16, t64, t128}) {
-    EXPECT_LE(t.shared_bytes, 99 * 1024);  // the smallest opt-in limit (sm_86 / 89 / 120)
-    EXPECT_EQ(t.warps_n * t.row_tiles_per_warp * kTileRows, t.tile_n);
-    EXPECT_EQ(t.warps_m * t.token_tiles_per_warp * 8, t.tile_m);
+  // launch.h's tiles as tuned now. Every tile is 128 features (4 warps along them, 2 row tiles of
+  // 16 each), so n is a multiple of 128 for every m.
+  //    8, 16: the GEMV kernel, 4 x 1 warps, each a ring of chunk slots of 2 row tiles x 32 lanes
+  //           x (16 weight + 4 scale + 4 zero-point bytes) = 1536: tile 8 4 slots (4 x 4 x 1536 =
+  //           24576 bytes), 6 blocks per SM; tile 16 8 slots (49152 bytes), 4 blocks per SM
+  //   64: tiled, 4 x 1 warps, 4 stages of 4096 (8 packed tiles) + 9216 (64 rows of 144) + 512
+  //       (128 scales and zero points) bytes = 55296, 2 blocks per SM
+  //  128: tiled, 4 x 2 warps, 4 stages of 4096 + 18432 + 512 bytes = 92160, 1 block per SM
+  struct Want {
+    int tile_m;
+    bool gemv;
+    int warps_n, warps_m, stages, blocks_per_sm, threads, shared_bytes;
+  };
+  const Want wants[] = {
+      {8, true, 4, 1, 4, 6, 128, 24576},
+      {16, true, 4, 1, 8, 4, 128, 49152},
+      {64, false, 4, 1, 4, 2, 128, 55296},
+      {128, false, 4, 2, 4, 1, 256, 92160},
+  };
+  for (const Want& w : wants) {
+    const TileConfig t = tileConfig(w.tile_m);
+    ASSERT_TRUE(t.valid) << w.tile_m;
+    EXPECT_EQ(t.tile_m, w.tile_m);
+    EXPECT_EQ(t.gemv, w.gemv) << w.tile_m;
+    EXPECT_EQ(t.tile_n, 128) << w.tile_m;
+    EXPECT_EQ(t.warps_n, w.warps_n) << w.tile_m;
+    EXPECT_EQ(t.warps_m, w.warps_m) << w.tile_m;
+    EXPECT_EQ(t.stages, w.stages) << w.tile_m;
+    EXPECT_EQ(t.blocks_per_sm, w.blocks_per_sm) << w.tile_m;
+    EXPECT_EQ(t.threads, w.threads) << w.tile_m;
+    EXPECT_EQ(t.shared_bytes, w.shared_bytes) << w.tile_m;
+  }
+  // What holds of any tuning: the warps cover the tile exactly, the tiled kernel's stages are the
+  // packed weights, x and the scales of one chunk, the GEMV kernel's shared memory is its warps'
+  // rings of chunk slots, and every tile fits the smallest opt-in limit (sm_86 / 89 / 120).
+  for (int tile_m : kTiles) {
+    const TileConfig t = tileConfig(tile_m);
+    ASSERT_TRUE(t.valid) << tile_m;
+    EXPECT_EQ(t.gemv, tile_m <= 16) << tile_m;
+    EXPECT_EQ(t.threads, t.warps_n * t.warps_m * kWarp) << tile_m;
+    EXPECT_EQ(t.warps_n * t.row_tiles_per_warp * kTileRows, t.tile_n) << tile_m;
+    EXPECT_EQ(t.warps_m * t.token_tiles_per_warp * 8, t.tile_m) << tile_m;
+    EXPECT_GE(t.stages, 1) << tile_m;
+    EXPECT_GE(t.blocks_per_sm, 1) << tile_m;
+    EXPECT_EQ(t.tile_n % kTileRows, 0) << tile_m;
+    if (t.gemv) {
+      EXPECT_EQ(t.stage_bytes, 0) << tile_m;
+      EXPECT_EQ(t.warp_slot_bytes, t.row_tiles_per_warp * kWarp * (16 + 4 + 4)) << tile_m;
+      EXPECT_EQ(t.shared_bytes, t.threads / kWarp * t.stages * t.warp_slot_bytes) << tile_m;
+    } else {
+      EXPECT_EQ(t.warp_slot_bytes, 0) << tile_m;
+      EXPECT_EQ(t.weight_stage_bytes, t.tile_n / kTileRows * kPackedTileBytes) << tile_m;
+      EXPECT_EQ(t.x_stage_bytes, t.tile_m * kXRowPitch) << tile_m;
+      EXPECT_EQ(t.scale_stage_bytes, 2 * t.tile_n * 2) << tile_m;
+      EXPECT_EQ(t.shared_bytes,
+                t.stages * (t.weight_stage_bytes + t.x_stage_bytes + t.scale_stage_bytes))
+          << tile_m;
+    }
+    EXPECT_LE(t.shared_bytes, 99 * 1024) << tile_m;
   }
   EXPECT_FALSE(tileConfig(32).valid);
   EXPECT_FALSE(tileConfig(0).valid);
+  EXPECT_FALSE(tileConfig(4).valid);
 }
 
 TEST(W4a16Selector, GemvPlanSplitsKAcrossTheDevice) {
@@ -126,23 +190,25 @@ TEST(W4a16Selector, GemvPlanSplitsKAcrossTheDevice) {
   const Problem p = validProblem();
   const Status s = select(kTable, p, kH200, nullptr, &plan);
   ASSERT_TRUE(s.ok()) << s.toString();
-  EXPECT_STREQ(plan.info->name, "w4a16_m16_g128_bf16");
-  EXPECT_EQ(plan.variant, &kM16Bf16);
+  EXPECT_STREQ(plan.info->name, "w4a16_m8_g128_bf16");
+  EXPECT_EQ(plan.variant, &kM8Bf16);
   EXPECT_FALSE(plan.no_op);
   EXPECT_STREQ(plan.variant->entries[plan.gemm_entry], "kiln_w4a16_gemm");
   EXPECT_STREQ(plan.variant->entries[plan.reduce_entry], "kiln_w4a16_reduce");
-  EXPECT_EQ(plan.tile.tile_m, 16);
-  // 64 column tiles x 1 token tile on 132 SMs x 4 blocks: ceil(528 / 64) = 9 splits of
-  // ceil(64 / 9) = 8 chunks, trimmed to the 8 splits that 8-chunk splits need.
-  EXPECT_EQ(plan.split.splits, 8);
-  EXPECT_EQ(plan.split.chunks_per_split, 8);
-  EXPECT_EQ(plan.workspace_bytes, 8u * 1u * 4096u * 4u);
-  EXPECT_EQ(plan.gemm.grid.x, 64u);
+  EXPECT_EQ(plan.tile.tile_m, 8);
+  EXPECT_TRUE(plan.tile.gemv);
+  // Hand-computed on launch.h's current tuning: 4096 / 128 = 32 column tiles x 1 token tile; 132
+  // SMs x 6 blocks = 792 slots, floor(792 / 32) = 24 splits, capped at min(32, 64 chunks / 4 =
+  // 16): 16 splits of 4 chunks. One wave: 32 x 16 = 512 blocks <= 792.
+  EXPECT_EQ(plan.split.splits, 16);
+  EXPECT_EQ(plan.split.chunks_per_split, 4);
+  EXPECT_EQ(plan.workspace_bytes, 16u * 1u * 4096u * 4u);
+  EXPECT_EQ(plan.gemm.grid.x, 32u);
   EXPECT_EQ(plan.gemm.grid.y, 1u);
-  EXPECT_EQ(plan.gemm.grid.z, 8u);
+  EXPECT_EQ(plan.gemm.grid.z, 16u);
   EXPECT_EQ(plan.gemm.block.x, 128u);
   EXPECT_EQ(plan.gemm.block.y, 1u);
-  EXPECT_EQ(plan.gemm.shared_bytes, 27648u);
+  EXPECT_EQ(plan.gemm.shared_bytes, 24576u);  // 4 warps' rings of 4 slots of 1536 bytes
   EXPECT_FALSE(plan.gemm.programmatic_dependency);
   // The reduction: 4096 outputs / 8 per thread / 256 threads.
   EXPECT_EQ(plan.reduce.grid.x, 2u);
@@ -161,8 +227,8 @@ TEST(W4a16Selector, GemvPlanSplitsKAcrossTheDevice) {
   EXPECT_EQ(plan.params.m, 1);
   EXPECT_EQ(plan.params.n, 4096);
   EXPECT_EQ(plan.params.k, 4096);
-  EXPECT_EQ(plan.params.chunks_per_split, 8);
-  EXPECT_EQ(plan.params.splits, 8);
+  EXPECT_EQ(plan.params.chunks_per_split, 4);
+  EXPECT_EQ(plan.params.splits, 16);
 }
 
 TEST(W4a16Selector, PrefillPlanRunsOneSplit) {
@@ -173,7 +239,9 @@ TEST(W4a16Selector, PrefillPlanRunsOneSplit) {
   Plan plan;
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
   EXPECT_STREQ(plan.info->name, "w4a16_m128_g128_bf16");
-  EXPECT_EQ(plan.split.splits, 1);  // 112 x 16 tiles fill 132 SMs
+  EXPECT_FALSE(plan.tile.gemv);
+  // 14336 / 128 = 112 x 2048 / 128 = 16 tiles = 1792 blocks, more than 132 SMs x 1 slot: one split.
+  EXPECT_EQ(plan.split.splits, 1);
   EXPECT_EQ(plan.split.chunks_per_split, 64);
   EXPECT_EQ(plan.workspace_bytes, 0u);
   EXPECT_EQ(plan.gemm.grid.x, 112u);
@@ -195,13 +263,22 @@ TEST(W4a16Selector, TileFollowsM) {
     Plan plan;
     const Status s = select(kTable, p, kH200, nullptr, &plan);
     ASSERT_TRUE(s.ok()) << m << ": " << s.toString();
-    const int want = m <= 16 ? 16 : m <= 64 ? 64 : 128;
+    const int want = m <= 8 ? 8 : m <= 16 ? 16 : m <= 64 ? 64 : 128;
+    ASSERT_EQ(tileFor(m), want);
+    const TileConfig tile = tileConfig(want);
     EXPECT_EQ(plan.info->tile_m, want) << "m " << m;
     EXPECT_EQ(plan.tile.tile_m, want) << "m " << m;
+    EXPECT_EQ(plan.tile.gemv, want <= 16) << "m " << m;
+    // grid = (n / tile_n, ceil(m / tile_m), splits), block = threads, the tile's shared bytes.
+    const SplitPlan split = planSplits(m, 4096, 4096, tile, kH200);
+    EXPECT_EQ(plan.split.splits, split.splits) << "m " << m;
+    EXPECT_EQ(plan.split.chunks_per_split, split.chunks_per_split) << "m " << m;
+    EXPECT_EQ(plan.gemm.grid.x, static_cast<unsigned>(4096 / tile.tile_n)) << "m " << m;
     EXPECT_EQ(plan.gemm.grid.y, static_cast<unsigned>((m + want - 1) / want)) << "m " << m;
-    EXPECT_EQ(plan.gemm.grid.x, static_cast<unsigned>(4096 / (want == 16 ? 64 : 128)));
-    EXPECT_EQ(plan.gemm.block.x, static_cast<unsigned>(tileConfig(want).threads));
-    EXPECT_EQ(plan.gemm.shared_bytes, static_cast<unsigned>(tileConfig(want).shared_bytes));
+    EXPECT_EQ(plan.gemm.grid.z, static_cast<unsigned>(split.splits)) << "m " << m;
+    EXPECT_EQ(plan.gemm.block.x, static_cast<unsigned>(tile.threads)) << "m " << m;
+    EXPECT_EQ(plan.gemm.block.y, 1u) << "m " << m;
+    EXPECT_EQ(plan.gemm.shared_bytes, static_cast<unsigned>(tile.shared_bytes)) << "m " << m;
   }
 }
 
@@ -219,6 +296,10 @@ TEST(W4a16Selector, TileFromASubsetOfTheTiles) {
   p.m = 16;
   ASSERT_TRUE(select(no64, p, kH200, nullptr, &plan).ok());
   EXPECT_EQ(plan.info->tile_m, 16);
+  p.m = 1;  // no m8 built (an artifact from before it): the GEMV tile of 16
+  ASSERT_TRUE(select(no64, p, kH200, nullptr, &plan).ok());
+  EXPECT_EQ(plan.info->tile_m, 16);
+  EXPECT_TRUE(plan.tile.gemv);
 
   const VariantInfo only16[] = {
       {"w4a16_m16_g128_bf16", 16, 128, false, kBf16, &fixedVariant<kM16Bf16>}};
@@ -226,7 +307,25 @@ TEST(W4a16Selector, TileFromASubsetOfTheTiles) {
   ASSERT_TRUE(select(only16, p, kH200, nullptr, &plan).ok());
   EXPECT_EQ(plan.info->tile_m, 16);
   EXPECT_EQ(plan.gemm.grid.y, 63u);
-  EXPECT_EQ(plan.gemm.grid.x, 64u);
+  EXPECT_EQ(plan.gemm.grid.x, static_cast<unsigned>(4096 / tileConfig(16).tile_n));
+
+  const VariantInfo m8_and_128[] = {
+      {"w4a16_m128_g128_bf16", 128, 128, false, kBf16, &fixedVariant<kM128Bf16>},
+      {"w4a16_m8_g128_bf16", 8, 128, false, kBf16, &fixedVariant<kM8Bf16>},
+  };
+  p.m = 8;
+  ASSERT_TRUE(select(m8_and_128, p, kH200, nullptr, &plan).ok());
+  EXPECT_EQ(plan.info->tile_m, 8);
+  p.m = 9;
+  ASSERT_TRUE(select(m8_and_128, p, kH200, nullptr, &plan).ok());
+  EXPECT_EQ(plan.info->tile_m, 128);
+  EXPECT_FALSE(plan.tile.gemv);
+  const VariantInfo only8[] = {
+      {"w4a16_m8_g128_bf16", 8, 128, false, kBf16, &fixedVariant<kM8Bf16>}};
+  p.m = 17;  // the only tile, in 3 token tiles
+  ASSERT_TRUE(select(only8, p, kH200, nullptr, &plan).ok());
+  EXPECT_EQ(plan.info->tile_m, 8);
+  EXPECT_EQ(plan.gemm.grid.y, 3u);
 
   const VariantInfo no16[] = {
       {"w4a16_m128_g128_bf16", 128, 128, false, kBf16, &fixedVariant<kM128Bf16>},
@@ -235,6 +334,7 @@ TEST(W4a16Selector, TileFromASubsetOfTheTiles) {
   p.m = 1;
   ASSERT_TRUE(select(no16, p, kH200, nullptr, &plan).ok());
   EXPECT_EQ(plan.info->tile_m, 64);
+  EXPECT_FALSE(plan.tile.gemv);
 }
 
 TEST(W4a16Selector, ZeroPointFormFollowsZeros) {
@@ -242,9 +342,12 @@ TEST(W4a16Selector, ZeroPointFormFollowsZeros) {
   p.zeros = fakeAddress<const void>(0x50000);
   Plan plan;
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
-  EXPECT_STREQ(plan.info->name, "w4a16_m16_g128_zp_bf16");
+  EXPECT_STREQ(plan.info->name, "w4a16_m8_g128_zp_bf16");
   EXPECT_TRUE(plan.info->zero_point);
   EXPECT_EQ(plan.params.zeros, p.zeros);
+  p.m = 12;
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
+  EXPECT_STREQ(plan.info->name, "w4a16_m16_g128_zp_bf16");
   p.dtype = kFp16;
   p.m = 100;
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
@@ -342,10 +445,24 @@ TEST(W4a16Selector, InvalidProblemsNameTheValueAndTheLimit) {
       {"n negative", [](Problem& p) { p.n = -64; }, "n -64 is outside 1..1073741824"},
       {"n huge", [](Problem& p) { p.n = (1LL << 30) + 128; },
        "n 1073741952 is outside 1..1073741824"},
-      {"n 4000 on tile 16", [](Problem& p) { p.n = 4000; },
-       "n 4000 is not a multiple of 64 (tile_n of w4a16_m16_g128_bf16, chosen for m 1)"},
-      {"n 96 on tile 16", [](Problem& p) { p.n = 96; },
-       "n 96 is not a multiple of 64 (tile_n of w4a16_m16_g128_bf16, chosen for m 1)"},
+      {"n 4000 on tile 8", [](Problem& p) { p.n = 4000; },
+       "n 4000 is not a multiple of 128 (tile_n of w4a16_m8_g128_bf16, chosen for m 1)"},
+      {"n 96 on tile 8", [](Problem& p) { p.n = 96; },
+       "n 96 is not a multiple of 128 (tile_n of w4a16_m8_g128_bf16, chosen for m 1)"},
+      {"n 64 on tile 8", [](Problem& p) { p.n = 64; },
+       "n 64 is not a multiple of 128 (tile_n of w4a16_m8_g128_bf16, chosen for m 1)"},
+      {"n 4032 on tile 8",
+       [](Problem& p) {
+         p.m = 8;
+         p.n = 4032;
+       },
+       "n 4032 is not a multiple of 128 (tile_n of w4a16_m8_g128_bf16, chosen for m 8)"},
+      {"n 4032 on tile 16",
+       [](Problem& p) {
+         p.m = 9;
+         p.n = 4032;
+       },
+       "n 4032 is not a multiple of 128 (tile_n of w4a16_m16_g128_bf16, chosen for m 9)"},
       {"n 4032 on tile 64",
        [](Problem& p) {
          p.m = 17;
@@ -393,15 +510,26 @@ TEST(W4a16Selector, InvalidProblemsNameTheValueAndTheLimit) {
 
 TEST(W4a16Selector, SmallestAdmittedShapes) {
   Problem p = validProblem();
-  p.n = 64;  // one tile_n of the GEMV tile
   p.k = 128;
   Plan plan;
+  for (std::int64_t m : {1, 16, 64, 128}) {  // one tile of each tile_m
+    p.m = m;
+    p.n = tileConfig(tileFor(m)).tile_n;  // one tile_n
+    ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok()) << m;
+    EXPECT_EQ(plan.info->tile_m, tileFor(m));
+    EXPECT_EQ(plan.gemm.grid.x, 1u) << m;
+    EXPECT_EQ(plan.gemm.grid.y, 1u) << m;
+    EXPECT_EQ(plan.split.splits, 1) << m;  // 2 chunks: fewer than two splits of 4
+    EXPECT_EQ(plan.split.chunks_per_split, 2) << m;
+    EXPECT_EQ(plan.workspace_bytes, 0u) << m;
+    // m x n / 8 vectors, 256 per block, rounded up: one block for m 1 (16 vectors).
+    EXPECT_EQ(plan.reduce.grid.x, static_cast<unsigned>((m * p.n / 8 + 255) / 256)) << m;
+  }
+  // n 128: the smallest n of every tile now.
+  p.m = 1;
+  p.n = 128;
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
   EXPECT_EQ(plan.gemm.grid.x, 1u);
-  EXPECT_EQ(plan.split.splits, 1);  // 2 chunks: fewer than two splits of 4
-  EXPECT_EQ(plan.split.chunks_per_split, 2);
-  EXPECT_EQ(plan.workspace_bytes, 0u);
-  EXPECT_EQ(plan.reduce.grid.x, 1u);  // 8 vectors of 8, rounded up to one block
 }
 
 TEST(W4a16Selector, MissingEntriesAndBadMultiprocessorsAreInternal) {
@@ -449,9 +577,11 @@ TEST(W4a16Selector, ZeroTokensIsANoOpWithoutPointers) {
   EXPECT_EQ(select(kTable, p, kH200, nullptr, &plan).message(),
             "w4a16: k 100 is not a multiple of 64");
   // m == 0 plans no split; planSplits itself is total there.
-  const SplitPlan none = planSplits(0, 4096, 4096, tileConfig(16), kH200);
-  EXPECT_EQ(none.splits, 1);
-  EXPECT_EQ(none.chunks_per_split, 64);
+  for (int tile_m : kTiles) {
+    const SplitPlan none = planSplits(0, 4096, 4096, tileConfig(tile_m), kH200);
+    EXPECT_EQ(none.splits, 1) << tile_m;
+    EXPECT_EQ(none.chunks_per_split, 64) << tile_m;
+  }
 }
 
 TEST(W4a16Selector, SkippedPointerChecksPlanTheSame) {
@@ -476,22 +606,47 @@ TEST(W4a16Selector, SkippedPointerChecksPlanTheSame) {
 // ------------------------------------------------------------------------------
 
 TEST(W4a16Selector, SplitCountsOfHandComputedShapes) {
-  const TileConfig t16 = tileConfig(16), t128 = tileConfig(128);
+  // On launch.h's current tuning: tile_n 128 everywhere; 6 blocks per SM for tile 8, 4 for 16, 2
+  // for 64, 1 for 128. slots = SMs x blocks_per_sm, tiles = n / 128 x ceil(m / tile_m); splits =
+  // floor(slots / tiles) clamped to [1, min(32, chunks / 4)], then ceil(chunks / splits) chunks
+  // each and the ceil(chunks / that) splits they need.
+  const TileConfig t8 = tileConfig(8), t16 = tileConfig(16), t64 = tileConfig(64),
+                   t128 = tileConfig(128);
   struct Case {
     long long m, n, k;
     const TileConfig* tile;
     int sms, splits, per;
   };
   const Case cases[] = {
-      {1, 4096, 4096, &t16, 132, 8, 8},      // ceil(528 / 64) = 9 -> 8 chunks each -> 8
-      {1, 4096, 4096, &t16, 256, 16, 4},     // 1024 / 64 = 16, each the minimum 4 chunks
-      {1, 4096, 4096, &t16, 1, 1, 64},       // 4 slots, 64 tiles
-      {1, 4096, 4096, &t16, 16, 1, 64},      // 64 slots, 64 tiles
-      {1, 4096, 4096, &t16, 17, 2, 32},      // 68 slots
-      {100, 4096, 4096, &t128, 132, 5, 13},  // 32 tiles: ceil(132 / 32) = 5 of 13 chunks
-      {1, 4096, 128, &t16, 132, 1, 2},       // 2 chunks: no split of 4
-      {1, 4096, 512, &t16, 132, 2, 4},       // 8 chunks: at most 2 splits of 4
-      {1, 128, 28672, &t16, 256, 32, 14},    // 448 chunks, 512 wanted: capped at 32
+      // 32 tiles, 792 slots: 24, capped at 64 chunks / 4 = 16 splits of the minimum 4 chunks
+      {1, 4096, 4096, &t8, 132, 16, 4},
+      {1, 4096, 4096, &t8, 256, 16, 4},
+      // tile 16 (4 blocks per SM) on an A100: 432 slots: 13 splits of ceil(64 / 13) = 5 chunks
+      // (12 x 5 + 4)
+      {12, 4096, 4096, &t16, 108, 13, 5},
+      // 400 slots: 12 splits of ceil(64 / 12) = 6 chunks, trimmed to 11 (10 x 6 + 4)
+      {12, 4096, 4096, &t16, 100, 11, 6},
+      {1, 4096, 4096, &t8, 1, 1, 64},  // 6 slots, 32 tiles
+      {1, 4096, 4096, &t8, 5, 1, 64},  // 30 slots, 32 tiles
+      // 60 slots: one split, as a second one would spill 4 blocks of it into a second wave
+      {1, 4096, 4096, &t8, 10, 1, 64},
+      {1, 4096, 4096, &t8, 11, 2, 32},         // 66 slots: two splits fit
+      {1, 4096, 4096, &t8, 16, 3, 22},         // 96 slots: three splits of 22, 22, 20
+      {8, 4096, 4096, &t8, 132, 16, 4},        // the 8 tokens share one tile
+      {12, 4096, 4096, &t16, 132, 16, 4},      // the other GEMV tile: 528 slots
+      {40, 4096, 4096, &t64, 132, 8, 8},       // 32 tiles, 264 slots
+      {100, 4096, 4096, &t128, 132, 4, 16},    // 32 tiles, 132 slots
+      {200, 4096, 4096, &t128, 132, 2, 32},    // 64 tiles
+      {2048, 14336, 4096, &t128, 132, 1, 64},  // 1792 tiles: more than one wave already
+      // 112 tiles: floor(792 / 112) = 7 splits of ceil(64 / 7) = 10 chunks (6 x 10 + 4); on an
+      // A100 floor(648 / 112) = 5 of ceil(64 / 5) = 13 (4 x 13 + 12)
+      {1, 14336, 4096, &t8, 132, 7, 10},
+      {1, 14336, 4096, &t8, 108, 5, 13},
+      // 172 chunks: floor(792 / 32) = 24 splits of ceil(172 / 24) = 8 (21 x 8 + 4), 22 of them
+      {1, 4096, 11008, &t8, 132, 22, 8},
+      {1, 4096, 128, &t8, 132, 1, 2},     // 2 chunks: no split of 4
+      {1, 4096, 512, &t8, 132, 2, 4},     // 8 chunks: at most 2 splits of 4
+      {1, 128, 28672, &t8, 256, 32, 14},  // 1 tile, 1536 slots, 448 chunks: capped at 32
   };
   for (const Case& c : cases) {
     const SplitPlan plan = planSplits(c.m, c.n, c.k, *c.tile, c.sms);
@@ -502,31 +657,49 @@ TEST(W4a16Selector, SplitCountsOfHandComputedShapes) {
 }
 
 TEST(W4a16Selector, SplitPlanInvariantsOverASweep) {
-  for (long long m : {1LL, 7LL, 16LL, 17LL, 64LL, 100LL, 1000LL, 5000LL}) {
-    const int tile_m = m <= 16 ? 16 : m <= 64 ? 64 : 128;
+  // Every tile with every m (planSplits takes any), not only the one the selector would choose.
+  for (int tile_m : kTiles) {
     const TileConfig tile = tileConfig(tile_m);
-    for (long long n : {128LL, 1024LL, 4096LL, 14336LL}) {
-      for (long long k : {64LL, 128LL, 192LL, 256LL, 640LL, 4096LL, 11008LL, 28672LL}) {
-        const long long chunks = k / kChunkK;
-        SplitPlan previous;
-        for (int sms = 1; sms <= kMaxMultiprocessors; ++sms) {
-          const SplitPlan p = planSplits(m, n, k, tile, sms);
-          const std::string at = std::to_string(m) + " x " + std::to_string(n) + " x " +
-                                 std::to_string(k) + " on " + std::to_string(sms);
-          ASSERT_GE(p.splits, 1) << at;
-          ASSERT_LE(p.splits, kMaxSplits) << at;
-          // Every chunk is in a split, and no split is empty.
-          ASSERT_GE(static_cast<long long>(p.splits) * p.chunks_per_split, chunks) << at;
-          ASSERT_LT(static_cast<long long>(p.splits - 1) * p.chunks_per_split, chunks) << at;
-          if (chunks >= kMinChunksPerSplit) {
-            ASSERT_GE(p.chunks_per_split, kMinChunksPerSplit) << at;
-          } else {
-            ASSERT_EQ(p.splits, 1) << at;
+    ASSERT_TRUE(tile.valid) << tile_m;
+    for (long long m : {1LL, 7LL, 8LL, 9LL, 16LL, 17LL, 64LL, 100LL, 1000LL, 5000LL}) {
+      for (long long n : {128LL, 1024LL, 4096LL, 14336LL}) {
+        const long long tiles = (n / tile.tile_n) * ((m + tile_m - 1) / tile_m);
+        for (long long k : {64LL, 128LL, 192LL, 256LL, 640LL, 4096LL, 11008LL, 28672LL}) {
+          const long long chunks = k / kChunkK;
+          SplitPlan previous;
+          for (int sms = 1; sms <= kMaxMultiprocessors; ++sms) {
+            const SplitPlan p = planSplits(m, n, k, tile, sms);
+            const long long slots = static_cast<long long>(sms) * tile.blocks_per_sm;
+            const std::string at = "tile " + std::to_string(tile_m) + ": " + std::to_string(m) +
+                                   " x " + std::to_string(n) + " x " + std::to_string(k) + " on " +
+                                   std::to_string(sms);
+            ASSERT_GE(p.splits, 1) << at;
+            ASSERT_LE(p.splits, kMaxSplits) << at;
+            // Every chunk is in a split, and no split is empty.
+            ASSERT_GE(static_cast<long long>(p.splits) * p.chunks_per_split, chunks) << at;
+            ASSERT_LT(static_cast<long long>(p.splits - 1) * p.chunks_per_split, chunks) << at;
+            if (chunks >= kMinChunksPerSplit) {
+              ASSERT_GE(p.chunks_per_split, kMinChunksPerSplit) << at;
+            } else {
+              ASSERT_EQ(p.splits, 1) << at;
+            }
+            // One wave: the blocks of every split fit the device's slots at once.
+            if (p.splits > 1) {
+              ASSERT_LE(tiles * p.splits, slots) << at;
+            }
+            // As fine as allowed: one chunk fewer per split would need more splits than one wave
+            // holds, than kMaxSplits, or than kMinChunksPerSplit chunks each allow.
+            if (p.chunks_per_split > 1) {
+              const long long finer = (chunks + p.chunks_per_split - 2) / (p.chunks_per_split - 1);
+              ASSERT_TRUE(tiles * finer > slots || finer > kMaxSplits ||
+                          finer > chunks / kMinChunksPerSplit)
+                  << at << ": " << p.splits << " splits of " << p.chunks_per_split;
+            }
+            if (sms > 1) {
+              ASSERT_GE(p.splits, previous.splits) << at;
+            }
+            previous = p;
           }
-          if (sms > 1) {
-            ASSERT_GE(p.splits, previous.splits) << at;
-          }
-          previous = p;
         }
       }
     }
@@ -537,15 +710,18 @@ TEST(W4a16Selector, WorkspaceIsThePartialsOfTheSplitPlan) {
   Problem p = validProblem();
   Plan plan;
   ASSERT_TRUE(select(kTable, p, kMaxMultiprocessors, nullptr, &plan).ok());
-  EXPECT_EQ(plan.split.splits, 16);
+  EXPECT_EQ(plan.split.splits, 16);  // 64 chunks / 4: every tuning with >= 16 splits' slots
   EXPECT_EQ(plan.workspace_bytes, 16u * 4096u * 4u);
   Plan device;
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &device).ok());
   EXPECT_LE(device.workspace_bytes, plan.workspace_bytes);
-  p.m = 12;  // still the GEMV tile: 12 tokens' partials
+  p.m = 12;  // the GEMV tile of 16: 12 tokens' partials
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
-  EXPECT_EQ(plan.split.splits, 8);
-  EXPECT_EQ(plan.workspace_bytes, 8u * 12u * 4096u * 4u);
+  EXPECT_EQ(plan.info->tile_m, 16);
+  const SplitPlan split12 = planSplits(12, 4096, 4096, tileConfig(16), kH200);
+  ASSERT_GT(split12.splits, 1);
+  EXPECT_EQ(plan.split.splits, split12.splits);
+  EXPECT_EQ(plan.workspace_bytes, static_cast<std::size_t>(split12.splits) * 12u * 4096u * 4u);
   // Workspace is splits * m * n * 4 whenever K is split, else 0, over many shapes and SM counts.
   for (std::int64_t m : {1, 5, 16, 40, 64, 200, 4096}) {
     for (std::int64_t k : {128, 1024, 4096, 14336}) {
@@ -610,22 +786,33 @@ TEST(W4a16Selector, FixedSplitCounts) {
 TEST(W4a16Selector, WorkspaceCheckNamesBothSizes) {
   Plan plan;
   ASSERT_TRUE(select(kTable, validProblem(), kH200, nullptr, &plan).ok());
-  ASSERT_EQ(plan.workspace_bytes, 131072u);
+  // The GEMV plan of GemvPlanSplitsKAcrossTheDevice: splits x 4096 x 4 bytes.
+  ASSERT_GT(plan.split.splits, 1);
+  const std::size_t need = plan.workspace_bytes;
+  ASSERT_EQ(need, static_cast<std::size_t>(plan.split.splits) * 4096u * 4u);
+  const std::string splits = std::to_string(plan.split.splits);
+  const std::string bytes = std::to_string(need);
   Status s = checkWorkspace(plan, nullptr, 0);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(),
-            "w4a16: the split-K plan (8 splits) needs a workspace of 131072 bytes; workspace is "
-            "null");
-  s = checkWorkspace(plan, fakeAddress(0x1000), 131071);
+  EXPECT_EQ(s.message(), "w4a16: the split-K plan (" + splits + " splits) needs a workspace of " +
+                             bytes + " bytes; workspace is null");
+  s = checkWorkspace(plan, fakeAddress(0x1000), need - 1);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(),
-            "w4a16: workspace of 131071 bytes is smaller than the 131072 bytes the plan needs (8 "
-            "splits)");
-  s = checkWorkspace(plan, fakeAddress(0x1008), 131072);
+  EXPECT_EQ(s.message(), "w4a16: workspace of " + std::to_string(need - 1) +
+                             " bytes is smaller than the " + bytes + " bytes the plan needs (" +
+                             splits + " splits)");
+  s = checkWorkspace(plan, fakeAddress(0x1008), need);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "w4a16: pointer workspace (0x1008) is not 16-byte aligned");
-  EXPECT_TRUE(checkWorkspace(plan, fakeAddress(0x1000), 131072).ok());
-  EXPECT_TRUE(checkWorkspace(plan, fakeAddress(0x1000), 1 << 20).ok());
+  EXPECT_TRUE(checkWorkspace(plan, fakeAddress(0x1000), need).ok());
+  EXPECT_TRUE(checkWorkspace(plan, fakeAddress(0x1000), need + (1 << 20)).ok());
+  // A fixed plan, spelled out: 5 splits of 4096 x 4 bytes.
+  Problem five = validProblem();
+  five.splits = 5;
+  ASSERT_TRUE(select(kTable, five, kH200, nullptr, &plan).ok());
+  EXPECT_EQ(checkWorkspace(plan, fakeAddress(0x1000), 81919).message(),
+            "w4a16: workspace of 81919 bytes is smaller than the 81920 bytes the plan needs (5 "
+            "splits)");
   Problem one = validProblem();
   one.splits = 1;
   ASSERT_TRUE(select(kTable, one, kH200, nullptr, &plan).ok());
@@ -651,7 +838,7 @@ TEST(W4a16Selector, DeviceCheckComesLastAndCarriesTheImageStatus) {
   EXPECT_EQ(calls, 0);
   Status s = select(kTable, validProblem(), kH200, &orin, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
-  EXPECT_EQ(s.message(), "w4a16_m16_g128_bf16: artifact has sm_80, sm_90 only; device is sm_87");
+  EXPECT_EQ(s.message(), "w4a16_m8_g128_bf16: artifact has sm_80, sm_90 only; device is sm_87");
   EXPECT_EQ(calls, 1);
   // The checked variant is the chosen one.
   Problem big = validProblem();
@@ -668,7 +855,7 @@ TEST(W4a16Selector, DeviceCheckComesLastAndCarriesTheImageStatus) {
   Plan host;
   ASSERT_TRUE(select(kTable, validProblem(), kH200, nullptr, &host).ok());
   EXPECT_EQ(checkDevice(host, orin).message(),
-            "w4a16_m16_g128_bf16: artifact has sm_80, sm_90 only; device is sm_87");
+            "w4a16_m8_g128_bf16: artifact has sm_80, sm_90 only; device is sm_87");
   EXPECT_TRUE(checkDevice(host, a10).ok());
   const DeviceQuery no_check{90, nullptr};
   EXPECT_EQ(checkDevice(host, no_check).code(), StatusCode::kInternal);

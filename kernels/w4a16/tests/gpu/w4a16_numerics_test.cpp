@@ -65,8 +65,8 @@ std::vector<Form> allForms() {
   for (const auto& v : generated::kVariants) {
     bool seen = false;
     for (const Form& f : forms) {
-      seen = seen || (f.dtype == v.dtype && f.group_size == v.group_size &&
-                      f.zero_point == v.zero_point);
+      seen = seen ||
+             (f.dtype == v.dtype && f.group_size == v.group_size && f.zero_point == v.zero_point);
     }
     if (!seen) forms.push_back({v.dtype, v.group_size, v.zero_point});
   }
@@ -254,8 +254,8 @@ std::string checkCase(const PreparedCase& c) {
   const std::uint16_t* bias = s.bias ? c.bias.data() : nullptr;
   double diff = 0.0, norm = 0.0;
   auto accumulate = [&](std::int64_t r, std::int64_t col) {
-    const double want = ref::linearAt(dec, s.k, c.x.data() + r * s.k, w.data() + col * s.k, bias,
-                                      col);
+    const double want =
+        ref::linearAt(dec, s.k, c.x.data() + r * s.k, w.data() + col * s.k, bias, col);
     const double got = dec(y[static_cast<std::size_t>(r * s.n + col)]);
     diff += (got - want) * (got - want);
     norm += want * want;
@@ -360,8 +360,8 @@ TEST_P(W4a16Numerics, RepackAndRunMatchFloat64Reference) {
             (static_cast<std::uint64_t>(form.zero_point) << 59) ^
             static_cast<std::uint64_t>(cs.m * 131 + cs.n * 7 + cs.k)};
     PreparedCase c;
-    std::string failure = prepareCase(form, {cs.m, cs.n, cs.k, cs.bias, cs.splits}, source, rng,
-                                      stream, &c);
+    std::string failure =
+        prepareCase(form, {cs.m, cs.n, cs.k, cs.bias, cs.splits}, source, rng, stream, &c);
     if (failure.empty()) {
       if (const kiln::Status s = runPrepared(c, stream); !s.ok()) {
         failure = "run: " + s.toString();
@@ -410,7 +410,7 @@ TEST_P(W4a16RunnerErrors, RefusesBadProblemsAndTreatsZeroTokensAsNoOp) {
   {
     kiln::w4a16::Problem p = c.p;
     p.n = 200;
-    expectInvalid(p, "n 200 is not a multiple of 64", "n off the tile");
+    expectInvalid(p, "n 200 is not a multiple of 128", "n off the tile");
   }
   {
     kiln::w4a16::Problem p = c.p;
@@ -468,8 +468,8 @@ ReportFormat reportFormat() {
     if ((c.readers & cases::kNumerics) == 0) continue;
     shapes << (shapes.tellp() > 0 ? ", " : "") << "[" << c.m << ", " << c.n << ", " << c.k << "]";
   }
-  f.extra_json = "\"shapes_m_n_k\": [" + shapes.str() + "], \"full_reference_macs\": " +
-                 std::to_string(cases::kFullReferenceMacs) +
+  f.extra_json = "\"shapes_m_n_k\": [" + shapes.str() +
+                 "], \"full_reference_macs\": " + std::to_string(cases::kFullReferenceMacs) +
                  ", \"sampled_outputs\": " + std::to_string(cases::kSampledOutputs);
   f.bound_fp16 = kRelL2BoundFp16;
   f.bound_bf16 = kRelL2BoundBf16;

@@ -10,8 +10,8 @@
 // variants and the limits.
 //
 // One selector (kernels/w4a16/runner/selector.h) answers canImplement and picks what run()
-// launches: the tile by M (tile_m 16, the GEMV path, for M <= 16), the split of K by the device's
-// SM count; the two never disagree.
+// launches: the tile by M (tile_m 8 and 16, the GEMV kernel, for M <= 16), the split of K by the
+// device's SM count; the two never disagree.
 #pragma once
 
 #include <cstddef>
@@ -39,18 +39,18 @@ struct VariantInfo {
 
 struct Problem {
   DType dtype = DType::kBFloat16;
-  std::int64_t m = 0;          // tokens; 0 is a no-op: pointers are not checked
-  std::int64_t n = 0;          // output features: a positive multiple of 128 (64 when m <= 16)
-  std::int64_t k = 0;          // input features: a positive multiple of 64 and of group_size
-  int group_size = 128;        // one of the artifact's baked group sizes
+  std::int64_t m = 0;            // tokens; 0 is a no-op: pointers are not checked
+  std::int64_t n = 0;            // output features: a positive multiple of 128
+  std::int64_t k = 0;            // input features: a positive multiple of 64 and of group_size
+  int group_size = 128;          // one of the artifact's baked group sizes
   const void* x = nullptr;       // [m, k]
   const void* weight = nullptr;  // kiln's packed layout, n * k / 2 bytes (repack() writes it)
   const void* scales = nullptr;  // [k / group_size, n], pair order (repack() writes it)
   const void* zeros = nullptr;   // [k / group_size, n], pair order; nullptr: symmetric (z = 8)
   const void* bias = nullptr;    // [n] or nullptr
   void* y = nullptr;             // [m, n]
-  int splits = 0;          // 0: planned for the device's SM count; else exactly this many (1..32)
-  int multiprocessors = 0; // 0: workspaceSize() plans for the largest device; else for this many
+  int splits = 0;           // 0: planned for the device's SM count; else at most this many (1..32)
+  int multiprocessors = 0;  // 0: workspaceSize() plans for the largest device; else for this many
 };
 
 // Host-side admission: a variant for (dtype, group_size, zero-point form) is built, n, k, m and
@@ -75,9 +75,9 @@ enum class SourceFormat : std::int32_t {
 
 struct RepackProblem {
   SourceFormat format = SourceFormat::kGptq;
-  DType dtype = DType::kBFloat16;         // of the output scales and zeros (the model's dtype)
-  DType scales_dtype = DType::kFloat16;   // of the checkpoint's scales
-  std::int64_t n = 0;      // 0 is a no-op
+  DType dtype = DType::kBFloat16;        // of the output scales and zeros (the model's dtype)
+  DType scales_dtype = DType::kFloat16;  // of the checkpoint's scales
+  std::int64_t n = 0;                    // 0 is a no-op
   std::int64_t k = 0;
   int group_size = 128;
   const void* qweight = nullptr;
