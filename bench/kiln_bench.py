@@ -109,6 +109,19 @@ def copy_bandwidth(gib=COPY_GIB, runs=20):
     return 2 * n / (med * 1e-3) / 1e12
 
 
+GEMM_N = 8192  # the dense GEMM whose rate is a bench's tensor-core ceiling
+
+
+def gemm_tflops(dtype, busy_cycles, runs=20):
+    """torch.matmul of two GEMM_N x GEMM_N matrices in `dtype`: the dense tensor-core rate."""
+    import torch
+    a = torch.randn(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
+    b = torch.randn(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
+    c = torch.empty(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
+    med, _ = timed(lambda _s: torch.matmul(a, b, out=c), [None], runs, 5, busy_cycles)
+    return 2 * GEMM_N ** 3 / (med * 1e-3) / 1e12
+
+
 def tbps(nbytes, ms):
     """Bytes moved in `ms` milliseconds, in TB/s."""
     return nbytes / (ms * 1e-3) / 1e12

@@ -58,7 +58,6 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 DTYPE_NAME = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 CODE_DTYPE = {0: torch.float16, 1: torch.bfloat16}  # a case's dtype code (-1: any)
-GEMM_N = 8192
 # The fields of a bench case, in the bridge's order (kiln_bench_fmha_case): `batch` sequences of
 # `seq` queries and keys; dtype -1 any, 0 fp16, 1 bf16; mask -1 any, 0 full, 1 causal.
 CASE_FIELDS = (("batch", int), ("seq", int), ("q_heads", int), ("kv_heads", int),
@@ -252,15 +251,6 @@ class Peer:
         return None, "; ".join(errors)
 
 
-def gemm_tflops(dtype, busy_cycles, runs=20):
-    """torch.matmul of two GEMM_N x GEMM_N matrices in `dtype`: the dense tensor-core rate."""
-    a = torch.randn(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
-    b = torch.randn(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
-    c = torch.empty(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
-    med, _ = kb.timed(lambda _s: torch.matmul(a, b, out=c), [None], runs, 5, busy_cycles)
-    return 2 * GEMM_N ** 3 / (med * 1e-3) / 1e12
-
-
 def bench_row(kiln, row, gemm, copy_tbps, l2_bytes, gen, busy_cycles, peers, runs):
     b, s, hq, hkv, d, dtype = (row["batch"], row["seq"], row["q_heads"], row["kv_heads"],
                                row["head_dim"], row["dtype"])
@@ -402,7 +392,7 @@ def main():
     copy_tbps = kb.measure_copy(result)
     gemm = {}
     for dtype in sorted({row["dtype"] for row in rows}, key=DTYPE_NAME.get):
-        gemm[dtype] = gemm_tflops(dtype, busy_cycles)
+        gemm[dtype] = kb.gemm_tflops(dtype, busy_cycles)
         torch.cuda.empty_cache()
     result["gemm_tflops"] = {DTYPE_NAME[k]: v for k, v in gemm.items()}
     print(f"{props.name} sm_{result['sm']} ({props.multi_processor_count} SMs), driver "
@@ -410,7 +400,7 @@ def main():
           f"{kiln.tag} {kiln.fingerprint[:16]}; seed {seed}")
     kb.print_copy(result)
     print("dense GEMM " + ", ".join(f"{DTYPE_NAME[k]} {v:.0f} TFLOP/s" for k, v in gemm.items())
-          + f" (torch.matmul {GEMM_N}^3); clocks (sm, mem): {kb.clocks()}")
+          + f" (torch.matmul {kb.GEMM_N}^3); clocks (sm, mem): {kb.clocks()}")
 
     out_rows = []
     for row in rows:

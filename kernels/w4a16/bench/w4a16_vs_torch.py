@@ -81,7 +81,6 @@ PEER_LABEL = {"cublas": "cuBLAS", "tinygemm": "tinygemm", "gemlite": "gemlite"}
 CASE_FIELDS = (("m", int), ("n", int), ("k", int), ("bias", bool), ("splits", int))
 QUICK_MS = (1, 16, 256, 4096)
 QUICK_LAYERS = ("qkv", "down")
-GEMM_N = 8192
 MOST_SETS = 16           # weight sets rotated per shape, at most
 TARGET_MS = 100.0        # timed device time per measurement when the run count is adaptive
 MIN_RUNS, MAX_RUNS = 10, 100
@@ -286,15 +285,6 @@ def rel_l2(got, ref):
 def first_line(e):
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0][:300] if text else ''}"
-
-
-def gemm_tflops(dtype, busy_cycles, runs=20):
-    """torch.matmul of two GEMM_N x GEMM_N matrices in `dtype`: the dense tensor-core rate."""
-    a = torch.randn(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
-    b = torch.randn(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
-    c = torch.empty(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
-    med, _ = kb.timed(lambda _s: torch.matmul(a, b, out=c), [None], runs, 5, busy_cycles)
-    return 2 * GEMM_N ** 3 / (med * 1e-3) / 1e12
 
 
 def timed_adaptive(fn, sets, runs, busy_cycles):
@@ -580,7 +570,7 @@ def main():
                 torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction},
     })
     copy_tbps = kb.measure_copy(result)
-    gemm = {dtype: gemm_tflops(dtype, busy_cycles) for dtype in dtypes}
+    gemm = {dtype: kb.gemm_tflops(dtype, busy_cycles) for dtype in dtypes}
     torch.cuda.empty_cache()
     result["gemm_tflops"] = {DTYPE_NAME[k]: v for k, v in gemm.items()}
     gl_text = (f"{gl_info['gemlite']} (config {gl_info.get('gemlite_config')})"
@@ -592,7 +582,7 @@ def main():
         print(f"gemlite: {gl_info['gemlite_error']}")
     kb.print_copy(result)
     print("dense GEMM " + ", ".join(f"{DTYPE_NAME[k]} {v:.0f} TFLOP/s" for k, v in gemm.items())
-          + f" (torch.matmul {GEMM_N}^3)")
+          + f" (torch.matmul {kb.GEMM_N}^3)")
 
     start = time.time()
     rows = []
