@@ -105,6 +105,37 @@ TEST(Metadata, RejectsOtherSchemaVersionsAndMissingFields) {
   EXPECT_NE(r.error().find("'cuda_version'"), std::string::npos) << r.error();
 }
 
+// Issue 32: a schema_version that only converts to 1 (true, 1.5, 2^32 + 1) is not 1, and a key
+// given twice is refused rather than read as its last value.
+TEST(Metadata, SchemaVersionIsExactlyTheIntegerOneAndKeysAreNotRepeated) {
+  auto j = nlohmann::json::parse(toJson(makeMetadata()));
+  for (const nlohmann::json& bad :
+       {nlohmann::json(true), nlohmann::json(1.5), nlohmann::json(4294967297LL),
+        nlohmann::json("1"), nlohmann::json(-4294967295LL)}) {
+    j["schema_version"] = bad;
+    const auto r = parseMetadata(j.dump());
+    ASSERT_FALSE(r) << bad.dump();
+    EXPECT_NE(r.error().find("schema_version " + bad.dump() + ";"), std::string::npos) << r.error();
+  }
+  j["schema_version"] = 1;
+  ASSERT_TRUE(parseMetadata(j.dump()));
+  // "schema_version": 2 first, then 1: the DOM would keep the 1.
+  std::string text = j.dump();
+  const std::size_t brace = text.find('{');
+  text.insert(brace + 1, "\"schema_version\":2,");
+  const auto r = parseMetadata(text);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("repeats the key \"schema_version\""), std::string::npos) << r.error();
+  // A repeated key deeper down too; equal keys in different objects are fine.
+  std::string nested = j.dump();
+  const std::size_t host = nested.find("\"host_compiler\":{");
+  ASSERT_NE(host, std::string::npos);
+  nested.insert(host + std::string("\"host_compiler\":{").size(), "\"command\":\"x\",");
+  const auto r2 = parseMetadata(nested);
+  ASSERT_FALSE(r2);
+  EXPECT_NE(r2.error().find("repeats the key \"command\""), std::string::npos) << r2.error();
+}
+
 // Metadata written before `runtime_inputs` existed reads as recording none, and its fingerprint
 // is computed as it was then: provenance and variants only.
 TEST(Metadata, MetadataWithoutRuntimeInputsRecordsNone) {

@@ -227,6 +227,61 @@ TEST_F(Package, ExtractsVerifiedTarballAndRefusesToOverwrite) {
   EXPECT_EQ(io::readFile(dest_ / "sm_90/include/kiln/kiln_all.h").value(), "// edited by hand\n");
 }
 
+TEST_F(Package, BinaryModeSidecarIsAccepted) {
+  // `sha256sum -b` writes "<hash> *<name>"; the format docs/packaging.md names accepts it.
+  auto packaged = packageArtifact(artifact_, dist_);
+  ASSERT_TRUE(packaged) << packaged.error();
+  ASSERT_TRUE(io::writeFile(packaged->sha256_file,
+                            packaged->sha256 + " *kiln_x86_64_sm_90_cuda13.tar.gz\n"));
+  auto report = verifyTarball(packaged->tarball);
+  ASSERT_TRUE(report) << report.error();
+  auto extracted = extractTarball(packaged->tarball, dest_);
+  ASSERT_TRUE(extracted) << extracted.error();
+}
+
+TEST_F(Package, RacingExtractsOfTheSameTarballBothSucceed) {
+  // Two extractions into one missing target: one renames its staging directory into place, the
+  // other finds it there, identical, and succeeds too (docs/packaging.md, "Extraction").
+  auto packaged = packageArtifact(artifact_, dist_);
+  ASSERT_TRUE(packaged) << packaged.error();
+  for (int round = 0; round < 8; ++round) {
+    const fs::path root = dest_ / std::to_string(round);
+    Result<fs::path> first = makeError("not run");
+    Result<fs::path> second = makeError("not run");
+    std::thread a([&] { first = extractTarball(packaged->tarball, root); });
+    std::thread b([&] { second = extractTarball(packaged->tarball, root); });
+    a.join();
+    b.join();
+    ASSERT_TRUE(first) << "round " << round << ": " << first.error();
+    ASSERT_TRUE(second) << "round " << round << ": " << second.error();
+    std::vector<fs::path> children;
+    for (const auto& entry : fs::directory_iterator(root)) children.push_back(entry.path());
+    EXPECT_EQ(children, std::vector<fs::path>{root / "sm_90"}) << "a staging directory was left";
+    auto report = verifyArtifactDir(root / "sm_90");
+    ASSERT_TRUE(report) << report.error();
+  }
+}
+
+TEST_F(Package, FailedWriteLeavesNothingBehind) {
+  // A destination so deep that the entries' paths pass PATH_MAX: writing fails (ENAMETOOLONG)
+  // after verification. Neither the staging directory nor the arch directory it created stays.
+  auto packaged = packageArtifact(artifact_, dist_);
+  ASSERT_TRUE(packaged) << packaged.error();
+  fs::path deep = dest_;
+  while (deep.string().size() < 4040)
+    deep /= std::string(std::min<size_t>(200, 4040 - deep.string().size()), 'd');
+  std::error_code ec;
+  fs::create_directories(deep, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  auto extracted = extractTarball(packaged->tarball, deep / "x86_64");
+  ASSERT_FALSE(extracted) << "extracted into " << deep;
+  EXPECT_NE(extracted.error().find("nothing was left behind"), std::string::npos)
+      << extracted.error();
+  EXPECT_NE(extracted.error().find("File name too long"), std::string::npos) << extracted.error();
+  EXPECT_EQ(extracted.error().find("disk full"), std::string::npos) << extracted.error();
+  EXPECT_TRUE(fs::is_empty(deep)) << "left behind in " << deep;
+}
+
 TEST_F(Package, Aarch64MultiSmArtifactRoundTrips) {
   REQUIRE_TOOLS("aarch64");
   ArtifactSpec spec;

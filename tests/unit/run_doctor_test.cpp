@@ -3,6 +3,7 @@
 // files (a PTX image NUL-terminated, marked ptx) and asks the runtime, here on the fake driver of
 // tests/runtime; a modified image is refused before the runtime sees it.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "cli/run_doctor.h"
 #include "io/fs.h"
@@ -59,7 +60,8 @@ TEST(RunDoctor, RefusesAModifiedImage) {
   const core::ArtifactMetadata m =
       kiln::testing::twoImageMetadata("FAKECUBIN kernel_main", "FAKEPTX kernel_main");
   ASSERT_TRUE(io::writeFile(tmp.path() / core::kMetadataFile, core::toJson(m)));
-  ASSERT_TRUE(io::writeFile(tmp.path() / "cubins/rmsnorm_h1024_bf16.sm_90.cubin", "FAKECUBIN x"));
+  ASSERT_TRUE(io::writeFile(tmp.path() / "cubins/rmsnorm_h1024_bf16.sm_90.cubin",
+                            "FAKECUBIN kernel_maiX"));  // same size, other bytes
   ASSERT_TRUE(io::writeFile(tmp.path() / "cubins/rmsnorm_h4096_bf16.compute_80.ptx",
                             "FAKEPTX kernel_main"));
   kiln::fake::Driver driver({kiln::fake::h200()});
@@ -68,6 +70,53 @@ TEST(RunDoctor, RefusesAModifiedImage) {
   EXPECT_NE(
       report.error().find("rmsnorm_h1024_bf16.sm_90.cubin: sha256 differs from metadata.json"),
       std::string::npos)
+      << report.error();
+  EXPECT_EQ(driver.loads.load(), 0);
+}
+
+TEST(RunDoctor, RefusesImagesThatAreNotTheArtifactsRegularFiles) {
+  // metadata.json naming /dev/zero, an image that is a link to /dev/zero or a FIFO: refused
+  // before anything is read into memory or reaches the runtime (issue 32).
+  kiln::testing::TempDir tmp;
+  const std::string cubin = "FAKECUBIN kernel_main";
+  const std::string ptx = "FAKEPTX kernel_main";
+  core::ArtifactMetadata m = kiln::testing::twoImageMetadata(cubin, ptx);
+  const std::filesystem::path image = tmp.path() / "cubins/rmsnorm_h1024_bf16.sm_90.cubin";
+  ASSERT_TRUE(io::writeFile(image, cubin));
+  ASSERT_TRUE(io::writeFile(tmp.path() / "cubins/rmsnorm_h4096_bf16.compute_80.ptx", ptx));
+  kiln::fake::Driver driver({kiln::fake::h200()});
+
+  core::ArtifactMetadata outside = m;
+  outside.variants["rmsnorm_h1024_bf16"].images[90].cubin = "/dev/zero";
+  ASSERT_TRUE(io::writeFile(tmp.path() / core::kMetadataFile, core::toJson(outside)));
+  auto report = runDoctor(tmp.path(), 0);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("records image '/dev/zero', expected "
+                                "'cubins/rmsnorm_h1024_bf16.sm_90.cubin'; not loading it"),
+            std::string::npos)
+      << report.error();
+
+  ASSERT_TRUE(io::writeFile(tmp.path() / core::kMetadataFile, core::toJson(m)));
+  std::filesystem::remove(image);
+  std::filesystem::create_symlink("/dev/zero", image);
+  report = runDoctor(tmp.path(), 0);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("is a symlink; expected a regular file"), std::string::npos)
+      << report.error();
+
+  std::filesystem::remove(image);
+  ASSERT_EQ(::mkfifo(image.c_str(), 0644), 0);
+  report = runDoctor(tmp.path(), 0);  // must not hang
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("is a fifo; expected a regular file"), std::string::npos)
+      << report.error();
+
+  std::filesystem::remove(image);
+  ASSERT_TRUE(io::writeFile(image, cubin + "and more"));
+  report = runDoctor(tmp.path(), 0);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("more than the limit of " + std::to_string(cubin.size())),
+            std::string::npos)
       << report.error();
   EXPECT_EQ(driver.loads.load(), 0);
 }

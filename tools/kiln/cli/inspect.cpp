@@ -19,7 +19,8 @@ Handler setupInspect(CLI::App& app) {
     auto metadata = core::loadArtifactMetadata(*dir);
     if (!metadata) return reportError(metadata);
     if (*json) {
-      auto text = io::readFile(std::filesystem::path(*dir) / core::kMetadataFile);
+      auto text = io::readRegularFile(std::filesystem::path(*dir) / core::kMetadataFile,
+                                      core::kMaxMetadataBytes, io::Links::kRefuse);
       if (!text) return reportError(text);
       fmt::print("{}", *text);
     } else {

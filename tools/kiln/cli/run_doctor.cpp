@@ -2,13 +2,18 @@
 // ptx, as the generated shim does (codegen.h), so the driver JIT-compiles it.
 #include "cli/run_doctor.h"
 
+#include <algorithm>
 #include <deque>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "core/naming.h"
 #include "core/report.h"
+#include "core/tarball.h"
 #include "io/fs.h"
 
 namespace fs = std::filesystem;
@@ -25,21 +30,45 @@ core::Result<DoctorReport> runDoctor(const fs::path& dir, int ordinal) {
   std::deque<std::vector<kiln_image>> image_tables;
   std::deque<kiln_variant> variants;
   std::vector<const kiln_variant*> pointers;
+  // Every image is checked before any is handed to the runtime: its path is the one verify
+  // expects (cubins/<variant>.sm_<NN>.cubin, so metadata cannot point at /dev/zero or outside the
+  // artifact), it is a regular file (no link, FIFO or device) of the recorded size, and its sha256
+  // is the recorded one.
+  std::map<std::pair<std::string, int>, std::string> loaded;
+  for (const auto& [name, v] : metadata->variants) {
+    for (const auto& [sm, image] : v.images) {
+      const std::string expected = core::imagePath(name, sm, image.isPtx());
+      if (image.cubin != expected) {
+        return core::makeError(fmt::format(
+            "{}: metadata.json: variant {} sm_{} records image '{}', expected '{}'; not loading it",
+            dir.string(), name, sm, image.cubin, expected));
+      }
+      const fs::path path = dir / image.cubin;
+      auto bytes = io::readRegularFile(
+          path, std::min(image.size, core::TarLimits{}.max_entry_bytes), io::Links::kRefuse);
+      if (!bytes) return bytes.failure();
+      if (bytes->size() != image.size) {
+        return core::makeError(
+            fmt::format("{}: {} bytes, metadata.json records {}; the artifact "
+                        "was modified",
+                        path.string(), bytes->size(), image.size));
+      }
+      if (io::sha256Hex(*bytes) != image.sha256) {
+        return core::makeError(
+            fmt::format("{}: sha256 differs from metadata.json ({}); the artifact was modified",
+                        path.string(), image.sha256));
+      }
+      loaded.emplace(std::pair(name, sm), std::move(bytes).value());
+    }
+  }
   for (const auto& [name, v] : metadata->variants) {
     auto& entries = entry_tables.emplace_back();
     for (const auto& e : v.entries) entries.push_back(strings.emplace_back(e).c_str());
     auto& images = image_tables.emplace_back();
     for (const auto& [sm, image] : v.images) {
-      auto bytes = io::readFile(dir / image.cubin);
-      if (!bytes) return bytes.failure();
-      if (io::sha256Hex(*bytes) != image.sha256) {
-        return core::makeError(
-            fmt::format("{}: sha256 differs from metadata.json ({}); the artifact was modified",
-                        (dir / image.cubin).string(), image.sha256));
-      }
       // A std::string's data() is NUL-terminated, which a PTX image needs (kiln/variant.h);
       // size excludes that NUL, as in the generated shim.
-      const std::string& blob = blobs.emplace_back(std::move(bytes).value());
+      const std::string& blob = blobs.emplace_back(std::move(loaded.at({name, sm})));
       images.push_back({sm, image.archSpecific() ? 1 : 0,
                         reinterpret_cast<const unsigned char*>(blob.data()), blob.size(),
                         strings.emplace_back(image.sha256).c_str(), image.isPtx() ? 1 : 0});

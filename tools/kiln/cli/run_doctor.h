@@ -10,10 +10,11 @@
 
 namespace kiln::cli {
 
-// Loads every image of the artifact (sha256 checked against metadata.json), builds in memory
-// exactly the kiln_variant tables the generated shims would hold, so that it checks what a
-// consumer would link, and asks the runtime which variants device `ordinal` can run. No device
-// or driver: an environment error carrying the runtime's message.
+// Loads every image of the artifact, each checked before any reaches the runtime (the path
+// verify expects, a regular file opened without following links, the recorded size and sha256),
+// builds in memory exactly the kiln_variant tables the generated shims would hold, so that it
+// checks what a consumer would link, and asks the runtime which variants device `ordinal` can run.
+// No device or driver: an environment error carrying the runtime's message.
 core::Result<DoctorReport> runDoctor(const std::filesystem::path& dir, int ordinal);
 
 }  // namespace kiln::cli

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <ctime>
+#include <set>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -37,6 +40,61 @@ Json kernelJson(const KernelResources& k) {
               {"spill_store_bytes", k.spill_store_bytes},
               {"spill_load_bytes", k.spill_load_bytes}};
 }
+
+// A SAX pass that builds nothing and stops at the first container deeper than kMaxJsonDepth or
+// the first key an object repeats. nlohmann's parser is iterative, but copying or building a DOM
+// of a deep document recurses (an ordered_json object that grows copies its members), so depth is
+// checked before that; and a DOM keeps the last of two equal keys, so a repeated key (say
+// "schema_version": 2 then 1) must be refused here, where both are still seen.
+struct ShapeCheck {
+  using number_integer_t = Json::number_integer_t;
+  using number_unsigned_t = Json::number_unsigned_t;
+  using number_float_t = Json::number_float_t;
+  using string_t = Json::string_t;
+  using binary_t = Json::binary_t;
+
+  int depth = 0;
+  bool too_deep = false;
+  std::string duplicate_key;  // the first key an object repeats
+  std::string error;
+  // Per open container, the keys seen so far (arrays keep theirs empty).
+  std::vector<std::set<std::string>> keys;
+
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(number_integer_t) { return true; }
+  bool number_unsigned(number_unsigned_t) { return true; }
+  bool number_float(number_float_t, const string_t&) { return true; }
+  bool string(string_t&) { return true; }
+  bool binary(binary_t&) { return true; }
+  bool key(string_t& k) {
+    if (!keys.empty() && !keys.back().insert(k).second) {
+      duplicate_key = k;
+      return false;
+    }
+    return true;
+  }
+  bool start_object(std::size_t) { return enter(); }
+  bool end_object() { return leave(); }
+  bool start_array(std::size_t) { return enter(); }
+  bool end_array() { return leave(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    error = e.what();
+    return false;
+  }
+
+ private:
+  bool enter() {
+    if (++depth > kMaxJsonDepth) too_deep = true;
+    if (!too_deep) keys.emplace_back();
+    return !too_deep;
+  }
+  bool leave() {
+    --depth;
+    if (!keys.empty()) keys.pop_back();
+    return true;
+  }
+};
 
 }  // namespace
 
@@ -108,6 +166,24 @@ std::string toJson(const ArtifactMetadata& m) {
 }
 
 Result<ArtifactMetadata> parseMetadata(const std::string& json_text) {
+  if (json_text.size() > kMaxMetadataBytes) {
+    return makeError(fmt::format("metadata.json is {} bytes, more than the limit of {} bytes",
+                                 json_text.size(), kMaxMetadataBytes));
+  }
+  {
+    ShapeCheck check;
+    Json::sax_parse(json_text, &check);
+    if (check.too_deep) {
+      return makeError(fmt::format("metadata.json nests more than {} levels deep (the limit is {})",
+                                   kMaxJsonDepth, kMaxJsonDepth));
+    }
+    if (!check.duplicate_key.empty()) {
+      return makeError(
+          fmt::format("metadata.json repeats the key \"{}\" in one object", check.duplicate_key));
+    }
+    if (!check.error.empty())
+      return makeError(fmt::format("metadata.json is not valid JSON: {}", check.error));
+  }
   Json j;
   try {
     j = Json::parse(json_text);
@@ -118,11 +194,13 @@ Result<ArtifactMetadata> parseMetadata(const std::string& json_text) {
   std::string field;
   try {
     field = "schema_version";
-    m.schema_version = j.at("schema_version").get<int>();
-    if (m.schema_version != kSchemaVersion) {
+    // Exactly the integer kSchemaVersion: get<int>() would read true, 1.5 or 2^32 + 1 as 1.
+    const Json& version = j.at(field);
+    if (!version.is_number_integer() || version != kSchemaVersion) {
       return makeError(fmt::format("metadata.json has schema_version {}; this kiln reads {} only",
-                                   m.schema_version, kSchemaVersion));
+                                   version.dump(), kSchemaVersion));
     }
+    m.schema_version = kSchemaVersion;
     Provenance& p = m.provenance;
     field = "kiln_version";
     p.kiln_version = j.at(field).get<std::string>();

@@ -90,8 +90,15 @@ struct ArtifactMetadata {
   std::map<std::string, VariantRecord> variants;
 };
 
+// Bounds on a metadata.json read from outside (docs/packaging.md, "Threats and limits"). Real
+// metadata nests 6 levels deep and weighs kilobytes to a few megabytes.
+inline constexpr int kMaxJsonDepth = 64;
+inline constexpr std::uint64_t kMaxMetadataBytes = std::uint64_t{64} << 20;  // 64 MiB
+
 std::string toJson(const ArtifactMetadata& metadata);
-// Rejects other schema versions and missing fields, naming the field.
+// Rejects other schema versions and missing fields, naming the field. A document nested deeper
+// than kMaxJsonDepth is refused by a streaming (non-recursive) pass before any tree is built, so
+// no recursive copy or destructor ever sees it; so is one larger than kMaxMetadataBytes.
 Result<ArtifactMetadata> parseMetadata(const std::string& json_text);
 
 // sha256 over the variant's inputs, constants, entries, targets, flags and tool versions.

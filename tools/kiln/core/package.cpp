@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <system_error>
@@ -44,8 +47,11 @@ std::string firstDifference(const ArtifactTree& existing, const ArtifactTree& wa
 
 Result<void> writeTree(const ArtifactTree& tree, const fs::path& root) {
   std::error_code ec;
-  fs::create_directories(root, ec);
-  if (ec) return makeError(fmt::format("cannot create {}: {}", root.string(), ec.message()));
+  // The staging directory is new and ours alone: create_directory fails if it exists.
+  if (!fs::create_directory(root, ec) || ec) {
+    return makeError(fmt::format("cannot create {}: {}", root.string(),
+                                 ec ? ec.message() : "it already exists"));
+  }
   for (const std::string& dir : tree.dirs) {
     fs::create_directories(root / dir, ec);
     if (ec)
@@ -57,12 +63,53 @@ Result<void> writeTree(const ArtifactTree& tree, const fs::path& root) {
     if (ec)
       return makeError(
           fmt::format("cannot create {}: {}", target.parent_path().string(), ec.message()));
+    errno = 0;
     std::ofstream out(target, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      return makeError(fmt::format("{}: cannot create: {}", target.string(),
+                                   errno ? std::strerror(errno) : "unknown error"));
+    }
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.close();
-    if (!out) return makeError(fmt::format("{}: write failed (disk full?)", target.string()));
+    if (!out) {
+      return makeError(fmt::format("{}: write failed: {}", target.string(),
+                                   errno ? std::strerror(errno) : "unknown error"));
+    }
   }
   return {};
+}
+
+// The ancestors of `dir` (itself included) that do not exist yet, deepest first: what an
+// extraction creates and must remove again when it fails.
+std::vector<fs::path> missingAncestors(const fs::path& dir) {
+  std::vector<fs::path> missing;
+  std::error_code ec;
+  for (fs::path p = dir; !p.empty() && !fs::exists(fs::symlink_status(p, ec));
+       p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  return missing;
+}
+
+// Removes the directories an extraction created, if still empty (another process may have put
+// something there meanwhile: then they stay).
+void removeCreated(const std::vector<fs::path>& created) {
+  std::error_code ec;
+  for (const fs::path& dir : created) fs::remove(dir, ec);  // fails, harmlessly, when not empty
+}
+
+// Compares an existing <dest_root>/<tag> with the verified contents: success when identical.
+Result<fs::path> existingTarget(const fs::path& dest, const fs::path& tarball,
+                                const ArtifactTree& wanted) {
+  auto existing = readArtifactTree(dest);
+  const std::string difference = existing ? firstDifference(*existing, wanted) : existing.error();
+  if (difference.empty()) return dest;  // already extracted, byte for byte
+  return makeError(
+      fmt::format("{} already exists and differs from {} ({}); not overwriting it: remove it or "
+                  "extract somewhere else",
+                  dest.string(), tarball.filename().string(), difference),
+      ErrorKind::kUsage);
 }
 
 }  // namespace
@@ -124,29 +171,40 @@ Result<fs::path> extractTarball(const fs::path& tarball, const fs::path& dest_ro
   const std::string tag = verified->report.tag;
   const fs::path dest = dest_root / tag;
   std::error_code ec;
-  if (fs::exists(fs::symlink_status(dest, ec))) {
-    auto existing = readArtifactTree(dest);
-    const std::string difference =
-        existing ? firstDifference(*existing, verified->tree) : existing.error();
-    if (difference.empty()) return dest;  // already extracted, byte for byte
-    return makeError(
-        fmt::format("{} already exists and differs from {} ({}); not overwriting it: remove it or "
-                    "extract somewhere else",
-                    dest.string(), tarball.filename().string(), difference),
-        ErrorKind::kUsage);
+  if (fs::exists(fs::symlink_status(dest, ec)))
+    return existingTarget(dest, tarball, verified->tree);
+  // A staging name of its own per extraction, also for two in one process (threads).
+  static std::atomic<unsigned> counter{0};
+  const fs::path staging =
+      dest_root / fmt::format(".{}.extract-{}-{}", tag, ::getpid(), counter.fetch_add(1));
+  const std::vector<fs::path> created = missingAncestors(dest_root);
+  fs::create_directories(dest_root, ec);
+  if (ec) {
+    removeCreated(created);
+    return makeError(fmt::format("cannot create {}: {}", dest_root.string(), ec.message()));
   }
-  const fs::path staging = dest_root / fmt::format(".{}.extract-{}", tag, ::getpid());
-  fs::remove_all(staging, ec);
+  auto fail = [&](Error error) {
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);
+    removeCreated(created);
+    return error;
+  };
   if (auto written = writeTree(verified->tree, staging); !written) {
-    fs::remove_all(staging, ec);
-    return written.failure();
+    return fail(makeError(fmt::format("extracting {} failed; nothing was left behind: {}",
+                                      tarball.string(), written.error())));
   }
   fs::rename(staging, dest, ec);
   if (ec) {
-    std::error_code ignored;
-    fs::remove_all(staging, ignored);
-    return makeError(
-        fmt::format("cannot rename {} to {}: {}", staging.string(), dest.string(), ec.message()));
+    // Another extraction (or a build) got there first. rename(2) never replaces a non-empty
+    // directory, so nothing was mixed; identical contents are success (docs/packaging.md).
+    std::error_code exists_ec;
+    if (fs::exists(fs::symlink_status(dest, exists_ec))) {
+      std::error_code ignored;
+      fs::remove_all(staging, ignored);
+      return existingTarget(dest, tarball, verified->tree);
+    }
+    return fail(makeError(
+        fmt::format("cannot rename {} to {}: {}", staging.string(), dest.string(), ec.message())));
   }
   return dest;
 }

@@ -8,11 +8,19 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <regex>
 #include <set>
+#include <system_error>
+#include <unordered_map>
 
 namespace kiln::core {
 namespace {
@@ -38,24 +46,114 @@ bool isIdentifier(const std::string& s, bool allow_upper) {
   return std::regex_match(s, allow_upper ? any : lower);
 }
 
+Error usageError(const std::string& message) {
+  return makeError(escapeControl(message), ErrorKind::kUsage);
+}
+
+const char* fileTypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// Reads a kiln.toml: opened without blocking (a FIFO must not hang the open), checked with fstat
+// to be a regular file, read to at most kMaxRegistryFileBytes.
+Result<std::string> readRegistryFile(const fs::path& path, const std::string& display) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return usageError(fmt::format("{}: no such registry file", display));
+    return usageError(fmt::format("{}: cannot open: {}", display, std::strerror(err)));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    return usageError(fmt::format("{}: cannot stat: {}", display, std::strerror(errno)));
+  if (!S_ISREG(st.st_mode))
+    return usageError(fmt::format("{}: is {}; a kiln.toml must be a regular file", display,
+                                  fileTypeName(st.st_mode)));
+  const auto too_big = [&](std::uint64_t size) {
+    return usageError(fmt::format("{}: is {} bytes; the limit for a kiln.toml is {} bytes (1 MiB)",
+                                  display, size, kMaxRegistryFileBytes));
+  };
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxRegistryFileBytes) return too_big(st.st_size);
+  // Read one byte past the limit, so that a file that grew since fstat is still refused.
+  std::string text(kMaxRegistryFileBytes + 1, '\0');
+  std::size_t size = 0;
+  while (size < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + size, text.size() - size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return usageError(fmt::format("{}: cannot read: {}", display, std::strerror(errno)));
+    }
+    if (n == 0) break;
+    size += static_cast<std::size_t>(n);
+  }
+  if (size > kMaxRegistryFileBytes) return too_big(size);
+  text.resize(size);
+  return text;
+}
+
+// The code point of the control character at text[i] (C0, DEL, or C1 as UTF-8 C2 80..9F) and
+// its length in bytes; 0 when text[i] starts none.
+std::size_t controlAt(std::string_view text, std::size_t i, unsigned& code) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  if (c < 0x20 || c == 0x7f) {
+    code = c;
+    return 1;
+  }
+  if (c == 0xc2 && i + 1 < text.size()) {
+    const auto d = static_cast<unsigned char>(text[i + 1]);
+    if (d >= 0x80 && d <= 0x9f) {
+      code = d;
+      return 2;
+    }
+  }
+  return 0;
+}
+
+// Is `child` (canonical) inside `dir` (canonical), or `dir` itself?
+bool isInside(const fs::path& child, const fs::path& dir) {
+  auto c = child.begin();
+  for (auto d = dir.begin(); d != dir.end(); ++d, ++c) {
+    if (d->empty() && std::next(d) == dir.end()) break;  // a trailing separator
+    if (c == child.end() || *c != *d) return false;
+  }
+  return true;
+}
+
 // Carries the file name so every error can be located.
 class Parser {
  public:
-  Parser(fs::path toml_path, std::string display, const std::vector<int>& nvcc_sms)
-      : path_(std::move(toml_path)), display_(std::move(display)), nvcc_sms_(nvcc_sms) {}
+  Parser(fs::path toml_path, std::string display, std::string text,
+         const std::vector<int>& nvcc_sms)
+      : path_(std::move(toml_path)),
+        display_(std::move(display)),
+        text_(std::move(text)),
+        nvcc_sms_(nvcc_sms) {}
 
   Result<Group> parse() {
     toml::table root;
     try {
-      root = toml::parse_file(path_.string());
+      root = toml::parse(std::string_view(text_), std::string_view(display_));
     } catch (const toml::parse_error& e) {
       return fail(static_cast<int>(e.source().begin.line),
                   fmt::format("invalid TOML: {}", e.description()));
     }
+    // Before any value is used: every key and string is short and free of control characters.
+    if (!checkText(root)) return error();
     if (!check(root, kTopLevelKeys, "the top level")) return error();
 
     Group group;
-    group.toml = fs::absolute(path_);
+    std::error_code ec;
+    group.toml = fs::absolute(path_, ec);
+    if (ec) return fail(1, fmt::format("cannot resolve the path: {}", ec.message()));
     group.dir = group.toml.parent_path();
     const toml::table* g = root["group"].as_table();
     if (!g) return fail(1, "missing [group] table");
@@ -64,6 +162,9 @@ class Parser {
     if (const toml::node* c = root.get("constants")) {
       const toml::table* t = c->as_table();
       if (!t) return fail(line(*c), "[constants] must be a table of name = \"type\"");
+      if (t->size() > kMaxConstantsPerGroup)
+        return fail(line(*c), fmt::format("[constants] declares {} constants; the limit is {}",
+                                          t->size(), kMaxConstantsPerGroup));
       for (const auto& [key, value] : *t) {
         std::string name(key.str());
         if (!isIdentifier(name, false))
@@ -87,6 +188,8 @@ class Parser {
                    (line(*t->get(a.name)) == line(*t->get(b.name)) &&
                     t->get(a.name)->source().begin.column < t->get(b.name)->source().begin.column);
           });
+      for (std::size_t k = 0; k < group.constants.size(); ++k)
+        decl_index_.emplace(group.constants[k].name, k);
     }
 
     if (!parseVariants(root, group)) return error();
@@ -98,9 +201,45 @@ class Parser {
   static int line(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
 
   Error error() const { return makeError(error_, ErrorKind::kUsage); }
+  // Messages quote values from the file: control characters in them are escaped.
   Error fail(int at, const std::string& rule) {
-    error_ = fmt::format("{}:{}: {}", display_, at, rule);
+    error_ = escapeControl(fmt::format("{}:{}: {}", display_, at, rule));
     return makeError(error_, ErrorKind::kUsage);
+  }
+
+  // One key or string: at most `limit` bytes, no control character (docs/registry.md, "Limits").
+  bool checkString(std::string_view text, const char* what, std::size_t limit, int at) {
+    if (text.size() > limit) {
+      return failed(at, fmt::format("{} \"{}...\" is {} bytes long; the limit is {}", what,
+                                    text.substr(0, 32), text.size(), limit));
+    }
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      unsigned code = 0;
+      if (controlAt(text, i, code)) {
+        return failed(at, fmt::format("{} \"{}\" contains the control character U+{:04X}; "
+                                      "kiln.toml keys and strings may not contain control "
+                                      "characters (U+0000-U+001F, U+007F-U+009F)",
+                                      what, text, code));
+      }
+    }
+    return true;
+  }
+
+  bool checkText(const toml::node& n) {
+    if (const toml::table* t = n.as_table()) {
+      for (const auto& [key, value] : *t) {
+        const int at =
+            key.source().begin.line ? static_cast<int>(key.source().begin.line) : line(value);
+        if (!checkString(key.str(), "the key", kMaxKeyBytes, at)) return false;
+        if (!checkText(value)) return false;
+      }
+    } else if (const toml::array* a = n.as_array()) {
+      for (const auto& e : *a)
+        if (!checkText(e)) return false;
+    } else if (const auto* s = n.as_string()) {
+      return checkString(s->get(), "the string", kMaxStringBytes, line(n));
+    }
+    return true;
   }
   bool failed(int at, const std::string& rule) {
     (void)fail(at, rule);
@@ -150,6 +289,9 @@ class Parser {
     if (!n) return true;
     const auto* a = n->as_array();
     if (!a) return failed(line(*n), fmt::format("'{}' must be an array of strings", key));
+    if (a->size() > kMaxListItems)
+      return failed(line(*n), fmt::format("'{}' has {} items; the limit is {}", key, a->size(),
+                                          kMaxListItems));
     out.clear();
     for (const auto& e : *a) {
       const auto* s = e.as_string();
@@ -165,12 +307,22 @@ class Parser {
     const auto* a = n->as_array();
     if (!a || a->empty())
       return failed(line(*n), "'supported_sms' must be a non-empty array of SM numbers (90)");
+    if (a->size() > kMaxListItems)
+      return failed(line(*n), fmt::format("'supported_sms' has {} items; the limit is {}",
+                                          a->size(), kMaxListItems));
     out.clear();
     for (const auto& e : *a) {
       const auto* i = e.as_integer();
-      if (!i) return failed(line(e), "'supported_sms' entries must be integers such as 90");
-      int sm = static_cast<int>(i->get());
-      if (sm < 10 || sm > 999) return failed(line(e), fmt::format("SM {} is not an SM number", sm));
+      if (!i)
+        return failed(line(e), fmt::format("'supported_sms' entry {} is not an SM number: SMs are "
+                                           "integers from {} to {} such as 80, 90, 100, 120",
+                                           describe(e), kMinSm, kMaxSm));
+      const std::int64_t raw = i->get();
+      if (raw < kMinSm || raw > kMaxSm)
+        return failed(line(e), fmt::format("'supported_sms' entry {} is out of range: SMs are "
+                                           "integers from {} to {} such as 80, 90, 100, 120",
+                                           raw, kMinSm, kMaxSm));
+      const int sm = static_cast<int>(raw);
       if (!nvcc_sms_.empty() &&
           std::find(nvcc_sms_.begin(), nvcc_sms_.end(), sm) == nvcc_sms_.end()) {
         return failed(line(e), fmt::format("sm_{} is not supported by the installed nvcc "
@@ -192,20 +344,51 @@ class Parser {
   bool checkEntries(const toml::table& t, const std::vector<std::string>& entries, int at) {
     if (entries.empty()) return failed(at, "'entries' must name at least one entry kernel");
     for (const auto& e : entries) {
-      if (!isIdentifier(e, true)) {
-        const toml::node* n = t.get("entries");
+      const toml::node* n = t.get("entries");
+      if (!isIdentifier(e, true))
         return failed(n ? line(*n) : at, fmt::format("entry '{}' is not a C identifier", e));
-      }
+      if (e.size() > kMaxIdentifierBytes)
+        return failed(n ? line(*n) : at, fmt::format("entry '{}' is {} bytes long; the limit is {}",
+                                                     e, e.size(), kMaxIdentifierBytes));
     }
     return true;
   }
 
+  // A source lies in the group directory: relative, no '..', and no symlink on the way that
+  // leads out of it; it must be a regular file (docs/registry.md, "Paths").
   bool checkSource(const toml::table& t, const fs::path& dir, const std::string& source, int at) {
     const toml::node* n = t.get("source");
-    fs::path p = dir / source;
-    if (!fs::is_regular_file(p))
-      return failed(n ? line(*n) : at,
-                    fmt::format("source '{}' does not exist ({})", source, p.string()));
+    const int where = n ? line(*n) : at;
+    const fs::path rel(source);
+    if (source.empty()) return failed(where, "'source' must not be empty");
+    if (rel.has_root_path())
+      return failed(where, fmt::format("source '{}' is an absolute path; sources are relative "
+                                       "to the group directory and lie inside it",
+                                       source));
+    for (const auto& part : rel) {
+      if (part == "..")
+        return failed(where, fmt::format("source '{}' contains '..'; sources lie inside the group "
+                                         "directory",
+                                         source));
+    }
+    const fs::path p = dir / rel;
+    std::error_code ec;
+    const fs::path real = fs::canonical(p, ec);
+    if (ec)
+      return failed(where, fmt::format("source '{}' does not exist ({}: {})", source, p.string(),
+                                       ec.message()));
+    const fs::path real_dir = fs::canonical(dir, ec);
+    if (ec)
+      return failed(where, fmt::format("cannot resolve the group directory {}: {}", dir.string(),
+                                       ec.message()));
+    if (!isInside(real, real_dir))
+      return failed(where, fmt::format("source '{}' resolves to {}, outside the group directory "
+                                       "{} (through a symlink); sources lie inside it",
+                                       source, real.string(), real_dir.string()));
+    const auto st = fs::status(real, ec);
+    if (ec || !fs::is_regular_file(st))
+      return failed(where,
+                    fmt::format("source '{}' is not a regular file ({})", source, real.string()));
     return true;
   }
 
@@ -295,7 +478,12 @@ class Parser {
     switch (decl.type) {
       case ConstantType::kInt:
         if (const auto* i = n.as_integer()) {
-          out.value = static_cast<std::int64_t>(i->get());
+          const std::int64_t value = i->get();
+          if (value < kMinIntConstant || value > kMaxIntConstant)
+            return failed(line(n), fmt::format("constant '{}' = {} is out of range: int constants "
+                                               "are baked as C++ int ({} to {})",
+                                               decl.name, value, kMinIntConstant, kMaxIntConstant));
+          out.value = value;
           return true;
         }
         return wrong("int");
@@ -320,6 +508,11 @@ class Parser {
             return failed(line(n), fmt::format("constant '{}': enum value '{}' must match "
                                                "[a-z][a-z0-9_]*",
                                                decl.name, s->get()));
+          if (s->get().size() > kMaxIdentifierBytes)
+            return failed(line(n),
+                          fmt::format("constant '{}': enum value '{}' is {} bytes long; "
+                                      "the limit is {}",
+                                      decl.name, s->get(), s->get().size(), kMaxIdentifierBytes));
           out.value = s->get();
           return true;
         }
@@ -339,9 +532,8 @@ class Parser {
   }
 
   const ConstantDecl* findDecl(const Group& group, const std::string& name) {
-    for (const auto& d : group.constants)
-      if (d.name == name) return &d;
-    return nullptr;
+    const auto it = decl_index_.find(name);
+    return it == decl_index_.end() ? nullptr : &group.constants[it->second];
   }
 
   // Collects `constants = {...}` of a variant or family into `out`.
@@ -369,15 +561,21 @@ class Parser {
   }
 
   // Orders constants as declared and checks every declared constant is set exactly once.
+  // Linear in the constants, and the duplicate check is a hash look-up: a family of thousands of
+  // variants costs thousands of steps, not their square.
   bool finish(const Group& group, std::vector<Constant> given, Variant& v, int at) {
     v.constants.clear();
-    for (const auto& decl : group.constants) {
-      int count = 0;
-      for (const auto& c : given) {
-        if (c.name == decl.name) {
-          if (++count == 1) v.constants.push_back(c);
-        }
-      }
+    std::vector<std::size_t> counts(group.constants.size(), 0);
+    std::vector<std::size_t> first(group.constants.size(), 0);
+    for (std::size_t i = 0; i < given.size(); ++i) {
+      const auto it = decl_index_.find(given[i].name);
+      if (it == decl_index_.end()) continue;  // not reached: every given constant was declared
+      if (counts[it->second]++ == 0) first[it->second] = i;
+    }
+    for (std::size_t k = 0; k < group.constants.size(); ++k) {
+      const ConstantDecl& decl = group.constants[k];
+      const std::size_t count = counts[k];
+      if (count == 1) v.constants.push_back(std::move(given[first[k]]));
       if (count == 0)
         return failed(at,
                       fmt::format("variant '{}' does not set constant '{}'", v.name, decl.name));
@@ -387,12 +585,17 @@ class Parser {
     }
     std::string rule = checkVariantName(v.name, group.name);
     if (!rule.empty()) return failed(at, fmt::format("variant name '{}': {}", v.name, rule));
-    for (const auto& other : group.variants) {
-      if (other.name == v.name)
-        return failed(at, fmt::format("duplicate variant name '{}' (first declared at line {})",
-                                      v.name, other.line));
-    }
+    if (const auto [it, added] = names_.emplace(v.name, at); !added)
+      return failed(at, fmt::format("duplicate variant name '{}' (first declared at line {})",
+                                    v.name, it->second));
     return true;
+  }
+
+  bool belowVariantLimit(const Group& group, int at) {
+    if (group.variants.size() < kMaxVariantsPerGroup) return true;
+    return failed(at, fmt::format("this [[variant]] would be variant {}; the limit for a "
+                                  "kiln.toml is {} variants",
+                                  group.variants.size() + 1, kMaxVariantsPerGroup));
   }
 
   bool parseVariants(const toml::table& root, Group& group) {
@@ -403,6 +606,7 @@ class Parser {
         const toml::table* t = e.as_table();
         if (!t) return failed(line(e), "'variant' must be an array of tables ([[variant]])");
         if (!check(*t, kVariantKeys, "[[variant]]")) return false;
+        if (!belowVariantLimit(group, line(*t))) return false;
         Variant v;
         if (!getString(*t, "name", v.name, true, line(*t))) return false;
         if (!applyOverrides(*t, group, v)) return false;
@@ -464,6 +668,25 @@ class Parser {
       }
       axes.push_back(std::move(axis));
     }
+    // The size of the product, refused before it is expanded (saturating: it may not fit 64 bits).
+    std::uint64_t count = 1;
+    bool overflow = false;
+    std::vector<std::string> sizes;
+    for (const auto& axis : axes) {
+      sizes.push_back(std::to_string(axis.size()));
+      overflow = overflow || __builtin_mul_overflow(count, axis.size(), &count);
+    }
+    const std::uint64_t before = group.variants.size();
+    if (overflow || count > kMaxVariantsPerGroup - before) {
+      return failed(
+          at,
+          fmt::format("[[family]] '{}' expands to {} variants (matrix {}){}; the limit "
+                      "for a kiln.toml is {} variants",
+                      pattern, overflow ? "more than 2^64" : std::to_string(count),
+                      fmt::join(sizes, " x "),
+                      before ? fmt::format(", after {} declared before it", before) : std::string(),
+                      kMaxVariantsPerGroup));
+    }
 
     // Cartesian product over the axes (in key order): `index` counts like an
     // odometer whose last digit turns fastest.
@@ -499,9 +722,12 @@ class Parser {
 
   fs::path path_;
   std::string display_;
+  std::string text_;
   const std::vector<int>& nvcc_sms_;
   Defaults defaults_;
   std::string error_;
+  std::unordered_map<std::string, std::size_t> decl_index_;  // constant name -> its index
+  std::unordered_map<std::string, int> names_;               // variant name -> its line
 };
 
 }  // namespace
@@ -510,7 +736,8 @@ std::string checkVariantName(const std::string& name, const std::string& group) 
   constexpr std::size_t kMaxLength = 64;
   if (name.size() > kMaxLength)
     return fmt::format("is {} characters long; the limit is {}", name.size(), kMaxLength);
-  if (!std::regex_match(name, std::regex("[a-z0-9_]+")))
+  static const std::regex kNameCharacters("[a-z0-9_]+");
+  if (!std::regex_match(name, kNameCharacters))
     return "may contain only lower-case letters, digits and '_'";
   if (name.rfind(group + "_", 0) != 0)
     return fmt::format("must start with the group name and '_' ('{}_')", group);
@@ -523,40 +750,76 @@ std::string checkVariantName(const std::string& name, const std::string& group) 
 }
 
 Result<Group> parseGroup(const fs::path& toml_path, const std::vector<int>& nvcc_sms) {
-  if (!fs::is_regular_file(toml_path))
-    return makeError(fmt::format("{}: no such registry file", toml_path.string()),
-                     ErrorKind::kUsage);
   // Errors name the file as kernels/<group>/kiln.toml when it sits in a kiln tree.
   std::string display = toml_path.string();
   const fs::path group_dir = toml_path.parent_path();
   if (group_dir.parent_path().filename() == "kernels")
     display = (fs::path("kernels") / group_dir.filename() / toml_path.filename()).string();
-  return Parser(toml_path, display, nvcc_sms).parse();
+  auto text = readRegistryFile(toml_path, display);
+  if (!text) return text.failure();
+  return Parser(toml_path, display, std::move(text).value(), nvcc_sms).parse();
 }
 
+// Every std::filesystem call here takes an error_code: an unreadable directory is a registry
+// error naming it, never an exception.
 Result<Registry> loadRegistry(const fs::path& root, const std::vector<int>& nvcc_sms) {
   Registry registry;
-  registry.root = fs::absolute(root);
+  std::error_code ec;
+  registry.root = fs::absolute(root, ec);
+  if (ec)
+    return usageError(fmt::format("{}: cannot resolve the path: {}", root.string(), ec.message()));
   const fs::path kernels = registry.root / "kernels";
-  if (!fs::is_directory(kernels))
-    return makeError(fmt::format("{}: no kernels/ directory (is --root the kiln repository?)",
-                                 registry.root.string()),
-                     ErrorKind::kUsage);
+  const fs::file_status kernels_status = fs::status(kernels, ec);
+  if (kernels_status.type() == fs::file_type::not_found ||
+      (!ec && !fs::is_directory(kernels_status)))
+    return usageError(fmt::format("{}: no kernels/ directory (is --root the kiln repository?)",
+                                  registry.root.string()));
+  if (ec) return usageError(fmt::format("{}: cannot read: {}", kernels.string(), ec.message()));
   std::vector<fs::path> tomls;
-  for (const auto& entry : fs::directory_iterator(kernels)) {
-    if (entry.is_directory() && fs::is_regular_file(entry.path() / "kiln.toml"))
-      tomls.push_back(entry.path() / "kiln.toml");
+  fs::directory_iterator it(kernels, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::path dir = it->path();
+    const fs::file_status dir_status = it->status(ec);
+    if (dir_status.type() == fs::file_type::not_found) {  // a dangling symlink: not a group
+      ec.clear();
+      continue;
+    }
+    if (ec) return usageError(fmt::format("{}: cannot read: {}", dir.string(), ec.message()));
+    if (!fs::is_directory(dir_status)) continue;
+    const fs::path toml = dir / "kiln.toml";
+    // Anything named kiln.toml (a FIFO, a device, a dangling link) is a group whose file
+    // parseGroup refuses; only a directory without one is not a group (kernels/common).
+    const fs::file_status toml_status = fs::symlink_status(toml, ec);
+    if (toml_status.type() == fs::file_type::not_found) {
+      ec.clear();
+      continue;
+    }
+    if (ec)
+      return usageError(fmt::format("kernels/{}/kiln.toml: cannot read: {}",
+                                    dir.filename().string(), ec.message()));
+    tomls.push_back(toml);
   }
+  if (ec)
+    return usageError(
+        fmt::format("{}: cannot read the registry directory: {}", kernels.string(), ec.message()));
   std::sort(tomls.begin(), tomls.end());
+  std::unordered_map<std::string, std::string> owners;  // variant name -> group
+  std::size_t total = 0;
   for (const auto& t : tomls) {
     auto group = parseGroup(t, nvcc_sms);
     if (!group) return group.failure();
+    total += group->variants.size();
+    if (total > kMaxVariantsPerRegistry)
+      return usageError(
+          fmt::format("kernels/{}/kiln.toml: the registry has {} variants with this "
+                      "group; the limit for all groups together is {}",
+                      group->name, total, kMaxVariantsPerRegistry));
     for (const auto& v : group->variants) {
-      if (const Variant* other = registry.findVariant(v.name)) {
-        return makeError(fmt::format("kernels/{}/kiln.toml:{}: variant name '{}' is already used "
-                                     "by group '{}'; names are unique across groups",
-                                     v.group, v.line, v.name, other->group),
-                         ErrorKind::kUsage);
+      if (const auto [owner, added] = owners.emplace(v.name, v.group); !added) {
+        return usageError(
+            fmt::format("kernels/{}/kiln.toml:{}: variant name '{}' is already used "
+                        "by group '{}'; names are unique across groups",
+                        v.group, v.line, v.name, owner->second));
       }
     }
     registry.groups.push_back(std::move(group).value());
@@ -575,6 +838,22 @@ const Variant* Registry::findVariant(const std::string& name) const {
     for (const auto& v : g.variants)
       if (v.name == name) return &v;
   return nullptr;
+}
+
+std::string escapeControl(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    unsigned code = 0;
+    const std::size_t n = controlAt(text, i, code);
+    if (n == 0) {
+      out += text[i++];
+      continue;
+    }
+    out += n == 1 ? fmt::format("\\x{:02x}", code) : fmt::format("\\u{:04x}", code);
+    i += n;
+  }
+  return out;
 }
 
 const char* constantTypeName(ConstantType type) {

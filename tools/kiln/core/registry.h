@@ -2,16 +2,34 @@
 // Pure logic over file contents; the only I/O is reading the kiln.toml files it is pointed at.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
 #include "core/result.h"
 
 namespace kiln::core {
+
+// The registry's limits (docs/registry.md, "Limits"). Each bounds the time and memory a crafted
+// kiln.toml can cost; every one is refused with the file, the value and the limit.
+inline constexpr std::size_t kMaxRegistryFileBytes = 1 << 20;  // a kiln.toml: 1 MiB
+inline constexpr std::size_t kMaxVariantsPerGroup = 4096;      // one kiln.toml, families expanded
+inline constexpr std::size_t kMaxVariantsPerRegistry = 8192;   // all groups together
+inline constexpr std::size_t kMaxConstantsPerGroup = 32;       // [constants]
+inline constexpr std::size_t kMaxListItems = 32;        // entries, nvcc_flags, uses, supported_sms
+inline constexpr std::size_t kMaxStringBytes = 256;     // every string value
+inline constexpr std::size_t kMaxKeyBytes = 64;         // every key (constant names included)
+inline constexpr std::size_t kMaxIdentifierBytes = 64;  // entry kernels and enum values
+inline constexpr int kMinSm = 10;                       // supported_sms entries: 10 ... 999
+inline constexpr int kMaxSm = 999;
+// `int` constants are baked as C++ `int`: INT_MIN ... INT_MAX.
+inline constexpr std::int64_t kMinIntConstant = -2147483647LL - 1;
+inline constexpr std::int64_t kMaxIntConstant = 2147483647LL;
 
 enum class ConstantType { kInt, kBool, kDtype, kEnum };
 
@@ -65,17 +83,23 @@ struct Registry {
   const Variant* findVariant(const std::string& name) const;
 };
 
-// Parses one kiln.toml. Errors read "<file>:<line>: <rule broken>", for instance
-// "kernels/rmsnorm/kiln.toml:14: unknown key 'hiden' in [[family]]".
-// `nvcc_sms` is the list of SMs the installed nvcc can target (empty: skip that check).
+// Parses one kiln.toml. It must be a regular file (a FIFO, device or directory is refused without
+// blocking on it) of at most kMaxRegistryFileBytes. Errors read "<file>:<line>: <rule broken>", for
+// instance "kernels/rmsnorm/kiln.toml:14: unknown key 'hiden' in [[family]]". `nvcc_sms` is the
+// list of SMs the installed nvcc can target (empty: skip that check).
 Result<Group> parseGroup(const std::filesystem::path& toml_path, const std::vector<int>& nvcc_sms);
 
-// Loads every kernels/*/kiln.toml under `root`, and checks names are unique across groups.
+// Loads every kernels/*/kiln.toml under `root`, and checks names are unique across groups. Never
+// throws: an unreadable kernels/ or group directory is an error (ErrorKind::kUsage) naming it.
 Result<Registry> loadRegistry(const std::filesystem::path& root, const std::vector<int>& nvcc_sms);
 
 // Checks a variant name against the grammar of docs/naming.md for group `group`;
 // returns an empty string when valid, else the rule broken.
 std::string checkVariantName(const std::string& name, const std::string& group);
+
+// `text` with every control character (U+0000-U+001F, U+007F-U+009F) written as \xNN or \uNNNN,
+// so that a message quoting untrusted text cannot drive the terminal.
+std::string escapeControl(std::string_view text);
 
 const char* constantTypeName(ConstantType type);
 const char* sourceKindName(SourceKind kind);

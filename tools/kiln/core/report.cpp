@@ -52,7 +52,8 @@ std::string listTable(const Registry& registry) {
 }
 
 Result<ArtifactMetadata> loadArtifactMetadata(const fs::path& dir) {
-  auto text = io::readFile(dir / kMetadataFile);
+  // A regular file of bounded size, not followed through a link: never a FIFO or /dev/zero.
+  auto text = io::readRegularFile(dir / kMetadataFile, kMaxMetadataBytes, io::Links::kRefuse);
   if (!text) {
     return makeError(fmt::format("{}: not a kiln artifact ({})", dir.string(), text.error()),
                      ErrorKind::kUsage);

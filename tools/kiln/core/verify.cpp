@@ -347,8 +347,10 @@ std::string dirName(const fs::path& dir) {
 }
 
 // A tar entry path, split into components, if it is relative and has no "..", "." or empty
-// component (a directory's trailing '/' excepted); else the reason it is refused.
-std::string checkEntryPath(const std::string& path, bool is_dir, std::vector<std::string>& parts) {
+// component (a directory's trailing '/' excepted) and no component longer than NAME_MAX; else
+// the reason it is refused.
+std::string checkEntryPath(const std::string& path, bool is_dir, std::vector<std::string>& parts,
+                           const TarLimits& limits) {
   if (path.empty()) return "empty path";
   if (path.front() == '/') return "absolute path";
   std::string_view rest = path;
@@ -361,6 +363,10 @@ std::string checkEntryPath(const std::string& path, bool is_dir, std::vector<std
     if (part == "..") return "'..' component";
     if (part.empty()) return "empty path component ('//' or a trailing '/')";
     if (part == ".") return "'.' component";
+    if (part.size() > limits.max_name) {
+      return fmt::format("a {}-byte name component (the limit is {} bytes)", part.size(),
+                         limits.max_name);
+    }
     parts.emplace_back(part);
     if (slash == std::string_view::npos) break;
     start = slash + 1;
@@ -429,6 +435,8 @@ Result<ArtifactTree> readArtifactTree(const fs::path& dir) {
   }
   ArtifactTree tree;
   Problems problems;
+  const TarLimits limits;  // a directory is held to the tarball's bounds
+  std::uint64_t total = 0;
   for (auto it = fs::recursive_directory_iterator(dir, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     const fs::path& path = it->path();
@@ -438,8 +446,19 @@ Result<ArtifactTree> readArtifactTree(const fs::path& dir) {
     if (fs::is_directory(status)) {
       tree.dirs.insert(rel);
     } else if (fs::is_regular_file(status)) {
-      auto bytes = io::readFile(path);
+      if (tree.files.size() + tree.dirs.size() >= limits.max_entries) {
+        return makeError(fmt::format("{}: holds more than {} files and directories (the limit)",
+                                     dir.string(), limits.max_entries));
+      }
+      // Opened without following links and fstat-checked, so a file swapped for a FIFO or a
+      // link to a device since the listing is refused, not read.
+      auto bytes = io::readRegularFile(path, limits.max_entry_bytes, io::Links::kRefuse);
       if (!bytes) return bytes.failure();
+      total += bytes->size();
+      if (total > limits.max_total_bytes) {
+        return makeError(fmt::format("{}: holds more than {} bytes of file data (the limit)",
+                                     dir.string(), limits.max_total_bytes));
+      }
       tree.files.emplace(rel, std::move(*bytes));
     } else {
       problems.push_back(
@@ -472,7 +491,8 @@ Result<VerifiedArtifact> loadVerifiedTarballBytes(std::string_view bytes,
   auto name = parseTarballFileName(file_name);
   if (!name) problems.push_back(name.error());
 
-  auto entries = readTarGz(bytes, file_name);
+  const TarLimits limits;
+  auto entries = readTarGz(bytes, file_name, limits);
   if (!entries) return entries.failure();
 
   // Headers first: nothing about the contents is believed until every path and type is safe.
@@ -481,7 +501,7 @@ Result<VerifiedArtifact> loadVerifiedTarballBytes(std::string_view bytes,
   std::set<std::string> file_paths;
   VerifiedArtifact out;
   out.report.source = file_name;
-  for (const TarEntry& e : *entries) {
+  for (TarEntry& e : *entries) {
     const std::string where = fmt::format("{}: entry '{}'", file_name, e.path);
     if (e.type != TarEntryType::kFile && e.type != TarEntryType::kDirectory) {
       problems.push_back(fmt::format("{} is a {}{}; expected a regular file or directory", where,
@@ -490,7 +510,8 @@ Result<VerifiedArtifact> loadVerifiedTarballBytes(std::string_view bytes,
       continue;
     }
     std::vector<std::string> parts;
-    const std::string reason = checkEntryPath(e.path, e.type == TarEntryType::kDirectory, parts);
+    const std::string reason =
+        checkEntryPath(e.path, e.type == TarEntryType::kDirectory, parts, limits);
     if (!reason.empty()) {
       problems.push_back(
           fmt::format("{}: {}; expected a relative path under <tag>/", where, reason));
@@ -520,19 +541,29 @@ Result<VerifiedArtifact> loadVerifiedTarballBytes(std::string_view bytes,
       out.tree.dirs.insert(rel);
     } else {
       file_paths.insert(rel);
-      out.tree.files.emplace(rel, e.data);
+      out.tree.files.emplace(rel, std::move(e.data));  // moved: a tarball's data is held once
     }
   }
-  // A file that is also used as a directory ("lib" the file and "lib/libkiln.a") cannot be
-  // extracted; refuse it here rather than half way through writing.
-  for (const std::string& path : file_paths) {
+  // A file that is also used as a directory ("lib" the file and "lib/libkiln.a", or the
+  // directory entry "lib/x/") cannot be extracted; refuse it here rather than half way through
+  // writing.
+  auto checkParents = [&](const std::string& path) {
     for (size_t slash = path.find('/'); slash != std::string::npos;
          slash = path.find('/', slash + 1)) {
       if (file_paths.count(path.substr(0, slash))) {
         problems.push_back(fmt::format("{}: entry '{}/{}' is a file but also the parent of '{}'",
                                        file_name, top, path.substr(0, slash), path));
+        return;
       }
     }
+  };
+  for (const std::string& path : file_paths) checkParents(path);
+  for (const std::string& path : out.tree.dirs) {
+    if (file_paths.count(path)) {
+      problems.push_back(
+          fmt::format("{}: entry '{}/{}' is both a file and a directory", file_name, top, path));
+    }
+    checkParents(path);
   }
   if (top.empty())
     problems.push_back(
@@ -557,12 +588,14 @@ Result<VerifiedArtifact> loadVerifiedTarballBytes(std::string_view bytes,
     }
   }
   if (!problems.empty()) return problemsError(file_name, problems);
-  out.report.tarball_sha256 = io::sha256Hex(std::string(bytes));
+  out.report.tarball_sha256 = io::sha256Hex(bytes);
   return out;
 }
 
 Result<VerifiedArtifact> loadVerifiedTarball(const fs::path& tarball) {
-  auto bytes = io::readFile(tarball);
+  // The tarball and its sidecar are named by hand, so a link is followed, but what it reaches must
+  // be a regular file within the size bound: never a FIFO (which would hang) or a device.
+  auto bytes = io::readRegularFile(tarball, TarLimits{}.max_archive_bytes, io::Links::kFollow);
   if (!bytes) return bytes.failure();
   const std::string file_name = tarball.filename().string();
   // The checksum before anything else: a tarball whose bytes are not the published ones is not
@@ -570,19 +603,18 @@ Result<VerifiedArtifact> loadVerifiedTarball(const fs::path& tarball) {
   fs::path sidecar = tarball;
   sidecar += ".sha256";
   std::error_code ec;
-  if (!fs::exists(sidecar, ec)) {
+  if (!fs::exists(sidecar, ec) && !fs::is_symlink(sidecar, ec)) {
     return makeError(fmt::format("{}: checksum file {} is missing; expected '<sha256>  {}'",
                                  tarball.string(), sidecar.string(), file_name));
   }
-  auto text = io::readFile(sidecar);
+  auto text = io::readRegularFile(sidecar, kMaxSidecarBytes, io::Links::kFollow);
   if (!text) return text.failure();
   const std::string line = text->substr(0, text->find('\n'));
   const std::string recorded = line.substr(0, std::min<size_t>(line.size(), 64));
-  std::string recorded_name = line.size() > 66 ? line.substr(66) : "";
-  if (!recorded_name.empty() && recorded_name.front() == '*')
-    recorded_name.erase(0, 1);  // sha256sum -b
+  // sha256sum writes "<hash>  <name>" (text mode) or "<hash> *<name>" (-b, binary mode); both
+  // name the same bytes on Linux.
   const bool well_formed =
-      line.size() > 66 && line.substr(64, 2) == "  " &&
+      line.size() > 66 && line[64] == ' ' && (line[65] == ' ' || line[65] == '*') &&
       std::all_of(recorded.begin(), recorded.end(), [](char c) {
         return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f');
       });
@@ -591,9 +623,10 @@ Result<VerifiedArtifact> loadVerifiedTarball(const fs::path& tarball) {
         fmt::format("{}: first line is '{}'; expected the sha256sum format '<64 hex digits>  {}'",
                     sidecar.string(), line.substr(0, 200), file_name));
   }
+  const std::string recorded_name = line.substr(66);
   if (recorded_name != file_name) {
-    return makeError(
-        fmt::format("{}: names '{}', expected '{}'", sidecar.string(), recorded_name, file_name));
+    return makeError(fmt::format("{}: names '{}', expected '{}'", sidecar.string(),
+                                 recorded_name.substr(0, 200), file_name));
   }
   const std::string actual = io::sha256Hex(*bytes);
   if (actual != recorded) {

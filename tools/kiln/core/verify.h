@@ -67,12 +67,16 @@ struct VerifiedArtifact {
   ArtifactTree tree;
 };
 
+// The most a .sha256 sidecar may hold: one line of hash and file name, with room to spare.
+inline constexpr std::uint64_t kMaxSidecarBytes = 64 * 1024;
+
 Result<VerifiedArtifact> loadVerifiedDir(const std::filesystem::path& dir);
 Result<VerifiedArtifact> loadVerifiedTarball(const std::filesystem::path& tarball);
 Result<VerifiedArtifact> loadVerifiedTarballBytes(std::string_view bytes,
                                                   const std::string& file_name);
 
-// Reads a directory tree; fails on a symlink, device, fifo or socket anywhere inside, naming it.
+// Reads a directory tree; fails on a symlink, device, fifo or socket anywhere inside, naming it,
+// and on more files or bytes than a tarball may hold (TarLimits).
 Result<ArtifactTree> readArtifactTree(const std::filesystem::path& dir);
 
 // The parts of kiln_<arch>_<tag>_cuda<major>.tar.gz.

@@ -3,7 +3,9 @@
 // and should not depend on the target's binutils to learn them.
 #include "io/fs.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +29,82 @@ core::Result<std::string> readFile(const fs::path& path) {
   buffer << in.rdbuf();
   if (in.bad()) return core::makeError(fmt::format("{}: read failed", path.string()));
   return buffer.str();
+}
+
+namespace {
+
+const char* fileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a fifo";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symlink";
+  return "not a regular file";
+}
+
+// Closes the descriptor on every return.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+core::Result<std::string> readRegularFile(const fs::path& path, std::uint64_t max_bytes,
+                                          Links links) {
+  int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+  if (links == Links::kRefuse) flags |= O_NOFOLLOW;
+  Fd file{::open(path.c_str(), flags)};
+  if (file.fd < 0) {
+    const int error = errno;
+    if (error == ELOOP && links == Links::kRefuse) {
+      return core::makeError(
+          fmt::format("{}: is a symlink; expected a regular file (links are not followed here)",
+                      path.string()));
+    }
+    return core::makeError(fmt::format("{}: cannot read: {}", path.string(), std::strerror(error)));
+  }
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0) {
+    return core::makeError(fmt::format("{}: cannot stat: {}", path.string(), std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return core::makeError(
+        fmt::format("{}: is {}; expected a regular file", path.string(), fileKind(st.st_mode)));
+  }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > max_bytes) {
+    return core::makeError(fmt::format("{}: {} bytes, more than the limit of {} bytes",
+                                       path.string(), size, max_bytes));
+  }
+  // A regular file never blocks; back to blocking reads all the same.
+  ::fcntl(file.fd, F_SETFL, ::fcntl(file.fd, F_GETFL) & ~O_NONBLOCK);
+  std::string bytes;
+  bytes.resize(static_cast<size_t>(size));
+  size_t done = 0;
+  for (;;) {
+    if (done == bytes.size()) {
+      // One byte past the stat size tells a file that grew since the fstat.
+      if (bytes.size() > max_bytes) {
+        return core::makeError(fmt::format("{}: grew past the limit of {} bytes while read",
+                                           path.string(), max_bytes));
+      }
+      bytes.resize(std::min<std::uint64_t>(bytes.size() + 64 * 1024, max_bytes + 1));
+    }
+    const ssize_t n = ::read(file.fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return core::makeError(
+          fmt::format("{}: read failed: {}", path.string(), std::strerror(errno)));
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  bytes.resize(done);
+  return bytes;
 }
 
 core::Result<void> writeFile(const fs::path& path, const std::string& contents) {
@@ -75,7 +153,7 @@ std::vector<fs::path> listFiles(const fs::path& dir) {
   return files;
 }
 
-std::string sha256Hex(const std::string& bytes) {
+std::string sha256Hex(std::string_view bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();

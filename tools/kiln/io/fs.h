@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -17,13 +18,25 @@
 namespace kiln::io {
 
 core::Result<std::string> readFile(const std::filesystem::path& path);
+
+// What readRegularFile does with a symlink as the last path component.
+enum class Links {
+  kRefuse,  // O_NOFOLLOW: a symlink is refused (files inside an artifact directory)
+  kFollow,  // the link's target must itself be a regular file (a tarball or sidecar named by hand)
+};
+// Reads a file that may be hostile: opened with O_NONBLOCK (a FIFO cannot hang the open) and,
+// for Links::kRefuse, O_NOFOLLOW; fstat must show a regular file (not a FIFO, device, socket or
+// directory) of at most `max_bytes`, and no more than that is ever read (a file that grows
+// while read is refused too). Each refusal is one line naming the path, what it is and the limit.
+core::Result<std::string> readRegularFile(const std::filesystem::path& path,
+                                          std::uint64_t max_bytes, Links links = Links::kRefuse);
 // Creates parent directories; writes through a temporary file and renames it into place.
 core::Result<void> writeFile(const std::filesystem::path& path, const std::string& contents);
 core::Result<void> copyFile(const std::filesystem::path& from, const std::filesystem::path& to);
 // Every regular file under `dir`, sorted, as absolute paths (empty when `dir` does not exist).
 std::vector<std::filesystem::path> listFiles(const std::filesystem::path& dir);
 
-std::string sha256Hex(const std::string& bytes);
+std::string sha256Hex(std::string_view bytes);
 core::Result<std::string> sha256File(const std::filesystem::path& path);
 
 // What publishing an artifact does to the filesystem. Reads and whole-file writes return a Result
