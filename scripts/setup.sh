@@ -5,7 +5,8 @@
 #   Python: .venv/ at the repository root with the pinned nvidia-cutlass (its CUTLASS/CuTe C++
 #           headers, site-packages/cutlass_library/source/include, are what kernels include);
 #           skipped when the pinned version is already there; and the pinned nvidia-cutlass-dsl[cu13]
-#           that `kiln build` runs CuTe DSL kernel scripts with. Nothing at run time needs Python.
+#           that `kiln build` runs CuTe DSL kernel scripts with; the pinned matplotlib that draws
+#           docs/performance.md. Nothing at run time needs Python.
 #   CUDA:   checked, not installed (CUDA 13.0 is not a Debian package): nvcc at
 #           $CUDA_HOME/bin/nvcc or /usr/local/cuda/bin/nvcc.
 set -euo pipefail
@@ -16,6 +17,10 @@ CUTLASS_VERSION="4.2.0.0"   # nvidia-cutlass on PyPI; headers only (--no-deps)
 # CUDA 13 libraries (extra "cu13"). Must equal kCuteDslVersion in tools/kiln/core/cute_dsl_frontend.h
 # (tests/unit/cute_dsl_frontend_test.cpp checks that).
 CUTE_DSL_VERSION="4.8.1"
+# matplotlib (and the Pillow that writes its PNGs) for scripts/charts.py, which draws
+# docs/performance.md from the evidence; must equal MATPLOTLIB_VERSION in scripts/charts.py.
+MATPLOTLIB_VERSION="3.11.2"
+PILLOW_VERSION="13.0.0"
 PACKAGES=(
   cmake ninja-build g++ pkg-config
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev libssl-dev libarchive-dev
@@ -23,6 +28,7 @@ PACKAGES=(
   g++-aarch64-linux-gnu        # kiln build --arch aarch64
   clang-format                 # scripts/format.sh --check (Debian 12: clang-format 14)
   clang libclang-rt-14-dev     # tests/fuzz/run.sh: libFuzzer + ASan/UBSan runtimes (Debian 12: clang 14)
+  ccache                       # scripts/test.sh: KILN_COMPILER_LAUNCHER, CMake's compiler launcher
   python3 python3-venv
 )
 
@@ -79,6 +85,15 @@ setup_venv() {
     log "pip install nvidia-cutlass==$CUTLASS_VERSION (was: ${have:-absent})"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
       "nvidia-cutlass==$CUTLASS_VERSION"
+  fi
+  have="$("$venv/bin/python" -c 'import importlib.metadata as m
+print(m.version("matplotlib"), m.version("pillow"))' 2>/dev/null || true)"
+  if [ "$have" = "$MATPLOTLIB_VERSION $PILLOW_VERSION" ]; then
+    log "matplotlib $MATPLOTLIB_VERSION, pillow $PILLOW_VERSION: present"
+  else
+    log "pip install matplotlib==$MATPLOTLIB_VERSION pillow==$PILLOW_VERSION (was: ${have:-absent})"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      "matplotlib==$MATPLOTLIB_VERSION" "pillow==$PILLOW_VERSION"
   fi
   # The DSL and its CUDA 13 libraries must both be at the pin (kiln checks both before a build).
   have="$("$venv/bin/python" -c 'import importlib.metadata as m

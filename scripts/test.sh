@@ -9,12 +9,18 @@
 #
 #   KILN_JOBS (all cores) sets build parallelism; tests run 2 at a time, as on a 2-core CI box.
 #   KILN_FUZZ_SECONDS (20) is the time per fuzz target; 0 skips fuzzing.
+#
+# Compiles go through ccache (installed by setup.sh): CMake's C/C++ compiles
+# (CMAKE_<LANG>_COMPILER_LAUNCHER) and the release matrix's nvcc and host compiles
+# (KILN_COMPILER_LAUNCHER, docs/cli.md "Caching compiles"). The cache is build/ccache, so a run
+# reads and writes nothing outside the checkout: a fresh clone starts cold, a second run is warm.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JOBS="${KILN_JOBS:-$(nproc)}"
 FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-20}"
 cd "$ROOT"
+export CCACHE_DIR="$ROOT/build/ccache"
 
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 
@@ -25,7 +31,7 @@ step "format: scripts/format.sh --check"
 scripts/format.sh --check
 
 step "release: configure and build"
-cmake --preset release
+cmake --preset release -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 cmake --build --preset release -j "$JOBS"
 
 # The e2e tests include a real `kiln build` of the rmsnorm group (shared by a fixture test).
@@ -36,11 +42,15 @@ ctest --preset release -LE gpu -j 2
 # gate, package, verify. The x86_64 entry is the README's default target; the aarch64 one is the
 # cross build for Jetson Orin. The other entries differ only in SMs.
 step "release matrix: x86_64/sm_90 and aarch64/sm_87"
-build/release/tools/kiln/kiln package --matrix --entries x86_64/sm_90,aarch64/sm_87 \
+ccache --zero-stats >/dev/null
+KILN_COMPILER_LAUNCHER=ccache \
+  build/release/tools/kiln/kiln package --matrix --entries x86_64/sm_90,aarch64/sm_87 \
   --output-dir build/release/matrix/artifacts --dist build/release/matrix/dist -j "$JOBS"
+ccache --show-stats
 
 step "asan: configure and build"
-cmake --preset asan -DKILN_BUILD_TOOLS=ON
+cmake --preset asan -DKILN_BUILD_TOOLS=ON -DCMAKE_C_COMPILER_LAUNCHER=ccache \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 cmake --build --preset asan -j "$JOBS"
 
 step "asan: ctest -L 'unit|runtime|runners'"

@@ -631,6 +631,77 @@ TEST_F(BuilderTest, AnArtifactSetAsideByAKilledBuildIsPutBackAndMergedInto) {
   EXPECT_FALSE(stagingLeft());
 }
 
+// A compiler launcher (ccache, sccache) goes in front of every nvcc and host-compiler command
+// that compiles, and of nothing else (the version queries, ar); the artifact is the one a build
+// without it makes: the same files, and the same metadata (commands and fingerprints included)
+// but for the build date and the compile times.
+TEST_F(BuilderTest, CompilerLauncherPrefixesTheCompilesAndLeavesTheArtifactAlone) {
+  ASSERT_TRUE(build("ALL", /*clean=*/true));
+  auto without = kiln::testing::snapshot(artifact());
+  auto without_metadata = metadata();
+  const size_t calls_without = tools_.runner.calls().size();
+
+  options_.compiler_launcher = "ccache";
+  auto r = build("ALL", /*clean=*/true);
+  ASSERT_TRUE(r) << r.error();
+  auto with = kiln::testing::snapshot(artifact());
+  auto with_metadata = metadata();
+  without.erase("metadata.json");
+  with.erase("metadata.json");
+  EXPECT_EQ(with, without);
+  for (auto* m : {&without_metadata, &with_metadata}) {  // what differs between any two builds
+    m->erase("build_date");
+    for (auto& [name, variant] : (*m)["variants"].items()) {
+      for (auto& [sm, image] : variant["sms"].items()) image.erase("compile_seconds");
+    }
+  }
+  EXPECT_EQ(with_metadata, without_metadata);
+  for (const auto& [name, variant] : with_metadata["variants"].items()) {
+    for (const auto& [sm, image] : variant["sms"].items())
+      EXPECT_EQ(image["command"][0], "nvcc") << name;
+  }
+
+  const auto all = tools_.runner.calls();
+  const std::vector<std::vector<std::string>> calls(all.begin() + calls_without, all.end());
+  ASSERT_EQ(calls.size(), calls_without);
+  int nvcc_compiles = 0;
+  int host_compiles = 0;
+  for (const auto& call : calls) {
+    const bool compiles = std::find(call.begin(), call.end(), "-o") != call.end();
+    const bool launched = call[0] == "ccache";
+    EXPECT_EQ(launched, compiles) << io::shellJoin(call);
+    if (!launched) {
+      EXPECT_TRUE(call[0] == "nvcc" || call[0] == "g++" || call[0] == "ar") << call[0];
+      continue;
+    }
+    ASSERT_GE(call.size(), 2u);
+    nvcc_compiles += call[1] == "nvcc";
+    host_compiles += call[1] == "g++";
+    // ccache caches nvcc only with -c (without it, it counts a link and runs it uncached).
+    if (call[1] == "nvcc") {
+      EXPECT_NE(std::find(call.begin(), call.end(), "-c"), call.end());
+    }
+  }
+  EXPECT_EQ(nvcc_compiles, 4);
+  EXPECT_GT(host_compiles, 0);
+}
+
+// A launcher that cannot be run is an environment error before anything is compiled or written.
+TEST_F(BuilderTest, MissingCompilerLauncherFailsBeforeCompiling) {
+  ASSERT_TRUE(build());
+  const auto before = kiln::testing::snapshot(artifact());
+  const int compiles = tools_.nvcc_compiles;
+  options_.compiler_launcher = "ccachee";
+  tools_.runner.setMissing({"ccachee"});
+  auto r = build("ALL", /*clean=*/true);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorKind(), ErrorKind::kEnvironment);
+  EXPECT_NE(r.error().find("compiler launcher 'ccachee' not found on PATH"), std::string::npos)
+      << r.error();
+  EXPECT_EQ(tools_.nvcc_compiles, compiles);
+  EXPECT_EQ(kiln::testing::snapshot(artifact()), before);
+}
+
 TEST_F(BuilderTest, AbandonedStagingDirectoriesAreRemoved) {
   const fs::path abandoned = tmp_.path() / "artifacts/x86_64/.sm_90.staging-999999999";
   ASSERT_TRUE(io::writeFile(abandoned / "metadata.json", "{}"));

@@ -2,7 +2,8 @@
 // the real tools do (versions, target lists, ptxas reports) and writes minimal ELF files where
 // the real tools write cubins, objects and archives, and PTX text for `nvcc -ptx` (the
 // header, `.target sm_NN`, one `.visible .entry` per name in `ptx_entries`; no ptxas report),
-// plus a scratch repository root. Knobs let a test make nvcc fail, change the compiler version
+// plus a scratch repository root. `ccache` in front of a command (a compiler launcher) runs the
+// rest of it. Knobs let a test make nvcc fail, change the compiler version
 // between builds, or change the entries the PTX holds.
 #pragma once
 
@@ -67,6 +68,10 @@ struct FakeTools {
   core::Result<io::ProcessResult> answer(const std::vector<std::string>& argv) {
     const std::string tool = std::filesystem::path(argv[0]).filename().string();
     io::ProcessResult r;
+    if (tool == "ccache") {  // a compiler launcher: runs the rest of the command
+      if (argv.size() < 2) return core::makeError("ccache: no command", core::ErrorKind::kUsage);
+      return answer(std::vector<std::string>(argv.begin() + 1, argv.end()));
+    }
     if (tool == "nvcc") {
       if (argv[1] == "--version") {
         r.stdout_text =

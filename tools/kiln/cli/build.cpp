@@ -49,11 +49,14 @@ Handler setupBuild(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--runtime-dir", *runtime, "the runtime sources (default: <root>/runtime)");
   app.add_flag("-v,--verbose", *verbose, "print every command and the tools' output");
-  return [options, verbose, root, output, runtime]() -> int {
+  auto launcher = std::make_shared<LauncherOption>();
+  launcher->add(app, "");
+  return [options, verbose, root, output, runtime, launcher]() -> int {
     options->root = *root;
     options->runtime_dir = *runtime;
     options->output_dir = *output;
     readBuildEnvironment(options.get());
+    launcher->apply(options.get());
     io::PosixProcessRunner runner;
     PrintingSink sink(*verbose);
     auto result = core::runBuild(*options, runner, sink);

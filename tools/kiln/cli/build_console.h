@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "core/builder.h"
 #include "io/process.h"
@@ -27,7 +28,27 @@ inline void readBuildEnvironment(core::BuildOptions* options) {
   options->cutlass_include = env("KILN_CUTLASS_INCLUDE");
   options->python = env("KILN_PYTHON");
   options->stage_dir = env("KILN_SOURCE_STAGE_DIR");
+  options->compiler_launcher = env("KILN_COMPILER_LAUNCHER");
 }
+
+// --compiler-launcher, which wins over KILN_COMPILER_LAUNCHER (an empty value disables it).
+struct LauncherOption {
+  std::string value;
+  CLI::Option* option = nullptr;
+
+  void add(CLI::App& app, const std::string& scope) {
+    option = app.add_option(
+        "--compiler-launcher", value,
+        scope +
+            "a program put in front of every nvcc and host-compiler command, e.g. ccache or "
+            "sccache (default: KILN_COMPILER_LAUNCHER; empty: none)");
+  }
+  // After readBuildEnvironment().
+  void apply(core::BuildOptions* options) const {
+    if (option != nullptr && option->count() > 0) options->compiler_launcher = value;
+  }
+  bool given() const { return option != nullptr && option->count() > 0; }
+};
 
 // A build sink (core::BuildSink or a sink derived from it) printing to stdout: notes always,
 // commands and tool output only when verbose. The command adds its own progress lines.

@@ -90,6 +90,8 @@ Handler setupPackage(CLI::App& app) {
                  "with --matrix: the runtime sources (default: <root>/runtime)");
   app.add_flag("-v,--verbose", *verbose,
                "with --matrix: print every command and the tools' output");
+  auto launcher = std::make_shared<LauncherOption>();
+  launcher->add(app, "with --matrix: ");
   return [=]() -> int {
     const fs::path dist_dir = dist->empty() ? fs::path(*root) / "dist" : fs::path(*dist);
     const bool with_matrix = matrix_opt->count() > 0;
@@ -102,9 +104,12 @@ Handler setupPackage(CLI::App& app) {
           "kiln package needs an artifact directory (artifacts/<arch>/<tag>) or --matrix [FILE]",
           core::ErrorKind::kUsage);
     if (!with_matrix) {
-      if (!options->entries.empty() || options->no_build || !output->empty() || !runtime->empty())
-        return reportError("--entries, --no-build, --output-dir and --runtime-dir go with --matrix",
-                           core::ErrorKind::kUsage);
+      if (!options->entries.empty() || options->no_build || !output->empty() || !runtime->empty() ||
+          launcher->given())
+        return reportError(
+            "--entries, --no-build, --output-dir, --runtime-dir and --compiler-launcher go with "
+            "--matrix",
+            core::ErrorKind::kUsage);
       return packageOne(*dir, dist_dir);
     }
     options->matrix_file = *matrix;
@@ -113,6 +118,7 @@ Handler setupPackage(CLI::App& app) {
     options->build.runtime_dir = *runtime;
     options->build.output_dir = *output;
     readBuildEnvironment(&options->build);
+    launcher->apply(&options->build);
     io::PosixProcessRunner runner;
     MatrixPrinter printer(*verbose);
     auto outcomes = core::runMatrix(*options, runner, printer);

@@ -46,9 +46,15 @@ Result<void> resolvePaths(const BuildOptions& options, BuildInputs& in) {
   return {};
 }
 
-// nvcc, which must target every --gpu-arch entry, and the host compiler of the arch.
+// The compiler launcher, when there is one; nvcc, which must target every --gpu-arch entry;
+// and the host compiler of the arch.
 Result<void> detectCompilers(const BuildOptions& options, const std::vector<GpuArch>& sms,
                              io::ProcessRunner& runner, BuildInputs& in) {
+  if (!options.compiler_launcher.empty()) {
+    auto launcher = checkLauncher(runner, options.compiler_launcher);
+    if (!launcher) return launcher.failure();
+    in.tools.launcher = *launcher;
+  }
   auto cuda = detectCuda(runner, options.nvcc, options.cuda_home);
   if (!cuda) return cuda.failure();
   in.tools.cuda = *cuda;

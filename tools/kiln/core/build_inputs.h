@@ -34,6 +34,7 @@ struct BuildTools {
   HostToolchain host;
   CutlassHeaders cutlass;     // empty include_dir unless a selected variant uses cutlass
   CuteDslToolchain cute_dsl;  // empty version unless a cute_dsl variant is selected
+  std::string launcher;       // BuildOptions::compiler_launcher, checked to be runnable
 };
 
 // A group's runner, kernels/<group>/runner/ (core/inputs.h), compiled into the library of every

@@ -32,6 +32,11 @@ struct BuildOptions {
   std::string cxx;              // KILN_CXX
   std::string cutlass_include;  // KILN_CUTLASS_INCLUDE
   std::string python;           // KILN_PYTHON (cute_dsl variants); empty: <root>/.venv/bin/python
+  // KILN_COMPILER_LAUNCHER or --compiler-launcher: a program (ccache, sccache, distcc) put in
+  // front of every nvcc and host-compiler command the build runs, never of the queries
+  // (--version), ar or a cute_dsl script; empty: none. It changes how the compiles run, not what
+  // they make: neither the metadata's commands nor any fingerprint records it.
+  std::string compiler_launcher;
   std::string stage_dir;  // KILN_SOURCE_STAGE_DIR, where nvcc's sources are staged (core/inputs.h);
                           // empty: /tmp. Images record this path, so builds compare byte for
                           // byte only with the same one.

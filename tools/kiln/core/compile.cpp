@@ -25,16 +25,45 @@ namespace kiln::core {
 
 namespace {
 
+// The compiler launcher (BuildOptions::compiler_launcher) goes in front of a command whose
+// program is nvcc or the host compiler, and of no other (ar, a cute_dsl script). Only the
+// commands as run carry it: the metadata records them without it, so the artifact does not
+// depend on whether or how the compiles were cached.
+std::vector<std::string> launched(const BuildTools& tools, const std::vector<std::string>& argv) {
+  if (tools.launcher.empty() || argv.empty() ||
+      (argv[0] != tools.cuda.nvcc && argv[0] != tools.host.cxx))
+    return argv;
+  std::vector<std::string> with = {tools.launcher};
+  with.insert(with.end(), argv.begin(), argv.end());
+  return with;
+}
+
+// The runner the compiles go through: `runner` with the launcher put in front (launched()).
+class LaunchingRunner final : public io::ProcessRunner {
+ public:
+  LaunchingRunner(const BuildTools& tools, io::ProcessRunner& runner)
+      : tools_(tools), runner_(runner) {}
+  Result<io::ProcessResult> run(const std::vector<std::string>& argv) override {
+    return runner_.run(launched(tools_, argv));
+  }
+  bool available(const std::string& program) override { return runner_.available(program); }
+
+ private:
+  const BuildTools& tools_;
+  io::ProcessRunner& runner_;
+};
+
 // The sink as the workers share it: its calls serialised, and the count of compiled images and
-// the slowest so far for the progress lines.
+// the slowest so far for the progress lines. Commands reach it as they run (with the launcher).
 class SharedSink {
  public:
   // `images`: how many compiled() counts to.
-  explicit SharedSink(BuildSink& sink, int images = 0) : sink_(sink), total_(images) {}
+  SharedSink(BuildSink& sink, const BuildTools& tools, int images = 0)
+      : sink_(sink), tools_(tools), total_(images) {}
 
   void commands(const std::vector<std::vector<std::string>>& argvs) {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& argv : argvs) sink_.command(argv);
+    for (const auto& argv : argvs) sink_.command(launched(tools_, argv));
   }
   void compiled(const std::string& variant, const CompileOutput& output) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -50,6 +79,7 @@ class SharedSink {
 
  private:
   BuildSink& sink_;
+  const BuildTools& tools_;
   std::mutex mutex_;
   const int total_;
   int done_ = 0;
@@ -242,10 +272,11 @@ Result<std::vector<CompiledImage>> compileImages(const BuildInputs& in, const fs
   const std::vector<CompileJob>& jobs = in.selection.jobs;
   std::vector<CompiledImage> images(jobs.size());
   std::vector<ImageAbi> abis(jobs.size());
-  SharedSink shared(sink, static_cast<int>(jobs.size()));
+  SharedSink shared(sink, in.tools, static_cast<int>(jobs.size()));
+  LaunchingRunner launching(in.tools, runner);
   auto compiled = parallelFor(jobs.size(), in.jobs, [&](std::size_t i) -> Result<void> {
     const CompileRequest request = requestFor(in, *staged, staging, jobs[i]);
-    auto abi = compileImage(request, in.artifact_dir, staging, runner, shared, images[i]);
+    auto abi = compileImage(request, in.artifact_dir, staging, launching, shared, images[i]);
     if (!abi) return abi.failure();
     abis[i] = std::move(abi).value();
     return {};
@@ -260,11 +291,11 @@ Result<LibraryRecord> compileLibrary(const BuildInputs& in,
                                      const fs::path& staging, io::ProcessRunner& runner,
                                      BuildSink& sink) {
   const HostToolchain& host = in.tools.host;
-  SharedSink shared(sink);
+  SharedSink shared(sink, in.tools);
   auto compiled = parallelFor(members.size(), in.jobs, [&](std::size_t i) -> Result<void> {
     const auto argv = hostCommand(in, staging, members[i]);
     shared.commands({argv});
-    auto result = runner.run(argv);
+    auto result = runner.run(launched(in.tools, argv));
     if (!result) return result.failure();
     if (result->exit_code != 0) {
       return makeError(fmt::format("{} failed compiling {} (exit code {}):\n{}{}", host.cxx,

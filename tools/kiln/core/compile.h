@@ -9,7 +9,9 @@
 //   - the library: every generated, runtime and runner source through the host compiler, each
 //     object checked for the arch's ELF machine and against duplicate global symbols, then
 //     archived with `ar rcsD` (members with time, uid and gid 0) into lib/libkiln.a.
-// The tools write into the staging directory (publish.h) that the caller created.
+// The tools write into the staging directory (publish.h) that the caller created. With a compiler
+// launcher (BuildOptions::compiler_launcher), every nvcc and host-compiler command runs as
+// `<launcher> <command>`; the commands recorded (CompiledImage::command) are without it.
 #pragma once
 
 #include <filesystem>

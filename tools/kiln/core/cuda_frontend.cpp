@@ -124,6 +124,10 @@ std::vector<std::string> nvccCommand(const CompileRequest& request) {
   if (variant.sm_constant) argv.push_back(fmt::format("-DKILN_TARGET_SM={}", request.sm));
   argv.push_back("-DKILN_VARIANT_NAME=" + variant.name);
   for (const auto& flag : variant.nvcc_flags) argv.push_back(flag);
+  // -c changes nothing here (-cubin and -ptx stop nvcc before any host compile, and the image's
+  // bytes are the same), but ccache caches an nvcc command only when it has -c: without it, it
+  // counts the command as a link and runs it uncached (a compiler launcher, docs/cli.md).
+  argv.push_back("-c");
   argv.push_back("-o");
   argv.push_back(request.cubin.string());
   argv.push_back((request.sources / variant.source.lexically_relative(request.root)).string());

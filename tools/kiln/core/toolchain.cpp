@@ -154,6 +154,20 @@ Result<HostToolchain> detectHost(io::ProcessRunner& runner, const std::string& a
   return host;
 }
 
+Result<std::string> checkLauncher(io::ProcessRunner& runner, const std::string& launcher) {
+  if (runner.available(launcher)) return launcher;
+  if (launcher.find('/') != std::string::npos) {
+    return envError(
+        fmt::format("compiler launcher '{}' not found or not executable (--compiler-launcher or "
+                    "KILN_COMPILER_LAUNCHER; empty disables it)",
+                    launcher));
+  }
+  return envError(
+      fmt::format("compiler launcher '{}' not found on PATH (--compiler-launcher or "
+                  "KILN_COMPILER_LAUNCHER; empty disables it)",
+                  launcher));
+}
+
 Result<CutlassHeaders> detectCutlass(const fs::path& root, const std::string& env_include) {
   CutlassHeaders headers;
   std::vector<fs::path> tried;

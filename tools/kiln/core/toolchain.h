@@ -49,6 +49,9 @@ Result<CudaToolchain> detectCuda(io::ProcessRunner& runner, const std::string& n
 // <arch>-linux-gnu- cross tools. `cxx` overrides the compiler (and derives ar from its prefix).
 Result<HostToolchain> detectHost(io::ProcessRunner& runner, const std::string& arch,
                                  const std::string& cxx);
+// The compiler launcher (--compiler-launcher or KILN_COMPILER_LAUNCHER): one program, a name
+// looked up in PATH or a path, returned as given. Not runnable: an environment error naming it.
+Result<std::string> checkLauncher(io::ProcessRunner& runner, const std::string& launcher);
 // `env_include` is KILN_CUTLASS_INCLUDE (may be empty); else the venv under `root`.
 Result<CutlassHeaders> detectCutlass(const std::filesystem::path& root,
                                      const std::string& env_include);
