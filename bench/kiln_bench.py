@@ -122,6 +122,12 @@ def gemm_tflops(dtype, busy_cycles, runs=20):
     return 2 * GEMM_N ** 3 / (med * 1e-3) / 1e12
 
 
+def error_line(e):
+    """An exception as one line for a bench row: its type and its message's first line."""
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:300] if text else ''}"
+
+
 def tbps(nbytes, ms):
     """Bytes moved in `ms` milliseconds, in TB/s."""
     return nbytes / (ms * 1e-3) / 1e12

@@ -212,7 +212,7 @@ class Peer:
                 torch.cuda.synchronize()
                 return out, ""
             except Exception as e:  # noqa: BLE001 - any backend refusal is recorded
-                errors.append(f"{mode}: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+                errors.append(f"{mode}: {kb.error_line(e)}")
         return None, "; ".join(errors)
 
 
@@ -275,7 +275,7 @@ def bench_row(kiln, case, tokens, dtype, page_size, page_order, layouts, copy_tb
         try:
             med, mn = kb.timed(lambda s: peer(s, scale), sets, runs, 10, busy_cycles)
         except Exception as e:  # noqa: BLE001
-            row[f"{key}_error"] = f"timing: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            row[f"{key}_error"] = f"timing: {kb.error_line(e)}"
             continue
         row.update({f"{key}_us": med * 1e3, f"{key}_min_us": mn * 1e3,
                     f"{key}_tbps": kb.tbps(kv_bytes, med)})

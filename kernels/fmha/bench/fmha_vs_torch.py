@@ -199,11 +199,6 @@ def rel_l2(got, ref):
     return ((got.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
-def first_line(e):
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0][:300] if text else ''}"
-
-
 class Peer:
     """torch SDPA under one backend, on the [B, H, S, d] view of kiln's tensors or on contiguous
     copies; GQA through enable_gqa, or K / V expanded to Hq heads when the backend refuses it."""
@@ -247,7 +242,7 @@ class Peer:
                     torch.cuda.synchronize()
                     return out, "; ".join(errors)
                 except Exception as e:  # noqa: BLE001 - any backend refusal is recorded
-                    errors.append(f"{layout}/{gqa}: {first_line(e)}")
+                    errors.append(f"{layout}/{gqa}: {kb.error_line(e)}")
         return None, "; ".join(errors)
 
 
@@ -319,7 +314,7 @@ def bench_row(kiln, row, gemm, copy_tbps, l2_bytes, gen, busy_cycles, peers, run
                           "kiln_tflops": flops / (med * 1e-3) / 1e12})
                 r["kiln_pct_of_gemm"] = 100 * r["kiln_tflops"] / gemm[dtype]
         except Exception as e:  # noqa: BLE001 - a kiln refusal or a launch error fails the row
-            r["why"] = f"kiln: {first_line(e)}"
+            r["why"] = f"kiln: {kb.error_line(e)}"
 
     for peer in peers:
         if peer.name not in outs:
@@ -327,7 +322,7 @@ def bench_row(kiln, row, gemm, copy_tbps, l2_bytes, gen, busy_cycles, peers, run
         try:
             med, mn = kb.timed(lambda x, p=peer: p(x, row, scale), sets, runs, 5, busy_cycles)
         except Exception as e:  # noqa: BLE001
-            r[f"{peer.name}_error"] = f"timing: {first_line(e)}"
+            r[f"{peer.name}_error"] = f"timing: {kb.error_line(e)}"
             continue
         r.update({f"{peer.name}_us": med * 1e3, f"{peer.name}_min_us": mn * 1e3,
                   f"{peer.name}_tflops": flops / (med * 1e-3) / 1e12})

@@ -329,7 +329,7 @@ def timed_into(row, key, fn, sets, busy_cycles, state_bytes):
     try:
         med, mn = kb.timed(fn, sets, RUNS, 10, busy_cycles)
     except Exception as e:  # noqa: BLE001 - a peer's failure is recorded, the run goes on
-        row[f"{key}_error"] = f"timing: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        row[f"{key}_error"] = f"timing: {kb.error_line(e)}"
         return
     row.update({f"{key}_us": med * 1e3, f"{key}_min_us": mn * 1e3,
                 f"{key}_tbps": kb.tbps(state_bytes, med)})
@@ -355,7 +355,7 @@ def graph_peer(row, sets, fn):
             graphs[i] = graph
         torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001 - a capture failure is recorded, the run goes on
-        row["torch_graph_error"] = f"capture: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        row["torch_graph_error"] = f"capture: {kb.error_line(e)}"
         return None, graphs
     index = {id(s): i for i, s in enumerate(sets)}
     return (lambda s: graphs[index[id(s)]].replay()), graphs
@@ -460,7 +460,7 @@ def bench_row(kiln, fla_fn, case, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
             got = fn(s0)
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - a peer's failure is recorded, the run goes on
-            row[f"{name}_error"] = f"check: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            row[f"{name}_error"] = f"check: {kb.error_line(e)}"
             return False
         out, state = (s0["out"], s0["state"][live]) if got is None else got
         out_rel, st_rel = rel_l2(out, ref_out), rel_l2(state, ref_final)
@@ -598,7 +598,7 @@ def mtp_row(kiln, fla_fn, case, dtype, copy_tbps, l2_bytes, gen, busy_cycles):
                 f"out rel L2 {out_rel:.3g}, worst token's state rel L2 {st_rel:.3g}")
             del o, states
         except Exception as e:  # noqa: BLE001
-            row["fla_error"] = f"check: {type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            row["fla_error"] = f"check: {kb.error_line(e)}"
     del ref_cache, ref_out, state0
 
     if ok:

@@ -232,7 +232,7 @@ def load_gemlite(props, cases, seed_configs):
         getattr(gemlite.helper, "A16Wn")  # the API this script calls (gemlite >= 0.4)
     except Exception as e:  # noqa: BLE001 - absent, or an import that fails: recorded
         info["gemlite"] = None
-        info["gemlite_error"] = first_line(e)
+        info["gemlite_error"] = kb.error_line(e)
         return None, info
     info["gemlite"] = getattr(gemlite, "__version__", "unknown")
     tag = getattr(glc, "selected_tag", None)
@@ -280,11 +280,6 @@ def gemlite_layer(gemlite, q, scales_kn, zeros_kn, dtype, bias):
 
 def rel_l2(got, ref):
     return ((got.double() - ref.double()).norm() / ref.double().norm()).item()
-
-
-def first_line(e):
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0][:300] if text else ''}"
 
 
 def timed_adaptive(fn, sets, runs, busy_cycles):
@@ -365,13 +360,13 @@ def build_shape(kiln, n, k, dtype, zero_point, nsets, peers, gemlite, gen):
                 s["tg_packed"], s["tg_sz"] = packed, sz
             except Exception as e:  # noqa: BLE001 - the API changed or refuses: recorded
                 active.discard("tinygemm")
-                notes["tinygemm_error"] = f"convert: {first_line(e)}"
+                notes["tinygemm_error"] = f"convert: {kb.error_line(e)}"
         if "gemlite" in active:
             try:
                 s["gl_layer"] = gemlite_layer(gemlite, q, s_kn, z_kn, dtype, None)
             except Exception as e:  # noqa: BLE001
                 active.discard("gemlite")
-                notes["gemlite_error"] = f"from_weights: {first_line(e)}"
+                notes["gemlite_error"] = f"from_weights: {kb.error_line(e)}"
         del q, ckpt, z_kn, s_kn
         sets.append(s)
     for peer in peers:  # a peer that failed on a later set leaves no half-built sets behind
@@ -431,7 +426,7 @@ def bench_row(kiln, case, dtype, zero_point, shape_sets, active, shape_notes, ge
         torch.cuda.synchronize()
         outs["kiln"] = s0["y"].clone()
     except Exception as e:  # noqa: BLE001 - a kiln refusal or launch error fails the row
-        r["why"] = f"kiln: {first_line(e)}"
+        r["why"] = f"kiln: {kb.error_line(e)}"
     for peer in PEERS:
         if peer not in active:
             continue
@@ -439,7 +434,7 @@ def bench_row(kiln, case, dtype, zero_point, shape_sets, active, shape_notes, ge
             outs[peer] = calls[peer](s0).reshape(m, n)
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001
-            r[f"{peer}_error"] = f"run: {first_line(e)}"
+            r[f"{peer}_error"] = f"run: {kb.error_line(e)}"
     for name, out in outs.items():
         finite = bool(torch.isfinite(out).all().item())
         rel = rel_l2(out, ref)
@@ -471,7 +466,7 @@ def bench_row(kiln, case, dtype, zero_point, shape_sets, active, shape_notes, ge
         try:
             med, mn, nruns = timed_adaptive(fn, sets, runs, busy_cycles)
         except Exception as e:  # noqa: BLE001
-            r[f"{name}_error"] = f"timing: {first_line(e)}"
+            r[f"{name}_error"] = f"timing: {kb.error_line(e)}"
             if name == "kiln":
                 r["correct"], r["why"] = False, r["kiln_error"]
             continue
@@ -554,7 +549,7 @@ def main():
         import triton  # noqa: PLC0415
         triton_version = triton.__version__
     except Exception as e:  # noqa: BLE001
-        triton_version = f"absent ({first_line(e)})"
+        triton_version = f"absent ({kb.error_line(e)})"
     versions = {"triton": triton_version}
     versions.update(gl_info)
     result = kb.result_header("w4a16_vs_torch", props, l2_bytes, kiln, seed, versions)
@@ -603,7 +598,7 @@ def main():
                 shape_sets, active, notes = build_shape(kiln, n, k, dtype, zero_point, nsets,
                                                         peers, gemlite, gen)
             except Exception as e:  # noqa: BLE001 - a repack refusal fails the shape's rows
-                why = f"weights: {first_line(e)}"
+                why = f"weights: {kb.error_line(e)}"
                 for c in (c for c in cases if (c["n"], c["k"]) == (n, k)):
                     rows.append({"case": c["name"], "dtype": DTYPE_NAME[dtype], "m": c["m"],
                                  "n": n, "k": k, "correct": False, "why": why})

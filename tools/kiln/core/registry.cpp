@@ -5,13 +5,13 @@
 // so everything downstream sees plain variants with every constant set and typed.
 #include "core/registry.h"
 
+#include "io/fs.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <toml++/toml.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -59,45 +59,34 @@ const char* fileTypeName(mode_t mode) {
   return "not a regular file";
 }
 
-// Reads a kiln.toml: opened without blocking (a FIFO must not hang the open), checked with fstat
-// to be a regular file, read to at most kMaxRegistryFileBytes.
+// Reads a kiln.toml through io::readRegularFileOr (opened without blocking, so a FIFO cannot hang
+// the open; fstat must show a regular file; at most kMaxRegistryFileBytes read), wording each
+// refusal for a kiln.toml.
 Result<std::string> readRegistryFile(const fs::path& path, const std::string& display) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return usageError(fmt::format("{}: no such registry file", display));
-    return usageError(fmt::format("{}: cannot open: {}", display, std::strerror(err)));
+  using Reason = io::FileRefusal::Reason;
+  std::string text;
+  io::FileRefusal r;
+  if (io::readRegularFileOr(path, kMaxRegistryFileBytes, io::Links::kFollow, &text, &r))
+    return text;
+  switch (r.reason) {
+    case Reason::kOpen:
+    case Reason::kSymlink:
+      if (r.error == ENOENT) return usageError(fmt::format("{}: no such registry file", display));
+      return usageError(fmt::format("{}: cannot open: {}", display, std::strerror(r.error)));
+    case Reason::kStat:
+      return usageError(fmt::format("{}: cannot stat: {}", display, std::strerror(r.error)));
+    case Reason::kNotRegular:
+      return usageError(fmt::format("{}: is {}; a kiln.toml must be a regular file", display,
+                                    fileTypeName(static_cast<mode_t>(r.mode))));
+    case Reason::kTooBig:
+    case Reason::kGrew:
+      return usageError(
+          fmt::format("{}: is {} bytes; the limit for a kiln.toml is {} bytes (1 MiB)", display,
+                      r.size, kMaxRegistryFileBytes));
+    case Reason::kRead:
+      return usageError(fmt::format("{}: cannot read: {}", display, std::strerror(r.error)));
   }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    return usageError(fmt::format("{}: cannot stat: {}", display, std::strerror(errno)));
-  if (!S_ISREG(st.st_mode))
-    return usageError(fmt::format("{}: is {}; a kiln.toml must be a regular file", display,
-                                  fileTypeName(st.st_mode)));
-  const auto too_big = [&](std::uint64_t size) {
-    return usageError(fmt::format("{}: is {} bytes; the limit for a kiln.toml is {} bytes (1 MiB)",
-                                  display, size, kMaxRegistryFileBytes));
-  };
-  if (static_cast<std::uint64_t>(st.st_size) > kMaxRegistryFileBytes) return too_big(st.st_size);
-  // Read one byte past the limit, so that a file that grew since fstat is still refused.
-  std::string text(kMaxRegistryFileBytes + 1, '\0');
-  std::size_t size = 0;
-  while (size < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + size, text.size() - size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return usageError(fmt::format("{}: cannot read: {}", display, std::strerror(errno)));
-    }
-    if (n == 0) break;
-    size += static_cast<std::size_t>(n);
-  }
-  if (size > kMaxRegistryFileBytes) return too_big(size);
-  text.resize(size);
-  return text;
+  return usageError(fmt::format("{}: cannot read", display));
 }
 
 // The code point of the control character at text[i] (C0, DEL, or C1 as UTF-8 C2 80..9F) and

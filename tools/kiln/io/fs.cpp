@@ -53,58 +53,77 @@ struct Fd {
 
 }  // namespace
 
-core::Result<std::string> readRegularFile(const fs::path& path, std::uint64_t max_bytes,
-                                          Links links) {
+bool readRegularFileOr(const fs::path& path, std::uint64_t max_bytes, Links links, std::string* out,
+                       FileRefusal* refusal) {
+  using Reason = FileRefusal::Reason;
+  auto refuse = [&](Reason reason, int error = 0, unsigned mode = 0, std::uint64_t size = 0) {
+    *refusal = FileRefusal{reason, error, mode, size};
+    return false;
+  };
   int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
   if (links == Links::kRefuse) flags |= O_NOFOLLOW;
   Fd file{::open(path.c_str(), flags)};
   if (file.fd < 0) {
     const int error = errno;
-    if (error == ELOOP && links == Links::kRefuse) {
-      return core::makeError(
-          fmt::format("{}: is a symlink; expected a regular file (links are not followed here)",
-                      path.string()));
-    }
-    return core::makeError(fmt::format("{}: cannot read: {}", path.string(), std::strerror(error)));
+    return refuse(error == ELOOP && links == Links::kRefuse ? Reason::kSymlink : Reason::kOpen,
+                  error);
   }
   struct stat st {};
-  if (::fstat(file.fd, &st) != 0) {
-    return core::makeError(fmt::format("{}: cannot stat: {}", path.string(), std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return core::makeError(
-        fmt::format("{}: is {}; expected a regular file", path.string(), fileKind(st.st_mode)));
-  }
+  if (::fstat(file.fd, &st) != 0) return refuse(Reason::kStat, errno);
+  if (!S_ISREG(st.st_mode)) return refuse(Reason::kNotRegular, 0, st.st_mode);
   const auto size = static_cast<std::uint64_t>(st.st_size);
-  if (size > max_bytes) {
-    return core::makeError(fmt::format("{}: {} bytes, more than the limit of {} bytes",
-                                       path.string(), size, max_bytes));
-  }
+  if (size > max_bytes) return refuse(Reason::kTooBig, 0, 0, size);
   // A regular file never blocks; back to blocking reads all the same.
   ::fcntl(file.fd, F_SETFL, ::fcntl(file.fd, F_GETFL) & ~O_NONBLOCK);
-  std::string bytes;
+  std::string& bytes = *out;
   bytes.resize(static_cast<size_t>(size));
   size_t done = 0;
   for (;;) {
     if (done == bytes.size()) {
       // One byte past the stat size tells a file that grew since the fstat.
-      if (bytes.size() > max_bytes) {
-        return core::makeError(fmt::format("{}: grew past the limit of {} bytes while read",
-                                           path.string(), max_bytes));
-      }
+      if (bytes.size() > max_bytes) return refuse(Reason::kGrew, 0, 0, bytes.size());
       bytes.resize(std::min<std::uint64_t>(bytes.size() + 64 * 1024, max_bytes + 1));
     }
     const ssize_t n = ::read(file.fd, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return core::makeError(
-          fmt::format("{}: read failed: {}", path.string(), std::strerror(errno)));
+      return refuse(Reason::kRead, errno);
     }
     if (n == 0) break;
     done += static_cast<size_t>(n);
   }
   bytes.resize(done);
-  return bytes;
+  return true;
+}
+
+core::Result<std::string> readRegularFile(const fs::path& path, std::uint64_t max_bytes,
+                                          Links links) {
+  using Reason = FileRefusal::Reason;
+  std::string bytes;
+  FileRefusal r;
+  if (readRegularFileOr(path, max_bytes, links, &bytes, &r)) return bytes;
+  const std::string p = path.string();
+  switch (r.reason) {
+    case Reason::kSymlink:
+      return core::makeError(fmt::format(
+          "{}: is a symlink; expected a regular file (links are not followed here)", p));
+    case Reason::kOpen:
+      return core::makeError(fmt::format("{}: cannot read: {}", p, std::strerror(r.error)));
+    case Reason::kStat:
+      return core::makeError(fmt::format("{}: cannot stat: {}", p, std::strerror(r.error)));
+    case Reason::kNotRegular:
+      return core::makeError(
+          fmt::format("{}: is {}; expected a regular file", p, fileKind(r.mode)));
+    case Reason::kTooBig:
+      return core::makeError(
+          fmt::format("{}: {} bytes, more than the limit of {} bytes", p, r.size, max_bytes));
+    case Reason::kGrew:
+      return core::makeError(
+          fmt::format("{}: grew past the limit of {} bytes while read", p, max_bytes));
+    case Reason::kRead:
+      return core::makeError(fmt::format("{}: read failed: {}", p, std::strerror(r.error)));
+  }
+  return core::makeError(fmt::format("{}: cannot read", p));
 }
 
 core::Result<void> writeFile(const fs::path& path, const std::string& contents) {

@@ -30,6 +30,19 @@ enum class Links {
 // while read is refused too). Each refusal is one line naming the path, what it is and the limit.
 core::Result<std::string> readRegularFile(const std::filesystem::path& path,
                                           std::uint64_t max_bytes, Links links = Links::kRefuse);
+
+// Why readRegularFileOr refused a file: the facts, for a caller that words the refusal itself
+// (readRegularFile above is one; the registry, which words them for a kiln.toml, another).
+struct FileRefusal {
+  enum class Reason { kOpen, kSymlink, kStat, kNotRegular, kTooBig, kGrew, kRead };
+  Reason reason = Reason::kOpen;
+  int error = 0;           // errno: kOpen, kStat, kRead
+  unsigned mode = 0;       // st_mode: kNotRegular
+  std::uint64_t size = 0;  // the file's size (kTooBig) or the bytes read so far (kGrew)
+};
+// readRegularFile's mechanism: true with the bytes in *out, or false with *refusal filled.
+bool readRegularFileOr(const std::filesystem::path& path, std::uint64_t max_bytes, Links links,
+                       std::string* out, FileRefusal* refusal);
 // Creates parent directories; writes through a temporary file and renames it into place.
 core::Result<void> writeFile(const std::filesystem::path& path, const std::string& contents);
 core::Result<void> copyFile(const std::filesystem::path& from, const std::filesystem::path& to);
