@@ -56,4 +56,46 @@ static_assert(sizeof(void*) == 8 && sizeof(TensorMap) == 128 && offsetof(FmhaPar
                   sizeof(FmhaParams) == 512,
               "host and device must agree on the FmhaParams layout");
 
+// The portable kernel's arguments (mma_attention.cuh). q, out, lse and cu_seqlens_q as above. K and
+// V are either contiguous (page_table == nullptr: [total_k, kv_heads, head_dim], sequence b owns
+// keys [cu_seqlens_k[b], cu_seqlens_k[b + 1])) or paged (decodeattn's cache: key j of sequence b
+// is row j % page_size of page page_table[b * max_pages_per_seq + j / page_size]; element
+// (page, row, head, i) at page * page_stride + row * token_stride + head * head_stride + i;
+// sequence b has seq_lens_k[b] keys). Rows are (token, group head) pairs, token-major: row r of
+// KV head h is query token r / group_size, query head h * group_size + r % group_size.
+struct FmhaMmaParams {
+  void* out;
+  float* lse;  // nullptr: not written
+  const void* q;
+  const void* k;
+  const void* v;
+  const std::int32_t* cu_seqlens_q;
+  const std::int32_t* cu_seqlens_k;  // contiguous K / V; nullptr when paged
+  const std::int32_t* seq_lens_k;    // paged: keys per sequence; nullptr when contiguous
+  const std::int32_t* page_table;    // paged: [batch, max_pages_per_seq]; nullptr: contiguous
+  std::int64_t page_stride;          // paged: elements between pages
+  std::int32_t token_stride;         // elements between consecutive keys (within a page)
+  std::int32_t head_stride;          // elements between KV heads of one key
+  std::int32_t page_size_log2;       // paged: page_size = 1 << page_size_log2
+  std::int32_t max_pages_per_seq;    // paged: the page table's row length
+  std::int32_t num_pages;            // paged: page ids are clamped to [0, num_pages)
+  std::int32_t batch;
+  std::int32_t q_heads;
+  std::int32_t kv_heads;
+  std::int32_t group_size;   // q_heads / kv_heads
+  std::int32_t total_q;      // rows of q / out (lse's row stride)
+  std::int32_t total_k;      // contiguous: rows of k / v
+  std::int32_t m_blocks;     // ceil(max_seqlen_q * group_size / mma::kBlockM): gridDim.x
+  std::int32_t window_left;  // causal: keys j >= i + sk - sq - window_left only; -1: no window
+  float scale_log2;          // softmax scale * log2(e)
+};
+
+static_assert(std::is_standard_layout_v<FmhaMmaParams> &&
+                  std::is_trivially_copyable_v<FmhaMmaParams>,
+              "FmhaMmaParams is passed by value to cuLaunchKernel");
+static_assert(sizeof(void*) == 8 && offsetof(FmhaMmaParams, page_stride) == 72 &&
+                  offsetof(FmhaMmaParams, batch) == 100 &&
+                  offsetof(FmhaMmaParams, scale_log2) == 132 && sizeof(FmhaMmaParams) == 136,
+              "host and device must agree on the FmhaMmaParams layout");
+
 }  // namespace kiln::fmha

@@ -35,11 +35,27 @@ inline int visibleKeys(bool causal, int i, int sq, int sk) {
   return std::clamp(i + sk - sq + 1, 0, sk);
 }
 
+// The keys [begin, end) query i sees with a sliding window too: window_left = W >= 0 (causal
+// only; FlashAttention's window_size_left) keeps keys j >= i + sk - sq - W of the causal prefix,
+// at most W + 1 of them; W = -1 is no window.
+struct KeyRange {
+  int begin = 0;
+  int end = 0;
+  int count() const { return end > begin ? end - begin : 0; }
+};
+inline KeyRange visibleRange(bool causal, int window_left, int i, int sq, int sk) {
+  KeyRange r;
+  r.end = visibleKeys(causal, i, sq, sk);
+  if (causal && window_left >= 0) r.begin = std::clamp(i + sk - sq - window_left, 0, sk);
+  return r;
+}
+
 // One problem in the runner's layouts (fmha.h), values as float64:
 //   q [total_q, q_heads, head_dim], k / v [total_k, kv_heads, head_dim],
 //   cu_seqlens_q / cu_seqlens_k [batch + 1], non-decreasing from 0.
 struct Problem {
   bool causal = false;
+  int window_left = -1;  // causal only: visibleRange
   int batch = 0;
   int q_heads = 0;
   int kv_heads = 0;
@@ -56,7 +72,7 @@ struct Problem {
 };
 
 // Query i of sequence b, query head h (KV head h / (q_heads / kv_heads)):
-//   s_j = scale * q[t, h] . k[j, kvh] over the n visible keys j,
+//   s_j = scale * q[t, h] . k[j, kvh] over the n visible keys j (visibleRange),
 //   out[t, h, :] = sum_j exp(s_j - lse) v[j, kvh, :],  lse[h, t] = log(sum_j exp(s_j))
 // with t = cu_seqlens_q[b] + i. n = 0: out = 0, lse = -inf. `out` is [total_q, q_heads,
 // head_dim] and `lse` [q_heads, total_q] (nullptr: not computed), both unrounded; only this row's
@@ -70,12 +86,15 @@ inline void attendQuery(const Problem& p, int b, int h, int i, std::vector<doubl
   const std::size_t t = static_cast<std::size_t>(p.cu_seqlens_q[b]) + i;
   const double* q = p.q + (t * p.q_heads + h) * d;
   double* o = out + (t * p.q_heads + h) * d;
-  // Row j of K or V for this head: key cu_seqlens_k[b] + j, KV head kvh.
+  const KeyRange range = visibleRange(p.causal, p.window_left, i, sq, sk);
+  // Row j of the visible keys of K or V for this head: key cu_seqlens_k[b] + range.begin + j, KV
+  // head kvh.
   auto kvRow = [&](const double* base, int j) {
-    return base + ((static_cast<std::size_t>(p.cu_seqlens_k[b]) + j) * p.kv_heads + kvh) * d;
+    return base +
+           ((static_cast<std::size_t>(p.cu_seqlens_k[b]) + range.begin + j) * p.kv_heads + kvh) * d;
   };
 
-  const int n = visibleKeys(p.causal, i, sq, sk);
+  const int n = range.count();
   if (n <= 0) {
     std::fill(o, o + d, 0.0);
     if (lse != nullptr)

@@ -62,7 +62,9 @@ CODE_DTYPE = {0: torch.float16, 1: torch.bfloat16}  # a case's dtype code (-1: a
 # `seq` queries and keys; dtype -1 any, 0 fp16, 1 bf16; mask -1 any, 0 full, 1 causal.
 CASE_FIELDS = (("batch", int), ("seq", int), ("q_heads", int), ("kv_heads", int),
                ("head_dim", int), ("dtype", int), ("mask", int), ("scale_factor", float),
-               ("quick", bool))
+               ("quick", bool), ("seq_q", int), ("mma_only", bool), ("page_size", int),
+               ("window_left", int))
+KERNEL_CODE = {"auto": -1, "wgmma": 0, "mma": 1}
 
 
 def workload(case):
@@ -85,9 +87,11 @@ def workload_rows(cases, head_dims, dtypes, masks, seq_lens, quick):
         seq_lens = list(dict.fromkeys(c["seq"] for c in fa3))
 
     def row(c, dtype, causal):
-        return {"workload": workload(c), "batch": c["batch"], "seq": c["seq"],
-                "q_heads": c["q_heads"], "kv_heads": c["kv_heads"], "head_dim": c["head_dim"],
-                "dtype": dtype, "causal": causal, "scale_factor": c["scale_factor"]}
+        return {"workload": workload(c), "name": c["name"], "batch": c["batch"], "seq": c["seq"],
+                "seq_q": c["seq_q"], "q_heads": c["q_heads"], "kv_heads": c["kv_heads"],
+                "head_dim": c["head_dim"], "dtype": dtype, "causal": causal,
+                "scale_factor": c["scale_factor"], "kernel": "mma" if c["mma_only"] else "auto",
+                "page_size": c["page_size"], "window_left": c["window_left"]}
 
     def allowed(c, dtype, causal):
         return c["dtype"] in (-1, DTYPE_CODE[dtype]) and c["mask"] in (-1, int(causal))
@@ -116,38 +120,50 @@ class Kiln(kb.Bridge):
         self.fields = self.lib.kiln_bench_fmha_shape_fields()
         shape_t = ctypes.POINTER(ctypes.c_int)
         f = self.lib.kiln_bench_fmha
-        f.argtypes = [shape_t, ctypes.c_float] + [ctypes.c_void_p] * 8 + [
+        f.argtypes = [shape_t, ctypes.c_float] + [ctypes.c_void_p] * 10 + [
             ctypes.c_size_t, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         f.restype = ctypes.c_int
         self.lib.kiln_bench_fmha_workspace.argtypes = [shape_t, ctypes.c_float]
         self.lib.kiln_bench_fmha_workspace.restype = ctypes.c_size_t
         v = self.lib.kiln_bench_variant
         v.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t] + [
-            ctypes.POINTER(ctypes.c_int)] * 3
+            ctypes.POINTER(ctypes.c_int)] * 4
         v.restype = ctypes.c_int
         self.variants = []
         i = 0
         while True:
             name = ctypes.create_string_buffer(128)
-            head_dim, dtype, mask = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-            if v(i, name, 128, ctypes.byref(head_dim), ctypes.byref(dtype),
-                 ctypes.byref(mask)) != 0:
+            head_dim, dtype, mask, kernel = (ctypes.c_int(), ctypes.c_int(), ctypes.c_int(),
+                                             ctypes.c_int())
+            if v(i, name, 128, ctypes.byref(head_dim), ctypes.byref(dtype), ctypes.byref(mask),
+                 ctypes.byref(kernel)) != 0:
                 break
-            self.variants.append((name.value.decode(), head_dim.value, dtype.value, mask.value))
+            self.variants.append((name.value.decode(), head_dim.value, dtype.value, mask.value,
+                                  kernel.value))
             i += 1
         self.cases = self.read_cases("fmha", CASE_FIELDS)
 
-    def variant(self, head_dim, dtype, causal):
-        """The name of the artifact's variant for the row, or None."""
-        for name, h, d, m in self.variants:
-            if h == head_dim and d == DTYPE_CODE[dtype] and m == int(causal):
-                return name
-        return None
+    def variant(self, row):
+        """The name of the artifact's variant the row runs (its kernel, else the runner's choice
+        on sm_90: wgmma where it serves the row), or None."""
+        wanted = row["kernel"]
+        if wanted == "auto" and (row["page_size"] > 0 or row["window_left"] >= 0):
+            wanted = "mma"
+        found = {}
+        for name, h, d, m, k in self.variants:
+            if h == row["head_dim"] and d == DTYPE_CODE[row["dtype"]] and m == int(row["causal"]):
+                found[k] = name
+        if wanted == "auto":
+            return found.get(0, found.get(1))
+        return found.get(KERNEL_CODE[wanted])
 
-    def shape(self, row):
-        total = row["batch"] * row["seq"]
+    def shape(self, row, paged):
+        total_q = row["batch"] * row["seq_q"]
+        total_k = 0 if paged else row["batch"] * row["seq"]
         values = [DTYPE_CODE[row["dtype"]], int(row["causal"]), row["head_dim"], row["batch"],
-                  row["q_heads"], row["kv_heads"], total, total, row["seq"]]
+                  row["q_heads"], row["kv_heads"], total_q, total_k, row["seq_q"],
+                  KERNEL_CODE[row["kernel"]], row["window_left"], row["page_size"],
+                  paged["max_pages"] if paged else 0, paged["num_pages"] if paged else 0]
         assert len(values) == self.fields
         return (ctypes.c_int * self.fields)(*values)
 
@@ -157,13 +173,19 @@ class Kiln(kb.Bridge):
     def args(self, s, workspace):
         """The raw pointers of one input set, checked once: the bridge reads every tensor in the
         row-major layout of kiln/runners/fmha.h."""
-        for name in ("out", "q", "k", "v", "cu_seqlens"):
+        paged = "page_table" in s
+        names = ("out", "q", "k_cache", "v_cache", "cu_seqlens_q", "page_table", "seq_lens") \
+            if paged else ("out", "q", "k", "v", "cu_seqlens_q", "cu_seqlens")
+        for name in names:
             t = s[name]
             if not t.is_contiguous():
                 raise RuntimeError(f"kiln fmha: {name} is not contiguous "
                                    f"(shape {tuple(t.shape)}, strides {t.stride()})")
-        return (s["out"].data_ptr(), None, s["q"].data_ptr(), s["k"].data_ptr(),
-                s["v"].data_ptr(), s["cu_seqlens"].data_ptr(), s["cu_seqlens"].data_ptr(),
+        k, v = (s["k_cache"], s["v_cache"]) if paged else (s["k"], s["v"])
+        return (s["out"].data_ptr(), None, s["q"].data_ptr(), k.data_ptr(), v.data_ptr(),
+                s["cu_seqlens_q"].data_ptr(), None if paged else s["cu_seqlens"].data_ptr(),
+                s["page_table"].data_ptr() if paged else None,
+                s["seq_lens"].data_ptr() if paged else None,
                 workspace.data_ptr() if workspace is not None else None,
                 workspace.numel() if workspace is not None else 0)
 
@@ -176,23 +198,83 @@ class Kiln(kb.Bridge):
 
 
 def make_set(row, gen):
-    """One input set: kiln's packed tensors, and the peers' [B, H, S, d] views of them."""
-    b, s, hq, hkv, d, dtype = (row["batch"], row["seq"], row["q_heads"], row["kv_heads"],
-                               row["head_dim"], row["dtype"])
-    total = b * s
-    q = torch.randn(total, hq, d, device="cuda", dtype=dtype, generator=gen)
-    k = torch.randn(total, hkv, d, device="cuda", dtype=dtype, generator=gen)
-    v = torch.randn(total, hkv, d, device="cuda", dtype=dtype, generator=gen)
-    cu = torch.arange(0, total + 1, s, device="cuda", dtype=torch.int32)
-    out = torch.empty(total, hq, d, device="cuda", dtype=dtype)
-    return {"q": q, "k": k, "v": v, "cu_seqlens": cu, "out": out,
-            "q_bhsd": q.view(b, s, hq, d).transpose(1, 2),
-            "k_bhsd": k.view(b, s, hkv, d).transpose(1, 2),
-            "v_bhsd": v.view(b, s, hkv, d).transpose(1, 2)}
+    """One input set: kiln's packed tensors, and the peers' [B, H, S, d] views of them; for a
+    paged row also K and V scattered over pages of the cache (NHD) in random order, and the page
+    table and key counts."""
+    b, s, sq, hq, hkv, d, dtype = (row["batch"], row["seq"], row["seq_q"], row["q_heads"],
+                                   row["kv_heads"], row["head_dim"], row["dtype"])
+    q = torch.randn(b * sq, hq, d, device="cuda", dtype=dtype, generator=gen)
+    k = torch.randn(b * s, hkv, d, device="cuda", dtype=dtype, generator=gen)
+    v = torch.randn(b * s, hkv, d, device="cuda", dtype=dtype, generator=gen)
+    out = torch.empty(b * sq, hq, d, device="cuda", dtype=dtype)
+    r = {"q": q, "k": k, "v": v, "out": out,
+         "cu_seqlens_q": torch.arange(0, b * sq + 1, sq, device="cuda", dtype=torch.int32),
+         "cu_seqlens": torch.arange(0, b * s + 1, s, device="cuda", dtype=torch.int32),
+         "q_bhsd": q.view(b, sq, hq, d).transpose(1, 2),
+         "k_bhsd": k.view(b, s, hkv, d).transpose(1, 2),
+         "v_bhsd": v.view(b, s, hkv, d).transpose(1, 2)}
+    ps = row["page_size"]
+    if ps > 0:
+        if s % ps:
+            raise RuntimeError(f"paged row: S {s} is not a multiple of the page size {ps}")
+        pages = b * (s // ps)
+        perm = torch.randperm(pages, device="cuda", generator=gen)
+        for name, t in (("k_cache", k), ("v_cache", v)):
+            cache = torch.empty(pages, ps, hkv, d, device="cuda", dtype=dtype)
+            cache[perm] = t.view(pages, ps, hkv, d)
+            r[name] = cache
+        r["page_table"] = perm.to(torch.int32).view(b, s // ps).contiguous()
+        r["seq_lens"] = torch.full((b,), s, device="cuda", dtype=torch.int32)
+    return r
+
+
+def paged_shape(row):
+    if row["page_size"] <= 0:
+        return None
+    return {"max_pages": row["seq"] // row["page_size"],
+            "num_pages": row["batch"] * (row["seq"] // row["page_size"])}
+
+
+def visible_pairs(row):
+    """(query, key) pairs the mask lets through, per (sequence, query head): the FLOPs count."""
+    s, sq, w = row["seq"], row["seq_q"], row["window_left"]
+    if not row["causal"]:
+        return sq * s
+    total = 0
+    for i in range(sq):
+        end = min(s, i + s - sq + 1)
+        begin = max(0, i + s - sq - w) if w >= 0 else 0
+        total += max(0, end - begin)
+    return total
+
+
+def torch_reference(s, row, scale):
+    """Set 0's attention in fp32 with an explicit bottom-right causal (and window) mask, one
+    (sequence, query head) at a time: the check of rows no SDPA backend runs (sq < sk causal,
+    windows). [B, Hq, sq, d] in the dtype."""
+    b, sk, sq, hq, hkv, d = (row["batch"], row["seq"], row["seq_q"], row["q_heads"],
+                             row["kv_heads"], row["head_dim"])
+    g = hq // hkv
+    i = torch.arange(sq, device="cuda")[:, None]
+    j = torch.arange(sk, device="cuda")[None, :]
+    visible = j <= i + sk - sq
+    if row["window_left"] >= 0:
+        visible &= j >= i + sk - sq - row["window_left"]
+    out = torch.empty(b, hq, sq, d, device="cuda", dtype=row["dtype"])
+    for bi in range(b):
+        for h in range(hq):
+            q = s["q_bhsd"][bi, h].float()
+            k = s["k_bhsd"][bi, h // g].float()
+            v = s["v_bhsd"][bi, h // g].float()
+            scores = (q @ k.T) * scale
+            scores = scores.masked_fill(~visible, float("-inf"))
+            out[bi, h] = (torch.softmax(scores, dim=-1) @ v).to(row["dtype"])
+    return out
 
 
 def kiln_out_bhsd(s, row):
-    return s["out"].view(row["batch"], row["seq"], row["q_heads"], row["head_dim"]).transpose(1, 2)
+    return s["out"].view(row["batch"], row["seq_q"], row["q_heads"],
+                         row["head_dim"]).transpose(1, 2)
 
 
 def rel_l2(got, ref):
@@ -247,25 +329,32 @@ class Peer:
 
 
 def bench_row(kiln, row, gemm, copy_tbps, l2_bytes, gen, busy_cycles, peers, runs):
-    b, s, hq, hkv, d, dtype = (row["batch"], row["seq"], row["q_heads"], row["kv_heads"],
-                               row["head_dim"], row["dtype"])
+    b, s, sq, hq, hkv, d, dtype = (row["batch"], row["seq"], row["seq_q"], row["q_heads"],
+                                   row["kv_heads"], row["head_dim"], row["dtype"])
     causal = row["causal"]
     scale = row["scale_factor"] / math.sqrt(d)
-    flops = 4 * b * hq * s * s * d * (0.5 if causal else 1.0)
+    flops = 4 * b * hq * visible_pairs(row) * d
     elem = dtype.itemsize
-    nbytes = b * s * (2 * hq + 2 * hkv) * d * elem  # q, out, k, v
+    kv_bytes = b * s * 2 * hkv * d * elem
+    nbytes = b * sq * 2 * hq * d * elem + kv_bytes  # q, out, k, v
     nsets = kb.rotation_sets(nbytes, l2_bytes, 3)
-    r = {"workload": row["workload"], "dtype": DTYPE_NAME[dtype],
-         "mask": "causal" if causal else "full", "batch": b, "seq": s, "q_heads": hq,
-         "kv_heads": hkv, "head_dim": d, "flops": flops, "bytes": nbytes, "input_sets": nsets,
-         "gemm_tflops": gemm[dtype],
+    r = {"workload": row["workload"], "case": row["name"], "dtype": DTYPE_NAME[dtype],
+         "mask": "causal" if causal else "full", "batch": b, "seq": s, "seq_q": sq,
+         "q_heads": hq, "kv_heads": hkv, "head_dim": d, "kernel": row["kernel"],
+         "page_size": row["page_size"], "window_left": row["window_left"], "flops": flops,
+         "bytes": nbytes, "kv_bytes": kv_bytes, "input_sets": nsets, "gemm_tflops": gemm[dtype],
          "floor_us": max(flops / (gemm[dtype] * 1e12), nbytes / (copy_tbps * 1e12)) * 1e6}
-    r["variant"] = kiln.variant(d, dtype, causal)
+    r["variant"] = kiln.variant(row)
     sets = [make_set(row, gen) for _ in range(nsets)]
     s0 = sets[0]
+    # SDPA's is_causal aligns the mask to the top left: the peers run (and check kiln) where that
+    # is kiln's mask (sq == sk) and there is no window; elsewhere an fp32 torch reference checks.
+    peers = peers if sq == s and row["window_left"] < 0 else []
 
     # Every peer once (outputs of set 0), then kiln's check against cuDNN's, before any timing.
     outs = {}
+    if not peers:
+        outs["torch_fp32"] = torch_reference(s0, row, scale)
     for peer in peers:
         out, notes = peer.prepare(sets, row, scale)
         if out is None:
@@ -277,7 +366,7 @@ def bench_row(kiln, row, gemm, copy_tbps, l2_bytes, gen, busy_cycles, peers, run
         if notes:
             r[f"{peer.name}_note"] = notes
         outs[peer.name] = out
-    check_peer = "cudnn" if "cudnn" in outs else ("flash" if "flash" in outs else None)
+    check_peer = next((n for n in ("cudnn", "flash", "torch_fp32") if n in outs), None)
     r["checked_against"] = check_peer
     if check_peer is not None:
         for name, out in outs.items():
@@ -286,11 +375,11 @@ def bench_row(kiln, row, gemm, copy_tbps, l2_bytes, gen, busy_cycles, peers, run
 
     r["correct"] = False
     if r["variant"] is None:
-        r["why"] = (f"fmha_wgmma_d{d}_{DTYPE_NAME[dtype]}_{r['mask']} is not in the artifact "
-                    f"(variants: {', '.join(n for n, *_ in kiln.variants) or 'none'})")
+        r["why"] = (f"no {row['kernel']} variant of d{d} {DTYPE_NAME[dtype]} {r['mask']} in the "
+                    f"artifact (variants: {', '.join(n for n, *_ in kiln.variants) or 'none'})")
     else:
         try:
-            shape = kiln.shape(row)
+            shape = kiln.shape(row, paged_shape(row))
             ws_bytes = kiln.workspace_bytes(shape, scale)
             workspace = (torch.empty(ws_bytes, dtype=torch.uint8, device="cuda")
                          if ws_bytes > 0 else None)
@@ -313,6 +402,7 @@ def bench_row(kiln, row, gemm, copy_tbps, l2_bytes, gen, busy_cycles, peers, run
                 r.update({"kiln_us": med * 1e3, "kiln_min_us": mn * 1e3,
                           "kiln_tflops": flops / (med * 1e-3) / 1e12})
                 r["kiln_pct_of_gemm"] = 100 * r["kiln_tflops"] / gemm[dtype]
+                r["kv_pct_of_copy"] = 100 * kv_bytes / (med * 1e-3) / (copy_tbps * 1e12)
         except Exception as e:  # noqa: BLE001 - a kiln refusal or a launch error fails the row
             r["why"] = f"kiln: {kb.error_line(e)}"
 
@@ -331,6 +421,36 @@ def bench_row(kiln, row, gemm, copy_tbps, l2_bytes, gen, busy_cycles, peers, run
     del sets, outs
     torch.cuda.empty_cache()
     return r
+
+
+def derived(rows):
+    """The goals that compare kiln rows with each other: paged against contiguous K / V (the same
+    kernel and shape), the window's rate against the same kernel's causal rate at S 16k, and the
+    verification rows' share of the copy bandwidth."""
+    by_case = {}
+    for r in rows:
+        if "kiln_us" in r:
+            by_case[(r["case"], r["dtype"], r["mask"])] = r
+    out = []
+    for (case, dtype, mask), r in by_case.items():
+        if case.startswith("paged"):
+            base = by_case.get(("mma_gqa_d128_s4096", dtype, mask))
+            if base:
+                ratio = base["kiln_us"] / r["kiln_us"]
+                out.append({"what": f"{case} {dtype} {mask}: {ratio:.3f}x the contiguous rate",
+                            "case": case, "dtype": dtype, "mask": mask,
+                            "paged_vs_contiguous": ratio})
+        if case.startswith("window"):
+            base = by_case.get((f"mma_d{r['head_dim']}_s{r['seq']}", dtype, "causal"))
+            if base:
+                ratio = r["kiln_tflops"] / base["kiln_tflops"]
+                out.append({"what": f"{case} {dtype}: {r['kiln_tflops']:.0f} TFLOP/s over the "
+                                    f"visible pairs, {ratio:.3f}x the causal rate",
+                            "case": case, "dtype": dtype, "window_vs_causal": ratio})
+        if case.startswith("verify"):
+            out.append({"what": f"{case} {dtype}: K/V read at {r['kv_pct_of_copy']:.1f}% of copy",
+                        "case": case, "dtype": dtype, "kv_pct_of_copy": r["kv_pct_of_copy"]})
+    return out
 
 
 def main():
@@ -401,20 +521,24 @@ def main():
     for row in rows:
         r = bench_row(kiln, row, gemm, copy_tbps, l2_bytes, gen, busy_cycles, peers, args.runs)
         out_rows.append(r)
-        print(f"  {r['dtype']} d{r['head_dim']} {r['mask']:>6} B {r['batch']:>2} S {r['seq']:>5}"
-              f" H {r['q_heads']}/{r['kv_heads']}: kiln "
+        print(f"  {r['case']} {r['dtype']} d{r['head_dim']} {r['mask']:>6} B {r['batch']:>2} "
+              f"S {r['seq_q']}/{r['seq']} H {r['q_heads']}/{r['kv_heads']} {r['variant']}: kiln "
               f"{r.get('kiln_tflops', float('nan')):.0f}, cuDNN "
               f"{r.get('cudnn_tflops', float('nan')):.0f}, FA2 "
-              f"{r.get('flash_tflops', float('nan')):.0f} TFLOP/s"
+              f"{r.get('flash_tflops', float('nan')):.0f} TFLOP/s, K/V at "
+              f"{r.get('kv_pct_of_copy', float('nan')):.1f}% of copy"
               f"{'' if r['correct'] else '  NOT OK: ' + r.get('why', '')}", flush=True)
     result["rows"] = out_rows
+    result["derived"] = derived(out_rows)
+    for line in result["derived"]:
+        print("  " + line["what"])
     result["clocks_after"] = kb.clocks()
 
     def fmt(row, key, spec):
         return format(row[key], spec) if key in row else "-"
 
     print()
-    header = (f"{'d':>3} {'dtype':>5} {'mask':>6} {'B x S':>10} {'Hq/Hkv':>6} {'floor':>7} "
+    header = (f"{'kernel':>6} {'d':>3} {'dtype':>5} {'mask':>6} {'B x S':>10} {'Hq/Hkv':>6} {'floor':>7} "
               f"{'kiln us':>8} {'TF/s':>5} {'%gemm':>5} {'cuDNN us':>8} {'TF/s':>5} "
               f"{'FA2 us':>8} {'TF/s':>5} {'/cuDNN':>6} {'/FA2':>5} {'rel L2':>8}  ok")
     kb.print_header(header)
@@ -422,7 +546,8 @@ def main():
     for r in out_rows:
         failed += not r["correct"]
         check = r.get(f"kiln_vs_{r['checked_against']}_rel_l2") if r["checked_against"] else None
-        print(f"{r['head_dim']:>3} {r['dtype']:>5} {r['mask']:>6} "
+        kernel = (r["variant"] or "-").split("_")[1] if r["variant"] else "-"
+        print(f"{kernel:>6} {r['head_dim']:>3} {r['dtype']:>5} {r['mask']:>6} "
               f"{str(r['batch']) + ' x ' + str(r['seq']):>10} "
               f"{str(r['q_heads']) + '/' + str(r['kv_heads']):>6} {r['floor_us']:7.0f} "
               f"{fmt(r, 'kiln_us', '8.0f'):>8} {fmt(r, 'kiln_tflops', '5.0f'):>5} "

@@ -1,9 +1,10 @@
 // The fmha runner (kiln/runners/fmha.h) over the artifact's generated variant table. Compiled by
 // `kiln build` into the artifact's library, next to the generated headers; kiln's own CMake
 // builds only selector.cpp. Every decision is the selector's; the entry points are the common ones
-// (kiln/runner_entry.h), and this file adds the device's part (only sm_90 runs the wgmma kernels;
-// the persistent grid is sized by its SM count), encodes the three TMA tensor maps the selector
-// described into the kernel parameters, in the stream's context, and launches.
+// (kiln/runner_entry.h), and this file adds the device's part (the kernel for the device: wgmma
+// only on sm_90; the wgmma kernel's persistent grid sized by its SM count), encodes the three TMA
+// tensor maps the selector described into the wgmma kernel's parameters, in the stream's context,
+// and launches.
 #include "kiln/runners/fmha.h"
 
 #include <cstddef>
@@ -38,9 +39,13 @@ struct Traits {
   }
 
   // The kernel keeps its state on chip: no workspace.
-  static Status launch(const Problem&, Plan& plan, const StreamTarget& target,
+  static Status launch(const Problem& problem, Plan& plan, const StreamTarget& target,
                        const DeviceQuery& device, void*, std::size_t) {
-    KILN_RETURN_IF_ERROR(checkDevice(plan, device));
+    KILN_RETURN_IF_ERROR(planForDevice(generated::kVariants, problem, device, &plan));
+    if (plan.info->kernel == Kernel::kMma) {
+      void* args[] = {&plan.mma_params};
+      return kiln::launch(target, *plan.variant, plan.entry, plan.launch, args);
+    }
     persistentGrid(&plan, target.device->multiprocessors);
     KILN_RETURN_IF_ERROR(encode(target, "tma_q", plan.tma_q, &plan.params.tma_q));
     KILN_RETURN_IF_ERROR(encode(target, "tma_k", plan.tma_k, &plan.params.tma_k));

@@ -3,6 +3,7 @@
 #include "selector.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -31,14 +32,39 @@ Status checkPointer(const char* name, const void* p, std::size_t alignment) {
   return runner::checkPointer("fmha", name, p, alignment);
 }
 
-// "64, 128": the head dims built for (dtype, mask), in table order.
+// "64, 128, 256": the distinct head dims built for (dtype, mask) by either kernel, ascending.
 std::string builtHeadDims(std::span<const VariantInfo> table, DType dtype, Mask mask) {
-  std::string list;
+  std::vector<int> dims;
   for (const VariantInfo& v : table) {
-    if (v.dtype != dtype || v.mask != mask) continue;
-    list += (list.empty() ? "" : ", ") + std::to_string(v.head_dim);
+    if (v.dtype == dtype && v.mask == mask) dims.push_back(v.head_dim);
   }
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  std::string list;
+  for (int d : dims) list += (list.empty() ? "" : ", ") + std::to_string(d);
   return list;
+}
+
+const VariantInfo* find(std::span<const VariantInfo> table, Kernel kernel, const Problem& p) {
+  for (const VariantInfo& v : table) {
+    if (v.kernel == kernel && v.dtype == p.dtype && v.mask == p.mask && v.head_dim == p.head_dim)
+      return &v;
+  }
+  return nullptr;
+}
+
+bool paged(const Problem& p) {
+  return p.page_table != nullptr;
+}
+
+// Why the wgmma kernel cannot serve `p` whatever the device ("" when it can): what it does not
+// implement.
+std::string wgmmaLacks(const Problem& p) {
+  if (p.window_left >= 0) {
+    return "window_left " + std::to_string(p.window_left) + ": the sliding window";
+  }
+  if (paged(p)) return "page_table: paged K / V";
+  return "";
 }
 
 // "full, causal": the distinct masks built for `dtype`, in table order.
@@ -50,13 +76,6 @@ std::string builtMasks(std::span<const VariantInfo> table, DType dtype) {
     masks.push_back(v.mask);
     list += (list.empty() ? "" : ", ") + std::string(maskName(v.mask));
   }
-  return list;
-}
-
-// "sm_90" / "sm_90, sm_100": the group's supported SMs.
-std::string smList(std::span<const int> sms) {
-  std::string list;
-  for (int sm : sms) list += (list.empty() ? "sm_" : ", sm_") + std::to_string(sm);
   return list;
 }
 
@@ -102,71 +121,40 @@ const char* maskName(Mask mask) {
   return nullptr;
 }
 
+const char* kernelName(Kernel kernel) {
+  switch (kernel) {
+    case Kernel::kWgmma:
+      return "wgmma";
+    case Kernel::kMma:
+      return "mma";
+  }
+  return nullptr;
+}
+
 Status checkDevice(const Plan& plan, const DeviceQuery& device) {
   Status image = runner::checkDevice("fmha", plan.info != nullptr ? plan.variant : nullptr, device);
-  const auto& served = device.supported_sms;  // kiln.toml: wgmma and setmaxnreg, sm_90a only
-  if (served.empty() || std::find(served.begin(), served.end(), device.sm) != served.end())
+  if (plan.info == nullptr || plan.info->kernel != Kernel::kWgmma || device.sm == kWgmmaSm) {
     return image;
+  }
   if (!image.ok() && image.code() != StatusCode::kNoKernelImage) return image;  // e.g. SM 0
-  // Any other SM: say that no build can help, after what the artifact holds (when it knows).
+  // wgmma on any other SM: say that no build of it can help, after what the artifact holds.
   const std::string what =
       image.ok() ? std::string(plan.info->name) + ": device is sm_" + std::to_string(device.sm)
                  : image.message();
-  return Status(StatusCode::kNoKernelImage,
-                what + "; the fmha kernels (wgmma, TMA) run on " + smList(served) + " only");
+  return Status(StatusCode::kNoKernelImage, what +
+                                                "; the fmha wgmma kernel (TMA, wgmma) runs on sm_" +
+                                                std::to_string(kWgmmaSm) + " only");
 }
 
-Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
-              Plan* plan, PointerChecks pointers) {
-  if (plan == nullptr) return Status(StatusCode::kInternal, "fmha: select without a plan");
-  *plan = Plan{};
+namespace {
 
-  KILN_RETURN_IF_ERROR(runner::checkDtype("fmha", problem.dtype));
-  const char* dtype = dtypeName(problem.dtype);
-  const char* mask = maskName(problem.mask);
-  if (mask == nullptr) {
-    return invalid("mask " + std::to_string(static_cast<int>(problem.mask)) +
-                   " is not a Mask value (full or causal)");
-  }
-  const VariantInfo* info = nullptr;
-  bool dtype_built = false;
-  bool mask_built = false;
-  for (const VariantInfo& v : table) {
-    if (v.dtype != problem.dtype) continue;
-    dtype_built = true;
-    if (v.mask != problem.mask) continue;
-    mask_built = true;
-    if (v.head_dim == problem.head_dim) {
-      info = &v;
-      break;
-    }
-  }
-  if (!dtype_built) return runner::dtypeNotBuilt("fmha", problem.dtype, table);
-  if (!mask_built) {
-    return Status(StatusCode::kNotSupported, std::string("fmha: mask ") + mask +
-                                                 " is not built for " + dtype + "; built for " +
-                                                 dtype + ": " + builtMasks(table, problem.dtype));
-  }
-  if (info == nullptr) {
-    return Status(StatusCode::kNotSupported, "fmha: head_dim " + std::to_string(problem.head_dim) +
-                                                 " is not built for " + dtype + " " + mask +
-                                                 "; built for " + dtype + " " + mask + ": " +
-                                                 builtHeadDims(table, problem.dtype, problem.mask));
-  }
-  KILN_RETURN_IF_ERROR(runner::resolveEntry("fmha", info->name, info->variant, kEntry,
-                                            &plan->variant, &plan->entry));
-  plan->info = info;
-
-  if (problem.batch < 0) return invalid("batch " + std::to_string(problem.batch) + " is negative");
-  if (problem.batch == 0) {
-    plan->no_op = true;
-    return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
-  }
+// Problem checks shared by both kernels, after the variant is known and batch > 0.
+Status checkShape(const Problem& problem, PointerChecks pointers) {
   KILN_RETURN_IF_ERROR(runner::checkHeads("fmha", problem.q_heads, problem.kv_heads));
   if (problem.total_q < 1) {
     return invalid("total_q " + std::to_string(problem.total_q) + " is not positive");
   }
-  if (problem.total_k < 1) {
+  if (!paged(problem) && problem.total_k < 1) {
     return invalid("total_k " + std::to_string(problem.total_k) + " is not positive");
   }
   if (problem.max_seqlen_q < 0 || problem.max_seqlen_q > problem.total_q) {
@@ -179,13 +167,42 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   if (!(problem.scale > 0.0f)) {
     return invalid("scale " + std::to_string(problem.scale) + " is not positive");
   }
+  if (paged(problem)) {
+    if (problem.total_k != 0 || problem.cu_seqlens_k != nullptr) {
+      return invalid("total_k " + std::to_string(problem.total_k) +
+                     " and cu_seqlens_k must be 0 and null with paged K / V (page_table set): "
+                     "sequence b has seq_lens_k[b] keys");
+    }
+    const int ps = problem.page_size;
+    if (ps < kMinPageSize || ps > kMaxPageSize || (ps & (ps - 1)) != 0) {
+      return invalid("page_size " + std::to_string(ps) + " is not a power of two in " +
+                     std::to_string(kMinPageSize) + ".." + std::to_string(kMaxPageSize));
+    }
+    if (problem.max_pages_per_seq < 1) {
+      return invalid("max_pages_per_seq " + std::to_string(problem.max_pages_per_seq) +
+                     " is not positive");
+    }
+    if (problem.num_pages < 1) {
+      return invalid("num_pages " + std::to_string(problem.num_pages) + " is not positive");
+    }
+    const long long keys = static_cast<long long>(problem.max_pages_per_seq) * ps;
+    if (keys > kMaxKeys) {
+      return invalid("max_pages_per_seq * page_size = " + std::to_string(keys) +
+                     " keys exceeds the limit " + std::to_string(kMaxKeys));
+    }
+  }
   if (pointers == PointerChecks::kCheck) {
     KILN_RETURN_IF_ERROR(checkPointer("q", problem.q, kTensorAlignment));
     KILN_RETURN_IF_ERROR(checkPointer("k", problem.k, kTensorAlignment));
     KILN_RETURN_IF_ERROR(checkPointer("v", problem.v, kTensorAlignment));
     KILN_RETURN_IF_ERROR(checkPointer("out", problem.out, kTensorAlignment));
     KILN_RETURN_IF_ERROR(checkPointer("cu_seqlens_q", problem.cu_seqlens_q, kIndexAlignment));
-    KILN_RETURN_IF_ERROR(checkPointer("cu_seqlens_k", problem.cu_seqlens_k, kIndexAlignment));
+    if (paged(problem)) {
+      KILN_RETURN_IF_ERROR(checkPointer("seq_lens_k", problem.seq_lens_k, kIndexAlignment));
+      KILN_RETURN_IF_ERROR(checkPointer("page_table", problem.page_table, kIndexAlignment));
+    } else {
+      KILN_RETURN_IF_ERROR(checkPointer("cu_seqlens_k", problem.cu_seqlens_k, kIndexAlignment));
+    }
     if (problem.lse != nullptr) {
       KILN_RETURN_IF_ERROR(checkPointer("lse", problem.lse, kIndexAlignment));
     }
@@ -198,8 +215,12 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
     return invalid("batch " + std::to_string(problem.batch) + " exceeds the limit " +
                    std::to_string(kMaxBatch));
   }
+  return Status::Ok();
+}
 
-  const int head_dim = info->head_dim;
+// The wgmma launch: a persistent grid over tiles of kBlockM query rows of one head, three maps.
+Status planWgmma(const Problem& problem, PointerChecks pointers, Plan* plan) {
+  const int head_dim = plan->info->head_dim;
   const bool causal = problem.mask == Mask::kCausal;
   const int max_seqlen_q = problem.max_seqlen_q > 0 ? problem.max_seqlen_q : problem.total_q;
   // In 64 bits: max_seqlen_q + kBlockM - 1 overflows an int near 2^31.
@@ -243,11 +264,192 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   params.m_blocks = m_blocks;
   params.scale_log2 = static_cast<float>(static_cast<double>(problem.scale) * kLog2e);
   params.scale = problem.scale;
-  // Last, so that select(device) == select(host) followed by checkDevice, which is what run() does.
-  return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
+  return Status::Ok();
+}
+
+// The mma launch: one block per kBlockM packed (token, group head) rows of one (sequence, KV
+// head), grid (m_blocks, kv_heads, batch).
+Status planMma(const Problem& problem, Plan* plan) {
+  const int head_dim = plan->info->head_dim;
+  const int group = problem.q_heads / problem.kv_heads;
+  const long long rows = static_cast<long long>(problem.total_q) * group;
+  if (rows > kMaxKeys) {
+    return invalid("total_q * (q_heads / kv_heads) = " + std::to_string(rows) +
+                   " packed rows exceeds the limit " + std::to_string(kMaxKeys));
+  }
+  const int max_seqlen_q = problem.max_seqlen_q > 0 ? problem.max_seqlen_q : problem.total_q;
+  const int m_blocks = static_cast<int>(
+      (static_cast<long long>(max_seqlen_q) * group + mma::kBlockM - 1) / mma::kBlockM);
+  plan->launch.grid = Dim3{static_cast<unsigned>(m_blocks), static_cast<unsigned>(problem.kv_heads),
+                           static_cast<unsigned>(problem.batch)};
+  plan->launch.block = Dim3{static_cast<unsigned>(mma::kThreads), 1, 1};
+  plan->launch.shared_bytes = static_cast<unsigned>(mma::sharedBytes(head_dim));
+  plan->tiles = static_cast<int>(std::min<long long>(
+      static_cast<long long>(m_blocks) * problem.kv_heads * problem.batch, kMaxTiles));
+
+  FmhaMmaParams& params = plan->mma_params;
+  params.out = problem.out;
+  params.lse = problem.lse;
+  params.q = problem.q;
+  params.k = problem.k;
+  params.v = problem.v;
+  params.cu_seqlens_q = problem.cu_seqlens_q;
+  params.batch = problem.batch;
+  params.q_heads = problem.q_heads;
+  params.kv_heads = problem.kv_heads;
+  params.group_size = group;
+  params.total_q = problem.total_q;
+  params.m_blocks = m_blocks;
+  params.window_left = problem.window_left;
+  params.scale_log2 = static_cast<float>(static_cast<double>(problem.scale) * kLog2e);
+  if (paged(problem)) {
+    const long long ps = problem.page_size;
+    params.seq_lens_k = problem.seq_lens_k;
+    params.page_table = problem.page_table;
+    params.page_size_log2 = std::countr_zero(static_cast<unsigned>(problem.page_size));
+    params.max_pages_per_seq = problem.max_pages_per_seq;
+    params.num_pages = problem.num_pages;
+    params.page_stride = ps * problem.kv_heads * head_dim;
+    const bool nhd = problem.kv_layout == KvLayout::kNhd;
+    params.token_stride = nhd ? problem.kv_heads * head_dim : head_dim;
+    params.head_stride = nhd ? head_dim : static_cast<int>(ps) * head_dim;
+  } else {
+    params.cu_seqlens_k = problem.cu_seqlens_k;
+    params.total_k = problem.total_k;
+    params.token_stride = problem.kv_heads * head_dim;
+    params.head_stride = head_dim;
+  }
+  return Status::Ok();
+}
+
+// The device step: checkDevice on the plan, except that a plan the runner chose wgmma for (not
+// asked for) on a device wgmma cannot serve is planned again on the mma variant, when it is built.
+Status settleDevice(std::span<const VariantInfo> table, const Problem& problem,
+                    const DeviceQuery& device, Plan* plan) {
+  Status s = checkDevice(*plan, device);
+  if (s.ok() || problem.kernel.has_value() || plan->info == nullptr ||
+      plan->info->kernel != Kernel::kWgmma) {
+    return s;
+  }
+  const VariantInfo* mma_info = find(table, Kernel::kMma, problem);
+  if (mma_info == nullptr) return s;
+  Plan fresh;
+  fresh.no_op = plan->no_op;
+  KILN_RETURN_IF_ERROR(runner::resolveEntry("fmha", mma_info->name, mma_info->variant, kMmaEntry,
+                                            &fresh.variant, &fresh.entry));
+  fresh.info = mma_info;
+  if (!fresh.no_op) KILN_RETURN_IF_ERROR(planMma(problem, &fresh));
+  *plan = fresh;
+  return checkDevice(*plan, device);
+}
+
+}  // namespace
+
+Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
+              Plan* plan, PointerChecks pointers) {
+  if (plan == nullptr) return Status(StatusCode::kInternal, "fmha: select without a plan");
+  *plan = Plan{};
+
+  KILN_RETURN_IF_ERROR(runner::checkDtype("fmha", problem.dtype));
+  const char* dtype = dtypeName(problem.dtype);
+  const char* mask = maskName(problem.mask);
+  if (mask == nullptr) {
+    return invalid("mask " + std::to_string(static_cast<int>(problem.mask)) +
+                   " is not a Mask value (full or causal)");
+  }
+  if (paged(problem) && problem.kv_layout != KvLayout::kNhd &&
+      problem.kv_layout != KvLayout::kHnd) {
+    return invalid("kv_layout " + std::to_string(static_cast<int>(problem.kv_layout)) +
+                   " is not a KvLayout value (NHD or HND)");
+  }
+  if (problem.window_left < -1) {
+    return invalid("window_left " + std::to_string(problem.window_left) +
+                   " is negative (-1: no window)");
+  }
+  if (problem.window_left >= 0 && problem.mask != Mask::kCausal) {
+    return invalid("window_left " + std::to_string(problem.window_left) +
+                   " needs the causal mask (the window is the causal mask's left edge)");
+  }
+  bool dtype_built = false;
+  bool mask_built = false;
+  for (const VariantInfo& v : table) {
+    if (v.dtype != problem.dtype) continue;
+    dtype_built = true;
+    mask_built = mask_built || v.mask == problem.mask;
+  }
+  if (!dtype_built) return runner::dtypeNotBuilt("fmha", problem.dtype, table);
+  if (!mask_built) {
+    return Status(StatusCode::kNotSupported, std::string("fmha: mask ") + mask +
+                                                 " is not built for " + dtype + "; built for " +
+                                                 dtype + ": " + builtMasks(table, problem.dtype));
+  }
+  const VariantInfo* wgmma = find(table, Kernel::kWgmma, problem);
+  const VariantInfo* mma_info = find(table, Kernel::kMma, problem);
+  if (wgmma == nullptr && mma_info == nullptr) {
+    return Status(StatusCode::kNotSupported, "fmha: head_dim " + std::to_string(problem.head_dim) +
+                                                 " is not built for " + dtype + " " + mask +
+                                                 "; built for " + dtype + " " + mask + ": " +
+                                                 builtHeadDims(table, problem.dtype, problem.mask));
+  }
+  // The kernel: the one asked for, else wgmma where it is built, implements the problem and (when
+  // known) runs on the device, else mma.
+  const std::string lacks = wgmmaLacks(problem);
+  const VariantInfo* info = nullptr;
+  if (problem.kernel.has_value()) {
+    const char* kernel = kernelName(*problem.kernel);
+    if (kernel == nullptr) {
+      return invalid("kernel " + std::to_string(static_cast<int>(*problem.kernel)) +
+                     " is not a Kernel value (wgmma or mma)");
+    }
+    info = *problem.kernel == Kernel::kWgmma ? wgmma : mma_info;
+    if (info == nullptr) {
+      return Status(StatusCode::kNotSupported,
+                    std::string("fmha: kernel ") + kernel + " is not built for head_dim " +
+                        std::to_string(problem.head_dim) + " " + dtype + " " + mask +
+                        "; built: " + (wgmma != nullptr ? wgmma->name : mma_info->name));
+    }
+    if (*problem.kernel == Kernel::kWgmma && !lacks.empty()) {
+      return Status(StatusCode::kNotSupported,
+                    "fmha: " + lacks + " needs the mma kernel (kernel wgmma was asked for)");
+    }
+  } else {
+    // The device is asked last (settleDevice): a device wgmma cannot serve moves the plan to mma.
+    info = wgmma != nullptr && lacks.empty() ? wgmma : mma_info;
+  }
+  if (info == nullptr) {
+    if (!lacks.empty()) {
+      return Status(StatusCode::kNotSupported,
+                    "fmha: " + lacks + " needs the mma kernel; fmha_mma_d" +
+                        std::to_string(problem.head_dim) + "_" + dtype + "_" + mask +
+                        " is not built (the wgmma kernel has no such mode)");
+    }
+    info = wgmma;  // only wgmma is built and the device cannot run it: checkDevice says why
+  }
+  const bool is_wgmma = info->kernel == Kernel::kWgmma;
+  KILN_RETURN_IF_ERROR(runner::resolveEntry("fmha", info->name, info->variant,
+                                            is_wgmma ? kEntry : kMmaEntry, &plan->variant,
+                                            &plan->entry));
+  plan->info = info;
+
+  if (problem.batch < 0) return invalid("batch " + std::to_string(problem.batch) + " is negative");
+  if (problem.batch == 0) {
+    plan->no_op = true;
+    return device != nullptr ? settleDevice(table, problem, *device, plan) : Status::Ok();
+  }
+  KILN_RETURN_IF_ERROR(checkShape(problem, pointers));
+  KILN_RETURN_IF_ERROR(is_wgmma ? planWgmma(problem, pointers, plan) : planMma(problem, plan));
+  // Last, so that select(device) == select(host) followed by planForDevice, which is what run()
+  // does.
+  return device != nullptr ? settleDevice(table, problem, *device, plan) : Status::Ok();
+}
+
+Status planForDevice(std::span<const VariantInfo> table, const Problem& problem,
+                     const DeviceQuery& device, Plan* plan) {
+  return settleDevice(table, problem, device, plan);
 }
 
 void persistentGrid(Plan* plan, int multiprocessors) {
+  if (plan->info != nullptr && plan->info->kernel != Kernel::kWgmma) return;
   const int blocks = std::max(1, std::min(plan->tiles, multiprocessors));
   plan->launch.grid = Dim3{static_cast<unsigned>(blocks), 1, 1};
 }

@@ -2,9 +2,10 @@
 // softmax weights and the natural-log lse, uniform scores, one key, the scale, large scores, the
 // bottom-right causal mask with sq < sk and sq > sk (queries that see no key: out 0, lse -inf),
 // a sequence with no keys in a ragged batch (offsets of later sequences), the GQA head mapping and
-// the lse layout [q_heads, total_q].
+// the lse layout [q_heads, total_q], and sliding windows (FlashAttention's window_size_left).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -21,6 +22,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 struct Case {
   int q_heads = 1, kv_heads = 1;
   bool causal = false;
+  int window_left = -1;
   double scale = 1.0;
   std::vector<std::int32_t> cu_q{0}, cu_k{0};
   std::vector<double> q, k, v;  // [total, heads, 2]
@@ -38,6 +40,7 @@ struct Case {
   Problem problem() const {
     Problem p;
     p.causal = causal;
+    p.window_left = window_left;
     p.batch = static_cast<int>(cu_q.size()) - 1;
     p.q_heads = q_heads;
     p.kv_heads = kv_heads;
@@ -245,6 +248,39 @@ TEST(FmhaReference, MqaAndNoLse) {
   for (int h = 0; h < 3; ++h) {
     EXPECT_EQ(out[static_cast<std::size_t>(h) * 2], 5.0) << h;
     EXPECT_EQ(out[static_cast<std::size_t>(h) * 2 + 1], -6.0) << h;
+  }
+}
+
+TEST(FmhaReference, SlidingWindowRangesFollowFlashAttention) {
+  // window_left W keeps keys i + sk - sq - W .. i + sk - sq: W + 1 keys at most.
+  EXPECT_EQ(visibleRange(true, -1, 5, 8, 8).begin, 0);  // no window: the causal prefix
+  EXPECT_EQ(visibleRange(true, -1, 5, 8, 8).end, 6);
+  EXPECT_EQ(visibleRange(true, 0, 5, 8, 8).begin, 5);  // W = 0: the diagonal key alone
+  EXPECT_EQ(visibleRange(true, 0, 5, 8, 8).count(), 1);
+  EXPECT_EQ(visibleRange(true, 2, 5, 8, 8).begin, 3);
+  EXPECT_EQ(visibleRange(true, 2, 5, 8, 8).count(), 3);
+  EXPECT_EQ(visibleRange(true, 2, 1, 8, 8).begin, 0);  // the window clipped at key 0
+  EXPECT_EQ(visibleRange(true, 2, 1, 8, 8).count(), 2);
+  EXPECT_EQ(visibleRange(true, 100, 5, 8, 8).count(), 6);  // longer than the sequence
+  EXPECT_EQ(visibleRange(true, 1, 0, 2, 5).begin, 2);      // sq < sk: query 0's diagonal is key 3
+  EXPECT_EQ(visibleRange(true, 1, 0, 2, 5).end, 4);
+  EXPECT_EQ(visibleRange(true, 1, 0, 4, 2).count(), 0);  // sq > sk: query 0 sees nothing
+  EXPECT_EQ(visibleRange(false, -1, 0, 4, 2).count(), 2);
+}
+
+TEST(FmhaReference, SlidingWindowAveragesOnlyTheWindow) {
+  // Uniform scores, sq = sk = 6, W = 2: query i averages keys max(0, i - 2) .. i.
+  Case c({{6, 6}}, 1, 1);
+  c.causal = true;
+  c.window_left = 2;
+  fillUniformPrefix(c, 6);
+  c.run();
+  for (int i = 0; i < 6; ++i) {
+    const int lo = std::max(0, i - 2);
+    const double mean = (lo + i) / 2.0;
+    EXPECT_NEAR(c.outAt(i, 0, 0), mean, 1e-14) << i;
+    EXPECT_NEAR(c.outAt(i, 0, 1), 10.0 * mean, 1e-13) << i;
+    EXPECT_NEAR(c.lseAt(i, 0), std::log(i - lo + 1.0), 1e-15) << i;
   }
 }
 

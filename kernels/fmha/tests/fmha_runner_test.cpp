@@ -1,7 +1,8 @@
 // The fmha runner (runner.cpp, compiled here against the group header kiln build's code generation
 // writes for every variant of kiln.toml, with fake sm_90a cubins: kiln_fake_artifact) on the fake
 // driver: run() encodes the three tensor maps the selector describes into the kernel
-// parameters and launches the plan on the caller's stream; a device other than sm_90, an invalid
+// parameters and launches the plan on the caller's stream; a device other than sm_90 (and a window
+// or paged K / V on sm_90) runs the mma kernel instead; a pinned wgmma on another SM, an invalid
 // problem, a zero batch and a failed encode launch nothing.
 #include <gtest/gtest.h>
 
@@ -146,17 +147,90 @@ TEST(FmhaRunner, Fp16VariantEncodesFp16Maps) {
   EXPECT_EQ(driver.lastLaunch().shared_bytes, static_cast<unsigned>(sharedBytes(64, false)));
 }
 
-TEST(FmhaRunner, OtherSmsAreRefusedBeforeAnyEncodeOrLaunch) {
+// On an SM wgmma cannot serve, run() launches the mma variant instead: no tensor map, grid (m
+// blocks of packed GQA rows, KV heads, sequences), the FmhaMmaParams the selector planned.
+TEST(FmhaRunner, OtherSmsRunTheMmaKernel) {
   fake::Driver driver({fake::h200(), fake::orin()});
-  const Status s = run(validProblem(), nullptr, 0, driver.makeStream(1));
+  driver.record_first_arg_bytes = sizeof(FmhaMmaParams);
+  const Problem p = validProblem();
+  const Status s = run(p, nullptr, 0, driver.makeStream(1));
+  ASSERT_TRUE(s.ok()) << s.toString();
+  EXPECT_TRUE(canImplement(p, 87).ok());
+  EXPECT_EQ(driver.tensor_map_encodes.load(), 0);
+  ASSERT_EQ(driver.launches.load(), 1);
+  const fake::LaunchRecord launch = driver.lastLaunch();
+  EXPECT_EQ(launch.function, "kiln_fmha_mma");
+  EXPECT_EQ(launch.device, 1);
+  EXPECT_EQ(launch.grid[0], (1500u * 8 + mma::kBlockM - 1) / mma::kBlockM);  // max_seqlen_q x G
+  EXPECT_EQ(launch.grid[1], 2u);
+  EXPECT_EQ(launch.grid[2], 3u);
+  EXPECT_EQ(launch.block[0], static_cast<unsigned>(mma::kThreads));
+  EXPECT_EQ(launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(128)));
+  FmhaMmaParams params;
+  const std::vector<unsigned char> bytes = driver.lastLaunchFirstArg();
+  ASSERT_EQ(bytes.size(), sizeof(params));
+  std::memcpy(&params, bytes.data(), sizeof(params));
+  EXPECT_EQ(params.q, p.q);
+  EXPECT_EQ(params.cu_seqlens_k, p.cu_seqlens_k);
+  EXPECT_EQ(params.page_table, nullptr);
+  EXPECT_EQ(params.group_size, 8);
+  EXPECT_EQ(params.token_stride, 2 * 128);
+  EXPECT_EQ(params.head_stride, 128);
+  EXPECT_EQ(params.window_left, -1);
+  // On the H200 the same problem takes wgmma.
+  ASSERT_TRUE(run(p, nullptr, 0, driver.makeStream(0)).ok());
+  EXPECT_EQ(driver.lastLaunch().function, "kiln_fmha");
+}
+
+// wgmma asked for by name is never replaced: on sm_87 it is refused before any encode or launch.
+TEST(FmhaRunner, PinnedWgmmaOnOtherSmsIsRefusedBeforeAnyEncodeOrLaunch) {
+  fake::Driver driver({fake::h200(), fake::orin()});
+  Problem p = validProblem();
+  p.kernel = Kernel::kWgmma;
+  const Status s = run(p, nullptr, 0, driver.makeStream(1));
   EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
   EXPECT_EQ(s.message(),
             "fmha_wgmma_d128_bf16_causal: artifact has sm_90a only; device is sm_87; the fmha "
-            "kernels (wgmma, TMA) run on sm_90 only");
-  EXPECT_EQ(canImplement(validProblem(), 87).message(), s.message());
+            "wgmma kernel (TMA, wgmma) runs on sm_90 only");
+  EXPECT_EQ(canImplement(p, 87).message(), s.message());
   EXPECT_EQ(driver.tensor_map_encodes.load(), 0);
   EXPECT_EQ(driver.launches.load(), 0);
   EXPECT_EQ(driver.load_attempts.load(), 0);
+}
+
+// A window or paged K / V take the mma kernel on the H200 too; paged strides follow the layout.
+TEST(FmhaRunner, WindowAndPagedKvRunTheMmaKernelOnSm90) {
+  fake::Driver driver({fake::h200()});
+  driver.record_first_arg_bytes = sizeof(FmhaMmaParams);
+  Problem p = validProblem();
+  p.window_left = 256;
+  ASSERT_TRUE(run(p, nullptr, 0, driver.makeStream(0)).ok());
+  EXPECT_EQ(driver.lastLaunch().function, "kiln_fmha_mma");
+  p = validProblem();
+  p.total_k = 0;
+  p.cu_seqlens_k = nullptr;
+  p.page_table = fakeAddress<const std::int32_t>(0x7f0000080000);
+  p.seq_lens_k = fakeAddress<const std::int32_t>(0x7f0000090000);
+  p.page_size = 64;
+  p.max_pages_per_seq = 40;
+  p.num_pages = 500;
+  p.kv_layout = KvLayout::kHnd;
+  ASSERT_TRUE(run(p, nullptr, 0, driver.makeStream(0)).ok());
+  EXPECT_EQ(driver.lastLaunch().function, "kiln_fmha_mma");
+  FmhaMmaParams params;
+  const std::vector<unsigned char> bytes = driver.lastLaunchFirstArg();
+  ASSERT_EQ(bytes.size(), sizeof(params));
+  std::memcpy(&params, bytes.data(), sizeof(params));
+  EXPECT_EQ(params.page_table, p.page_table);
+  EXPECT_EQ(params.seq_lens_k, p.seq_lens_k);
+  EXPECT_EQ(params.cu_seqlens_k, nullptr);
+  EXPECT_EQ(params.page_size_log2, 6);
+  EXPECT_EQ(params.page_stride, 64 * 2 * 128);
+  EXPECT_EQ(params.token_stride, 128);      // HND: keys of a head are adjacent
+  EXPECT_EQ(params.head_stride, 64 * 128);  // a head's page_size rows
+  EXPECT_EQ(params.max_pages_per_seq, 40);
+  EXPECT_EQ(params.num_pages, 500);
+  EXPECT_EQ(driver.tensor_map_encodes.load(), 0);
 }
 
 // run() promises the device that owns the stream, from any thread (issue 33): from a thread with
@@ -196,9 +270,9 @@ TEST(FmhaRunner, InvalidProblemIsRefusedAsCanImplementSays) {
   EXPECT_EQ(s.message(), "fmha: q_heads 15 is not a positive multiple of kv_heads 2");
   EXPECT_EQ(canImplement(p).message(), s.message());
   p = validProblem();
-  p.head_dim = 96;  // kiln.toml builds 64 and 128
+  p.head_dim = 96;  // kiln.toml builds 64 and 128 (wgmma), 64, 128 and 256 (mma)
   EXPECT_EQ(run(p, nullptr, 0, driver.makeStream(0)).message(),
-            "fmha: head_dim 96 is not built for bf16 causal; built for bf16 causal: 128, 64");
+            "fmha: head_dim 96 is not built for bf16 causal; built for bf16 causal: 64, 128, 256");
   EXPECT_EQ(driver.tensor_map_encodes.load(), 0);
   EXPECT_EQ(driver.launches.load(), 0);
 }

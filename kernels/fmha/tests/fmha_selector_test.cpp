@@ -31,12 +31,14 @@ const kiln_variant kD64Fp16Full{"fmha_wgmma_d64_fp16_full", "fmha", kEntries, 1,
 const kiln_variant kNoEntry{"fmha_wgmma_d64_bf16_full", "fmha", kOtherEntries, 1, kImages, 1};
 
 const VariantInfo kTable[] = {
-    {"fmha_wgmma_d128_bf16_causal", 128, DType::kBFloat16, Mask::kCausal,
+    {"fmha_wgmma_d128_bf16_causal", Kernel::kWgmma, 128, DType::kBFloat16, Mask::kCausal,
      &fixedVariant<kD128Bf16Causal>},
-    {"fmha_wgmma_d64_bf16_causal", 64, DType::kBFloat16, Mask::kCausal,
+    {"fmha_wgmma_d64_bf16_causal", Kernel::kWgmma, 64, DType::kBFloat16, Mask::kCausal,
      &fixedVariant<kD64Bf16Causal>},
-    {"fmha_wgmma_d128_bf16_full", 128, DType::kBFloat16, Mask::kFull, &fixedVariant<kD128Bf16Full>},
-    {"fmha_wgmma_d64_fp16_full", 64, DType::kFloat16, Mask::kFull, &fixedVariant<kD64Fp16Full>},
+    {"fmha_wgmma_d128_bf16_full", Kernel::kWgmma, 128, DType::kBFloat16, Mask::kFull,
+     &fixedVariant<kD128Bf16Full>},
+    {"fmha_wgmma_d64_fp16_full", Kernel::kWgmma, 64, DType::kFloat16, Mask::kFull,
+     &fixedVariant<kD64Fp16Full>},
 };
 
 // Addresses are never dereferenced: the selector only inspects them.
@@ -214,7 +216,7 @@ TEST(FmhaSelector, UnbuiltHeadDimNamesWhatIsBuiltForThatDtypeAndMask) {
   const Status s = select(kTable, p, nullptr, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);
   EXPECT_EQ(s.message(),
-            "fmha: head_dim 96 is not built for bf16 causal; built for bf16 causal: 128, 64");
+            "fmha: head_dim 96 is not built for bf16 causal; built for bf16 causal: 64, 128");
   p.mask = Mask::kFull;
   const Status full = select(kTable, p, nullptr, &plan);
   EXPECT_EQ(full.message(),
@@ -232,8 +234,9 @@ TEST(FmhaSelector, UnbuiltMaskNamesTheBuiltMasks) {
 }
 
 TEST(FmhaSelector, UnbuiltDtypeNamesBuiltDtypes) {
-  const VariantInfo bf16_only[] = {{"fmha_wgmma_d128_bf16_causal", 128, DType::kBFloat16,
-                                    Mask::kCausal, &fixedVariant<kD128Bf16Causal>}};
+  const VariantInfo bf16_only[] = {{"fmha_wgmma_d128_bf16_causal", Kernel::kWgmma, 128,
+                                    DType::kBFloat16, Mask::kCausal,
+                                    &fixedVariant<kD128Bf16Causal>}};
   Problem p = validProblem();
   p.dtype = DType::kFloat16;
   Plan plan;
@@ -259,8 +262,8 @@ TEST(FmhaSelector, OutOfRangeEnums) {
 }
 
 TEST(FmhaSelector, MissingEntryOrVariantTableIsInternal) {
-  const VariantInfo no_entry[] = {
-      {"fmha_wgmma_d64_bf16_full", 64, DType::kBFloat16, Mask::kFull, &fixedVariant<kNoEntry>}};
+  const VariantInfo no_entry[] = {{"fmha_wgmma_d64_bf16_full", Kernel::kWgmma, 64, DType::kBFloat16,
+                                   Mask::kFull, &fixedVariant<kNoEntry>}};
   Problem p = validProblem();
   p.mask = Mask::kFull;
   p.head_dim = 64;
@@ -269,7 +272,7 @@ TEST(FmhaSelector, MissingEntryOrVariantTableIsInternal) {
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_EQ(s.message(), "fmha: variant fmha_wgmma_d64_bf16_full has no entry kernel kiln_fmha");
   const VariantInfo no_table[] = {
-      {"fmha_wgmma_d64_bf16_full", 64, DType::kBFloat16, Mask::kFull, nullptr}};
+      {"fmha_wgmma_d64_bf16_full", Kernel::kWgmma, 64, DType::kBFloat16, Mask::kFull, nullptr}};
   s = select(no_table, p, nullptr, &plan);
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_TRUE(contains(s.message(), "has no variant table")) << s.message();
@@ -407,11 +410,12 @@ TEST(FmhaSelector, OnlySm90IsServedAndTheMessageSaysSo) {
   EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
   EXPECT_EQ(s.message(),
             "fmha_wgmma_d128_bf16_causal: artifact has sm_90a only; device is sm_87; the fmha "
-            "kernels (wgmma, TMA) run on sm_90 only");
+            "wgmma kernel (TMA, wgmma) runs on sm_90 only");
   const DeviceQuery blackwell{100, &runner::checkImage, kFmhaSms};
   s = select(kTable, validProblem(), &blackwell, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
-  EXPECT_TRUE(contains(s.message(), "device is sm_100; the fmha kernels (wgmma, TMA) run on sm_90"))
+  EXPECT_TRUE(
+      contains(s.message(), "device is sm_100; the fmha wgmma kernel (TMA, wgmma) runs on sm_90"))
       << s.message();
   const DeviceQuery h200{90, &runner::checkImage, kFmhaSms};
   s = select(kTable, validProblem(), &h200, &plan);
@@ -437,8 +441,8 @@ TEST(FmhaSelector, DeviceCheckRefusesOtherSmsWhateverTheImageCheckSays) {
   Status s = select(kTable, validProblem(), &lenient, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
   EXPECT_EQ(s.message(),
-            "fmha_wgmma_d128_bf16_causal: device is sm_89; the fmha kernels (wgmma, TMA) run on "
-            "sm_90 only");
+            "fmha_wgmma_d128_bf16_causal: device is sm_89; the fmha wgmma kernel (TMA, wgmma) runs "
+            "on sm_90 only");
   EXPECT_EQ(calls, 1);
   const DeviceQuery missing{90,
                             [&](const kiln_variant& v, int sm) {
@@ -457,7 +461,7 @@ TEST(FmhaSelector, DeviceCheckRefusesOtherSmsWhateverTheImageCheckSays) {
   const DeviceQuery nonsense{0, &runner::checkImage, kFmhaSms};
   s = select(kTable, validProblem(), &nonsense, &plan);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message().find("run on sm_90"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("runs on sm_90"), std::string::npos) << s.message();
 }
 
 TEST(FmhaSelector, DeviceCheckComesLast) {
@@ -490,6 +494,192 @@ TEST(FmhaSelector, SkippedPointerChecksAdmitNullTensors) {
   EXPECT_EQ(plan.tma_q.address, nullptr);
   EXPECT_EQ(plan.tma_q.dims[1], 5000u);
   EXPECT_EQ(select(kTable, p, nullptr, &plan).message(), "fmha: q is null");
+}
+
+// ---- both kernels ----------------------------------------------------------------------------
+
+const char* const kMmaEntries[] = {"kiln_fmha_mma"};
+// As the release artifact for Ampere to Hopper: mma images for sm_80 and sm_90.
+const kiln_image kMmaImages[] = {{80, 0, nullptr, 0, "", 0}, {90, 0, nullptr, 0, "", 0}};
+const kiln_variant kMmaD128Bf16Causal{
+    "fmha_mma_d128_bf16_causal", "fmha", kMmaEntries, 1, kMmaImages, 2};
+const kiln_variant kMmaD256Bf16Causal{
+    "fmha_mma_d256_bf16_causal", "fmha", kMmaEntries, 1, kMmaImages, 2};
+const VariantInfo kBothTable[] = {
+    {"fmha_mma_d128_bf16_causal", Kernel::kMma, 128, DType::kBFloat16, Mask::kCausal,
+     &fixedVariant<kMmaD128Bf16Causal>},
+    {"fmha_mma_d256_bf16_causal", Kernel::kMma, 256, DType::kBFloat16, Mask::kCausal,
+     &fixedVariant<kMmaD256Bf16Causal>},
+    {"fmha_wgmma_d128_bf16_causal", Kernel::kWgmma, 128, DType::kBFloat16, Mask::kCausal,
+     &fixedVariant<kD128Bf16Causal>},
+    {"fmha_wgmma_d128_bf16_full", Kernel::kWgmma, 128, DType::kBFloat16, Mask::kFull,
+     &fixedVariant<kD128Bf16Full>},
+};
+constexpr int kAllSms[] = {80, 86, 87, 89, 90, 100, 110, 120};
+
+Problem pagedProblem() {
+  Problem p = validProblem();
+  p.total_k = 0;
+  p.cu_seqlens_k = nullptr;
+  p.page_table = fakeAddress<const std::int32_t>(0x80000);
+  p.seq_lens_k = fakeAddress<const std::int32_t>(0x90000);
+  p.page_size = 16;
+  p.max_pages_per_seq = 300;
+  p.num_pages = 5000;
+  return p;
+}
+
+// wgmma where it implements the problem and runs on the device; mma for windows, paged K / V,
+// head dim 256, other SMs, or when asked for.
+TEST(FmhaSelector, PicksWgmmaWhereItServesAndMmaOtherwise) {
+  Plan plan;
+  const DeviceQuery h100{90, &runner::checkImage, kAllSms};
+  const DeviceQuery orin{87, &runner::checkImage, kAllSms};
+  ASSERT_TRUE(select(kBothTable, validProblem(), &h100, &plan).ok());
+  EXPECT_EQ(plan.info->kernel, Kernel::kWgmma);
+  ASSERT_TRUE(select(kBothTable, validProblem(), nullptr, &plan).ok());
+  EXPECT_EQ(plan.info->kernel, Kernel::kWgmma);  // no device: the kernel sm_90 would run
+  ASSERT_TRUE(select(kBothTable, validProblem(), &orin, &plan).ok());
+  EXPECT_STREQ(plan.info->name, "fmha_mma_d128_bf16_causal");
+  EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_fmha_mma");
+  // run()'s path: planned without a device (wgmma), then for the sm_87 device.
+  ASSERT_TRUE(select(kBothTable, validProblem(), nullptr, &plan).ok());
+  ASSERT_TRUE(planForDevice(kBothTable, validProblem(), orin, &plan).ok());
+  EXPECT_EQ(plan.info->kernel, Kernel::kMma);
+  EXPECT_EQ(plan.launch.grid.x, (2000u * 4 + 63) / 64);  // max_seqlen_q x group 4 rows of 64
+  EXPECT_EQ(plan.launch.grid.y, 8u);
+  EXPECT_EQ(plan.launch.grid.z, 4u);
+  Problem window = validProblem();
+  window.window_left = 4096;
+  ASSERT_TRUE(select(kBothTable, window, &h100, &plan).ok());
+  EXPECT_EQ(plan.info->kernel, Kernel::kMma);
+  EXPECT_EQ(plan.mma_params.window_left, 4096);
+  ASSERT_TRUE(select(kBothTable, pagedProblem(), &h100, &plan).ok());
+  EXPECT_EQ(plan.info->kernel, Kernel::kMma);
+  Problem d256 = validProblem();
+  d256.head_dim = 256;
+  ASSERT_TRUE(select(kBothTable, d256, &h100, &plan).ok());
+  EXPECT_STREQ(plan.info->name, "fmha_mma_d256_bf16_causal");
+  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(256)));
+  Problem pinned = validProblem();
+  pinned.kernel = Kernel::kMma;
+  ASSERT_TRUE(select(kBothTable, pinned, &h100, &plan).ok());
+  EXPECT_EQ(plan.info->kernel, Kernel::kMma);
+  // The zero-batch no-op follows the same choice.
+  Problem empty = validProblem();
+  empty.batch = 0;
+  ASSERT_TRUE(select(kBothTable, empty, &orin, &plan).ok());
+  EXPECT_TRUE(plan.no_op);
+  EXPECT_EQ(plan.info->kernel, Kernel::kMma);
+}
+
+TEST(FmhaSelector, PagedStridesFollowTheLayout) {
+  Plan plan;
+  Problem p = pagedProblem();
+  ASSERT_TRUE(select(kBothTable, p, nullptr, &plan).ok());
+  const FmhaMmaParams& nhd = plan.mma_params;
+  EXPECT_EQ(nhd.page_size_log2, 4);
+  EXPECT_EQ(nhd.page_stride, 16 * 8 * 128);
+  EXPECT_EQ(nhd.token_stride, 8 * 128);  // NHD: a key row holds every KV head
+  EXPECT_EQ(nhd.head_stride, 128);
+  EXPECT_EQ(nhd.seq_lens_k, p.seq_lens_k);
+  EXPECT_EQ(nhd.cu_seqlens_k, nullptr);
+  EXPECT_EQ(nhd.max_pages_per_seq, 300);
+  EXPECT_EQ(nhd.num_pages, 5000);
+  p.kv_layout = KvLayout::kHnd;
+  ASSERT_TRUE(select(kBothTable, p, nullptr, &plan).ok());
+  EXPECT_EQ(plan.mma_params.token_stride, 128);  // HND: a head's keys are adjacent
+  EXPECT_EQ(plan.mma_params.head_stride, 16 * 128);
+  EXPECT_EQ(plan.mma_params.page_stride, 16 * 8 * 128);
+}
+
+TEST(FmhaSelector, WindowAndPagedErrorsNameTheValueAndTheLimit) {
+  Plan plan;
+  auto expectRefused = [&](const Problem& p, StatusCode code, const std::string& message) {
+    const Status s = select(kBothTable, p, nullptr, &plan);
+    EXPECT_EQ(s.code(), code) << s.toString();
+    EXPECT_EQ(s.message(), message);
+  };
+  Problem p = validProblem();
+  p.window_left = -2;
+  expectRefused(p, StatusCode::kInvalidArgument,
+                "fmha: window_left -2 is negative (-1: no window)");
+  p.mask = Mask::kFull;
+  p.window_left = 64;
+  expectRefused(p, StatusCode::kInvalidArgument,
+                "fmha: window_left 64 needs the causal mask (the window is the causal mask's left "
+                "edge)");
+  for (const int size : {0, 8, 48, 512}) {
+    p = pagedProblem();
+    p.page_size = size;
+    expectRefused(p, StatusCode::kInvalidArgument,
+                  "fmha: page_size " + std::to_string(size) + " is not a power of two in 16..256");
+  }
+  p = pagedProblem();
+  p.total_k = 9000;
+  expectRefused(p, StatusCode::kInvalidArgument,
+                "fmha: total_k 9000 and cu_seqlens_k must be 0 and null with paged K / V "
+                "(page_table set): sequence b has seq_lens_k[b] keys");
+  p = pagedProblem();
+  p.max_pages_per_seq = 0;
+  expectRefused(p, StatusCode::kInvalidArgument, "fmha: max_pages_per_seq 0 is not positive");
+  p = pagedProblem();
+  p.num_pages = 0;
+  expectRefused(p, StatusCode::kInvalidArgument, "fmha: num_pages 0 is not positive");
+  p = pagedProblem();
+  p.page_size = 256;
+  p.max_pages_per_seq = 8388608;
+  expectRefused(p, StatusCode::kInvalidArgument,
+                "fmha: max_pages_per_seq * page_size = 2147483648 keys exceeds the limit "
+                "2147483647");
+  p = pagedProblem();
+  p.seq_lens_k = nullptr;
+  expectRefused(p, StatusCode::kInvalidArgument, "fmha: seq_lens_k is null");
+  p = pagedProblem();
+  p.kv_layout = static_cast<KvLayout>(7);
+  expectRefused(p, StatusCode::kInvalidArgument,
+                "fmha: kv_layout 7 is not a KvLayout value (NHD or HND)");
+  p = validProblem();
+  p.kernel = static_cast<Kernel>(5);
+  expectRefused(p, StatusCode::kInvalidArgument,
+                "fmha: kernel 5 is not a Kernel value (wgmma or mma)");
+  p = validProblem();
+  p.head_dim = 256;
+  p.kernel = Kernel::kWgmma;
+  expectRefused(p, StatusCode::kNotSupported,
+                "fmha: kernel wgmma is not built for head_dim 256 bf16 causal; built: "
+                "fmha_mma_d256_bf16_causal");
+  p = validProblem();
+  p.window_left = 100;
+  p.kernel = Kernel::kWgmma;
+  expectRefused(p, StatusCode::kNotSupported,
+                "fmha: window_left 100: the sliding window needs the mma kernel (kernel wgmma was "
+                "asked for)");
+  p = validProblem();  // GQA 4: 600M tokens x 4 rows overflow the packed row index
+  p.total_q = 600000000;
+  p.max_seqlen_q = 2000;
+  p.kernel = Kernel::kMma;
+  expectRefused(p, StatusCode::kInvalidArgument,
+                "fmha: total_q * (q_heads / kv_heads) = 2400000000 packed rows exceeds the limit "
+                "2147483647");
+}
+
+// A table with wgmma only (the sm_90 artifact before the mma kernel, or a trimmed one): what only
+// mma implements is refused naming the missing variant.
+TEST(FmhaSelector, WithoutMmaAWindowOrPagesAreNotSupported) {
+  Plan plan;
+  Problem p = validProblem();
+  p.window_left = 10;
+  Status s = select(kTable, p, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_EQ(s.message(),
+            "fmha: window_left 10: the sliding window needs the mma kernel; "
+            "fmha_mma_d128_bf16_causal is not built (the wgmma kernel has no such mode)");
+  s = select(kTable, pagedProblem(), nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_EQ(s.message(),
+            "fmha: page_table: paged K / V needs the mma kernel; fmha_mma_d128_bf16_causal is not "
+            "built (the wgmma kernel has no such mode)");
 }
 
 }  // namespace

@@ -107,8 +107,12 @@ const std::vector<const cases::Case*>& numericsCases() {
   return picks;
 }
 
-// Whether case `c` is for variant `v` (its head dim, dtype and mask).
+// Whether case `c` is for variant `v` (its head dim, dtype and mask; a window or paged K / V only
+// on the mma kernel, a window only with the causal mask).
 bool caseFor(const cases::Case& c, const generated::VariantInfo& v) {
+  const bool mma_only = c.mma_only || c.window_left >= 0 || c.page_size > 0;
+  if (mma_only && v.kernel != fmha::Kernel::kMma) return false;
+  if (c.window_left >= 0 && v.mask != fmha::Mask::kCausal) return false;
   const bool dtype_ok = c.dtypes == cases::Dtypes::kBoth ||
                         (c.dtypes == cases::Dtypes::kFp16) == (v.dtype == kiln::DType::kFloat16);
   const bool mask_ok = c.masks == cases::Masks::kBoth ||
@@ -180,8 +184,63 @@ struct PreparedCase {
   std::vector<std::int32_t> cu_q, cu_k;
   std::vector<std::uint16_t> q, k, vv;
   DeviceBuffer d_q, d_k, d_v, d_cu_q, d_cu_k, d_out, d_lse, d_ws;
+  DeviceBuffer d_page_table, d_seq_lens;  // paged cases
   fmha::Problem p;
 };
+
+// Paged K / V for a case (case.page_size > 0): the contiguous keys of every sequence scattered over
+// pages of the cache in random order (NHD or HND), the page table and the key counts; every cache
+// row no sequence owns (past a sequence's keys, two spare pages) is poisoned (NaN), and unused
+// page-table entries point past the cache.
+struct PagedKv {
+  int max_pages = 1, num_pages = 0;
+  std::vector<std::int32_t> page_table, seq_lens;
+  std::vector<std::uint16_t> k, v;
+};
+PagedKv scatterToPages(const cases::Case& spec, int d, const std::vector<std::int32_t>& cu_k,
+                       const std::vector<std::uint16_t>& k, const std::vector<std::uint16_t>& v,
+                       Rng& rng) {
+  PagedKv paged;
+  const int ps = spec.page_size, kvh = spec.kv_heads;
+  const int batch = static_cast<int>(cu_k.size()) - 1;
+  int total_pages = 0;
+  for (int b = 0; b < batch; ++b) {
+    const int pages = (cu_k[b + 1] - cu_k[b] + ps - 1) / ps;
+    total_pages += pages;
+    paged.max_pages = std::max(paged.max_pages, pages);
+  }
+  paged.num_pages = total_pages + 2;
+  std::vector<std::int32_t> order(static_cast<std::size_t>(paged.num_pages));
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+  for (std::size_t i = order.size(); i > 1; --i) {
+    std::swap(order[i - 1], order[static_cast<std::size_t>(rng.below(static_cast<int>(i)))]);
+  }
+  const std::size_t cache = static_cast<std::size_t>(paged.num_pages) * ps * kvh * d;
+  paged.k.assign(cache, 0xffff);
+  paged.v.assign(cache, 0xffff);
+  paged.page_table.assign(static_cast<std::size_t>(batch) * paged.max_pages, paged.num_pages + 7);
+  std::size_t next = 0;
+  for (int b = 0; b < batch; ++b) {
+    const int sk = cu_k[b + 1] - cu_k[b];
+    paged.seq_lens.push_back(sk);
+    for (int page_index = 0; page_index * ps < sk; ++page_index) {
+      const std::int32_t page = order[next++];
+      paged.page_table[static_cast<std::size_t>(b) * paged.max_pages + page_index] = page;
+      for (int r = 0; r < ps && page_index * ps + r < sk; ++r) {
+        const std::size_t key = static_cast<std::size_t>(cu_k[b]) + page_index * ps + r;
+        for (int h = 0; h < kvh; ++h) {
+          const std::size_t row = spec.hnd ? (static_cast<std::size_t>(page) * kvh + h) * ps + r
+                                           : (static_cast<std::size_t>(page) * ps + r) * kvh + h;
+          for (int c = 0; c < d; ++c) {
+            paged.k[row * d + c] = k[(key * kvh + h) * d + c];
+            paged.v[row * d + c] = v[(key * kvh + h) * d + c];
+          }
+        }
+      }
+    }
+  }
+  return paged;
+}
 
 // Draws the case's inputs and prepares it (canImplement must admit it); returns "" on success,
 // else what failed.
@@ -208,14 +267,17 @@ std::string prepareCase(const generated::VariantInfo& v, const cases::Case& spec
   for (auto& x : k) x = randomBits(rng, f, -4, 0);
   for (auto& x : vv) x = randomBits(rng, f, -4, 0);
   const double scale = spec.scale_factor / std::sqrt(static_cast<double>(d));
+  const PagedKv paged = spec.page_size > 0 ? scatterToPages(spec, d, cu_k, k, vv, rng) : PagedKv{};
+  const std::vector<std::uint16_t>& k_in = spec.page_size > 0 ? paged.k : k;
+  const std::vector<std::uint16_t>& v_in = spec.page_size > 0 ? paged.v : vv;
 
   const std::size_t guard = 64;  // elements past out and lse that must stay poisoned
   DeviceBuffer &d_q = c->d_q, &d_k = c->d_k, &d_v = c->d_v, &d_cu_q = c->d_cu_q,
                &d_cu_k = c->d_cu_k, &d_out = c->d_out, &d_lse = c->d_lse, &d_ws = c->d_ws;
   for (const std::string& e :
        {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
-        allocate(&d_k, k.size() * 2, k.data(), k.size() * 2),
-        allocate(&d_v, vv.size() * 2, vv.data(), vv.size() * 2),
+        allocate(&d_k, k_in.size() * 2, k_in.data(), k_in.size() * 2),
+        allocate(&d_v, v_in.size() * 2, v_in.data(), v_in.size() * 2),
         allocate(&d_cu_q, cu_q.size() * 4, cu_q.data(), cu_q.size() * 4),
         allocate(&d_cu_k, cu_k.size() * 4, cu_k.data(), cu_k.size() * 4),
         allocate(&d_out, (q_elems + guard) * 2, nullptr, 0),
@@ -241,6 +303,24 @@ std::string prepareCase(const generated::VariantInfo& v, const cases::Case& spec
   p.v = d_v.ptr;
   p.cu_seqlens_q = static_cast<const std::int32_t*>(d_cu_q.ptr);
   p.cu_seqlens_k = static_cast<const std::int32_t*>(d_cu_k.ptr);
+  p.window_left = spec.window_left;
+  p.kernel = v.kernel;  // each variant's own kernel, not the runner's choice
+  if (spec.page_size > 0) {
+    for (const std::string& e : {allocate(&c->d_page_table, paged.page_table.size() * 4,
+                                          paged.page_table.data(), paged.page_table.size() * 4),
+                                 allocate(&c->d_seq_lens, paged.seq_lens.size() * 4,
+                                          paged.seq_lens.data(), paged.seq_lens.size() * 4)}) {
+      if (!e.empty()) return e;
+    }
+    p.total_k = 0;
+    p.cu_seqlens_k = nullptr;
+    p.page_table = static_cast<const std::int32_t*>(c->d_page_table.ptr);
+    p.seq_lens_k = static_cast<const std::int32_t*>(c->d_seq_lens.ptr);
+    p.page_size = spec.page_size;
+    p.max_pages_per_seq = paged.max_pages;
+    p.num_pages = paged.num_pages;
+    p.kv_layout = spec.hnd ? fmha::KvLayout::kHnd : fmha::KvLayout::kNhd;
+  }
   if (const kiln::Status s = fmha::canImplement(p, run().sm); !s.ok()) {
     return "canImplement: " + s.toString();
   }
@@ -286,6 +366,7 @@ std::string checkCase(const PreparedCase& prepared, CaseResult* result) {
   const std::vector<double> q64 = dec(q), k64 = dec(k), v64 = dec(vv);
   ref::Problem rp;
   rp.causal = causal;
+  rp.window_left = spec.window_left;
   rp.batch = batch;
   rp.q_heads = spec.q_heads;
   rp.kv_heads = spec.kv_heads;
@@ -314,7 +395,7 @@ std::string checkCase(const PreparedCase& prepared, CaseResult* result) {
   for (int b = 0; b < batch; ++b) {
     const int sq = cu_q[b + 1] - cu_q[b], sk = cu_k[b + 1] - cu_k[b];
     for (int i = 0; i < sq; ++i) {
-      const bool sees_none = ref::visibleKeys(causal, i, sq, sk) == 0;
+      const bool sees_none = ref::visibleRange(causal, spec.window_left, i, sq, sk).count() == 0;
       for (int h = 0; h < spec.q_heads; ++h) {
         const std::size_t at =
             (static_cast<std::size_t>(cu_q[b] + i) * spec.q_heads + h) * row_elems;
@@ -418,6 +499,7 @@ kiln::Status probeDevice(const generated::VariantInfo& v) {
   probe.dtype = v.dtype;
   probe.mask = v.mask;
   probe.head_dim = v.head_dim;
+  probe.kernel = v.kernel;
   probe.q_heads = 1;
   probe.kv_heads = 1;
   probe.scale = 1.0f;
@@ -558,7 +640,8 @@ TEST(FmhaDoctor, VerdictAgreesWithSelector) {
       }
     }
     const bool ok = s.ok() && found != nullptr && report.device.sm == run().sm &&
-                    found->runnable == selector_runs && (!found->runnable || found->image_sm == 90);
+                    found->runnable == selector_runs &&
+                    (!found->runnable || found->image_sm <= run().sm);
     std::string what = "doctor " + s.toString();
     if (found == nullptr) {
       what += ": variant missing from the report";
@@ -579,7 +662,7 @@ TEST_P(FmhaRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
   const ref::Format f = formatOf(v.dtype);
   Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, "runner_errors");
   if (const kiln::Status s = probeDevice(v); s.code() == kiln::StatusCode::kNoKernelImage) {
-    counts.skipped += 13;
+    counts.skipped += 17;
     counts.notes.push_back(s.toString());
     GTEST_SKIP() << s.toString();
   }
@@ -626,6 +709,7 @@ TEST_P(FmhaRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
   good.v = d_v.ptr;
   good.cu_seqlens_q = static_cast<const std::int32_t*>(d_cu_q.ptr);
   good.cu_seqlens_k = static_cast<const std::int32_t*>(d_cu_k.ptr);
+  good.kernel = v.kernel;
   const std::size_t ws_bytes = fmha::workspaceSize(good);
   DeviceBuffer d_ws;
   if (ws_bytes > 0) {
@@ -696,11 +780,33 @@ TEST_P(FmhaRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
     p.scale = std::numeric_limits<float>::quiet_NaN();
     refused(p, kiln::StatusCode::kInvalidArgument, "scale", "scale NaN");
   }
-  {  // An SM the artifact has no image for (fmha is sm_90a only).
-    const kiln::Status c = fmha::canImplement(good, 80);
+  {  // A negative window other than -1 (no window).
+    fmha::Problem p = good;
+    p.window_left = -2;
+    refused(p, kiln::StatusCode::kInvalidArgument, "window_left -2", "window_left -2");
+  }
+  const bool mma = v.kernel == fmha::Kernel::kMma;
+  // Paged K / V over the (contiguous) k and v buffers as one page each: the mma kernel refuses a
+  // page size that is not a power of two and a total_k left set; wgmma has no paged mode.
+  fmha::Problem paged = good;
+  paged.total_k = 0;
+  paged.cu_seqlens_k = nullptr;
+  paged.page_table = static_cast<const std::int32_t*>(d_cu_q.ptr);  // any aligned int32 array
+  paged.seq_lens_k = static_cast<const std::int32_t*>(d_cu_k.ptr);
+  paged.page_size = 48;
+  paged.max_pages_per_seq = 1;
+  paged.num_pages = 1;
+  refused(paged, mma ? kiln::StatusCode::kInvalidArgument : kiln::StatusCode::kNotSupported,
+          mma ? "page_size 48" : "paged K / V needs the mma kernel", "paged, page_size 48");
+  paged.page_size = 16;
+  paged.total_k = total_k;
+  refused(paged, mma ? kiln::StatusCode::kInvalidArgument : kiln::StatusCode::kNotSupported,
+          mma ? "total_k 461" : "paged K / V needs the mma kernel", "paged with total_k set");
+  {  // An SM below every image of the artifact (sm_90 cubins, or compute_80 PTX).
+    const kiln::Status c = fmha::canImplement(good, 75);
     record(c.code() == kiln::StatusCode::kNoKernelImage &&
-               c.message().find("sm_80") != std::string::npos,
-           "device sm_80: canImplement " + c.toString());
+               c.message().find("sm_75") != std::string::npos,
+           "device sm_75: canImplement " + c.toString());
   }
   {  // batch = 0: ok, nothing written.
     fmha::Problem p = good;
@@ -756,6 +862,24 @@ TEST_P(FmhaRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
            "valid problem with lse: canImplement " + can.toString() + ", run " + s.toString() +
                (one ? "" : ", out is not exactly 1") + ", lse max error " +
                std::to_string(lse_err));
+  }
+  {  // A window of 8 keys: refused without the causal mask or on wgmma; on mma every visible key
+     // still weighs 1, so out stays exactly 1.
+    fmha::Problem p = good;
+    p.window_left = 8;
+    const kiln::Status s = fmha::run(p, d_ws.ptr, ws_bytes, kstream);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    if (!causal) {
+      record(s.code() == kiln::StatusCode::kInvalidArgument &&
+                 s.message().find("needs the causal mask") != std::string::npos,
+             "window on the full mask: " + s.toString());
+    } else if (!mma) {
+      record(s.code() == kiln::StatusCode::kNotSupported &&
+                 s.message().find("sliding window needs the mma kernel") != std::string::npos,
+             "window on wgmma: " + s.toString());
+    } else {
+      record(s.ok() && outExactlyOne(), "window_left 8: " + s.toString());
+    }
   }
   CUDA_OK(cudaStreamDestroy(stream));
 }
