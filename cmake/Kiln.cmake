@@ -329,10 +329,10 @@ endfunction()
 
 # Staleness by content, against the kiln checkout. A variant records every file of its group
 # directory and of kernels/common/ with its sha256 (docs/artifact-format.md, `inputs`), and the
-# artifact every file of runtime/include/, runtime/src/ and kernels/<group>/runner/ of its
-# groups (`runtime_inputs`, absent from metadata written before it existed): each recorded file
-# must still hash the same (each path is hashed once), and no file may have been added to those
-# directories since. The kernels are skipped when the checkout has no kernels/, the runtime when
+# artifact every file of runtime/include/, runtime/src/, runtime/doctor/ and
+# kernels/<group>/runner/ of its groups (`runtime_inputs`, absent from metadata written before it
+# existed): each recorded file must still hash the same (each path is hashed once), and no file
+# may have been added to those directories since. The kernels are skipped when the checkout has no kernels/, the runtime when
 # it has no runtime/.
 function(_kiln_check_inputs json dir arch tag groups artifacts_dir)
   set(root "${KILN_SOURCE_ROOT}")
@@ -381,7 +381,7 @@ function(_kiln_check_inputs json dir arch tag groups artifacts_dir)
     string(JSON expected GET "${runtime_inputs}" "${path}")
     _kiln_check_recorded("${path}" "${expected}" "the runtime")
   endforeach()
-  set(runtime_dirs runtime/include runtime/src)
+  set(runtime_dirs runtime/include runtime/src runtime/doctor)
   foreach(group IN LISTS groups)
     if(IS_DIRECTORY "${root}/kernels/${group}/runner")
       list(APPEND runtime_dirs kernels/${group}/runner)

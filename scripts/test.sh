@@ -47,6 +47,11 @@ KILN_COMPILER_LAUNCHER=ccache \
   build/release/tools/kiln/kiln package --matrix --entries x86_64/sm_90,aarch64/sm_87 \
   --output-dir build/release/matrix/artifacts --dist build/release/matrix/dist -j "$JOBS"
 ccache --show-stats
+# Each artifact carries bin/kiln-doctor for its host arch (package verified its ELF machine);
+# shown here for the cross-built one, as the target would see it.
+doctor=build/release/matrix/artifacts/aarch64/sm_87/bin/kiln-doctor
+readelf -h "$doctor" | grep -E 'Machine:|Type:'
+readelf -h "$doctor" | grep -q 'Machine: *AArch64' || { echo "$doctor is not aarch64" >&2; exit 1; }
 
 step "asan: configure and build"
 cmake --preset asan -DKILN_BUILD_TOOLS=ON -DCMAKE_C_COMPILER_LAUNCHER=ccache \

@@ -90,6 +90,15 @@ Status releasePrimary(const DriverApi& api, CUdevice device) {
 
 }  // namespace
 
+Status deviceCount(int* count) {
+  if (count == nullptr) return Status(StatusCode::kInvalidArgument, "deviceCount: count is null");
+  *count = 0;
+  const DriverApi* api = nullptr;
+  KILN_RETURN_IF_ERROR(detail::acquireDriver(&api));
+  KILN_CU_CHECK(api->deviceGetCount(count));
+  return Status::Ok();
+}
+
 Status doctor(std::span<const kiln_variant* const> variants, int ordinal, DoctorReport* out) {
   if (out == nullptr) return Status(StatusCode::kInvalidArgument, "doctor: out is null");
   *out = DoctorReport{};

@@ -56,6 +56,22 @@ std::vector<std::string> buildArgs(const fs::path& out, std::vector<std::string>
   return args;
 }
 
+// The artifact's bin/kiln-doctor with `args`, and `env` set for the run (then unset).
+CliRun doctor(const fs::path& artifact, std::vector<std::string> args,
+              const std::vector<std::pair<std::string, std::string>>& env) {
+  args.insert(args.begin(), (artifact / "bin/kiln-doctor").string());
+  for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+  kiln::io::PosixProcessRunner runner;
+  auto r = runner.run(args);
+  for (const auto& [name, value] : env) ::unsetenv(name.c_str());
+  if (!r) return {-1, "", r.error()};
+  return {r->exit_code, r->stdout_text, r->stderr_text};
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 bool haveNvcc() {
   kiln::io::PosixProcessRunner runner;
   return runner.available("/usr/local/cuda/bin/nvcc") || runner.available("nvcc");
@@ -71,6 +87,92 @@ class KilnCli : public ::testing::Test {
   }
   fs::path work_;
 };
+
+// bin/kiln-doctor of the x86_64 sm_90 artifact: an executable of the arch, recorded in
+// metadata.json, that links only the artifact's library and the C++ runtime (no libstdc++, no
+// libarchive at run time); run on the fake libcuda.so.1 (tests/runtime/fake_libcuda.cpp, found
+// through LD_LIBRARY_PATH) as sm_90, sm_80 (no image), with a failing load, with two devices and
+// none; with a libcuda.so.1 that does not load (exit 3, naming it); and its usage errors (exit 2).
+void expectDoctorWorks(const fs::path& artifact, const nlohmann::json& metadata) {
+  const fs::path binary = artifact / "bin/kiln-doctor";
+  ASSERT_TRUE(fs::is_regular_file(binary));
+  EXPECT_EQ(elfMachineOf(binary), kiln::core::kElfMachineX86_64);
+  EXPECT_EQ(metadata["doctor"]["path"], "bin/kiln-doctor");
+  EXPECT_EQ(*kiln::io::sha256File(binary), metadata["doctor"]["sha256"]);
+  EXPECT_EQ(metadata["headers"]["include/kiln/runtime.h"],
+            *kiln::io::sha256File(artifact / "include/kiln/runtime.h"));
+  const std::string dynamic = kiln::io::readFile(binary).value();
+  EXPECT_FALSE(contains(dynamic, "libstdc++.so")) << "the C++ runtime is linked statically";
+  EXPECT_FALSE(contains(dynamic, "libarchive")) << "the doctor needs no builder dependency";
+
+  const std::vector<std::pair<std::string, std::string>> fake = {
+      {"LD_LIBRARY_PATH", KILN_E2E_FAKE_LIBCUDA_DIR}};
+  auto with = [&](std::vector<std::pair<std::string, std::string>> extra) {
+    extra.insert(extra.begin(), fake.begin(), fake.end());
+    return extra;
+  };
+  CliRun runs = doctor(artifact, {}, with({{"KILN_FAKE_SM", "90"}}));
+  EXPECT_EQ(runs.code, 0) << runs.out << runs.err;
+  EXPECT_TRUE(contains(runs.out, "kiln-doctor: artifact sm_90 (x86_64), fingerprint " +
+                                     metadata["fingerprint"].get<std::string>() + ", 2 variants"))
+      << runs.out;
+  EXPECT_TRUE(contains(runs.out, "device 0: kiln fake GPU (sm_90, 4 SMs), driver 12.8"))
+      << runs.out;
+  EXPECT_TRUE(contains(runs.out, "tiny_f2_fp32")) << runs.out;
+  EXPECT_TRUE(contains(runs.out, "runnable (sm_90 image)")) << runs.out;
+  EXPECT_TRUE(contains(runs.out, "device 0: 2 of 2 variants runnable")) << runs.out;
+
+  CliRun wrong_sm = doctor(artifact, {}, with({{"KILN_FAKE_SM", "80"}}));
+  EXPECT_EQ(wrong_sm.code, 1) << wrong_sm.out << wrong_sm.err;
+  EXPECT_TRUE(contains(wrong_sm.out, "NOT runnable: ")) << wrong_sm.out;
+  EXPECT_TRUE(contains(wrong_sm.out, "artifact has sm_90 only; device is sm_80")) << wrong_sm.out;
+  EXPECT_TRUE(contains(wrong_sm.out, "device 0: 0 of 2 variants runnable")) << wrong_sm.out;
+
+  CliRun no_load =
+      doctor(artifact, {}, with({{"KILN_FAKE_SM", "90"}, {"KILN_FAKE_LOAD_ERROR", "1"}}));
+  EXPECT_EQ(no_load.code, 1) << no_load.out << no_load.err;
+  EXPECT_TRUE(contains(no_load.out, "its sm_90 image does not load on this device")) << no_load.out;
+
+  CliRun two = doctor(artifact, {}, with({{"KILN_FAKE_SM", "90"}, {"KILN_FAKE_DEVICES", "2"}}));
+  EXPECT_EQ(two.code, 0) << two.out << two.err;
+  EXPECT_TRUE(contains(two.out, "device 1: 2 of 2 variants runnable")) << two.out;
+  CliRun one = doctor(artifact, {"--device", "1"},
+                      with({{"KILN_FAKE_SM", "90"}, {"KILN_FAKE_DEVICES", "2"}}));
+  EXPECT_EQ(one.code, 0) << one.out << one.err;
+  EXPECT_FALSE(contains(one.out, "device 0:")) << one.out;
+  CliRun out_of_range =
+      doctor(artifact, {"--device=5"}, with({{"KILN_FAKE_SM", "90"}, {"KILN_FAKE_DEVICES", "2"}}));
+  EXPECT_EQ(out_of_range.code, 2) << out_of_range.out << out_of_range.err;
+  EXPECT_TRUE(contains(out_of_range.err, "--device 5 is out of range; 2 CUDA devices present"))
+      << out_of_range.err;
+  CliRun none = doctor(artifact, {}, with({{"KILN_FAKE_SM", "90"}, {"KILN_FAKE_DEVICES", "0"}}));
+  EXPECT_EQ(none.code, 3) << none.out << none.err;
+  EXPECT_TRUE(contains(none.err, "the driver shows no CUDA device")) << none.err;
+
+  // A libcuda.so.1 that is not a library: found first through LD_LIBRARY_PATH, so the result is
+  // the same on a machine with a real driver.
+  const fs::path broken = artifact.parent_path().parent_path() / "broken_driver";
+  fs::create_directories(broken);
+  ASSERT_TRUE(kiln::io::writeFile(broken / "libcuda.so.1", "not a library\n"));
+  CliRun no_driver = doctor(artifact, {}, {{"LD_LIBRARY_PATH", broken.string()}});
+  EXPECT_EQ(no_driver.code, 3) << no_driver.out << no_driver.err;
+  EXPECT_TRUE(contains(no_driver.err, "kiln-doctor: "));
+  EXPECT_TRUE(contains(no_driver.err, "cannot load libcuda.so.1")) << no_driver.err;
+  EXPECT_TRUE(contains(no_driver.err, "is the NVIDIA driver installed?")) << no_driver.err;
+
+  CliRun help = doctor(artifact, {"--help"}, {});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_TRUE(contains(help.out, "usage: kiln-doctor [--device N]")) << help.out;
+  CliRun bad = doctor(artifact, {"--device", "-1"}, {});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(contains(bad.err,
+                       "--device '-1' is not a device ordinal (a number from 0 to "
+                       "2147483647)"))
+      << bad.err;
+  CliRun unknown = doctor(artifact, {"--verbose"}, {});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_TRUE(contains(unknown.err, "unknown argument '--verbose'")) << unknown.err;
+}
 
 TEST_F(KilnCli, BuildInspectMergeClean) {
   if (!haveNvcc()) GTEST_SKIP() << "nvcc is not installed";
@@ -99,6 +201,7 @@ TEST_F(KilnCli, BuildInspectMergeClean) {
   EXPECT_EQ(*kiln::io::sha256File(artifact / "lib/libkiln.a"), metadata["library"]["sha256"]);
   EXPECT_TRUE(fs::is_regular_file(artifact / "include/kiln/variants/tiny_f2_fp32.h"));
   EXPECT_TRUE(fs::is_regular_file(artifact / "include/kiln/runtime.h"));
+  expectDoctorWorks(artifact, metadata);
 
   CliRun json = kiln({"inspect", artifact.string(), "--json"});
   ASSERT_EQ(json.code, 0) << json.err;
@@ -139,7 +242,8 @@ TEST_F(KilnCli, BuildInspectMergeClean) {
 // per variant in the library; an existing multi-SM artifact is not merged into without --clean.
 // The artifact fingerprint covers the runtime compiled into lib/libkiln.a (with the runners and
 // the variants: every input of the library, core/library_recipe.h): one comment appended to a
-// runtime source changes it and the source's recorded hash, though no variant changed.
+// runtime source changes it and the source's recorded hash, though no variant changed; the same
+// runtime at two paths gives the same library and bin/kiln-doctor bytes.
 TEST_F(KilnCli, TheFingerprintCoversTheRuntimeSources) {
   if (!haveNvcc()) GTEST_SKIP() << "nvcc is not installed";
   const fs::path runtime = work_ / "runtime";
@@ -155,6 +259,16 @@ TEST_F(KilnCli, TheFingerprintCoversTheRuntimeSources) {
   const auto before = nlohmann::json::parse(*kiln::io::readFile(metadata_file));
   ASSERT_TRUE(before["runtime_inputs"].contains("runtime/src/status.cpp"))
       << before["runtime_inputs"].dump();
+  // The same runtime at another path (the checkout's) gives the same library and doctor, byte
+  // for byte, and the same fingerprint (docs/artifact-format.md, "Reproducible bytes").
+  CliRun checkout = kiln(buildArgs(work_ / "checkout", {"--arch", "x86_64", "--kernels", "tiny"}));
+  ASSERT_EQ(checkout.code, 0) << checkout.out << checkout.err;
+  const auto same =
+      nlohmann::json::parse(*kiln::io::readFile(work_ / "checkout/x86_64/sm_90/metadata.json"));
+  EXPECT_EQ(same["fingerprint"], before["fingerprint"]);
+  EXPECT_EQ(same["library"]["sha256"], before["library"]["sha256"]);
+  EXPECT_EQ(same["doctor"]["sha256"], before["doctor"]["sha256"]);
+  EXPECT_EQ(same["headers"], before["headers"]);
 
   const fs::path source = runtime / "src/status.cpp";
   ASSERT_TRUE(kiln::io::writeFile(source, *kiln::io::readFile(source) + "// one more line\n"));

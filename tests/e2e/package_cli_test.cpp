@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/elf.h"
 #include "io/fs.h"
 #include "io/process.h"
 
@@ -147,6 +148,13 @@ TEST_F(PackageCli, MatrixBuildsGatesPackagesAndVerifies) {
     CliRun verify = kiln({"verify", arm.string()});
     EXPECT_EQ(verify.code, 0) << verify.err;
     EXPECT_TRUE(contains(verify.out, "aarch64 sm_89")) << verify.out;
+    // The aarch64 artifact's doctor is an aarch64 executable (issue 30): verify checked its ELF
+    // machine above; here through kiln's ELF reader on the built file itself.
+    auto doctor = kiln::io::readFile(work_ / "artifacts/aarch64/sm_89/bin/kiln-doctor");
+    ASSERT_TRUE(doctor) << doctor.error();
+    auto header = kiln::core::readElfHeader(*doctor, "bin/kiln-doctor");
+    ASSERT_TRUE(header) << header.error();
+    EXPECT_EQ(header->machine, kiln::core::kElfMachineAarch64);
   }
 
   // --no-build over the artifacts just built: the gate passes again.

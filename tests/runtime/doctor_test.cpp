@@ -136,6 +136,17 @@ TEST(DoctorTest, OrdinalOutOfRangeNamesTheCount) {
   EXPECT_EQ(status.message(), "device ordinal 2 is out of range; 1 CUDA device present");
 }
 
+// deviceCount: the ordinals doctor takes (bin/kiln-doctor asks it once, then each device).
+TEST(DoctorTest, DeviceCountIsTheDriversCount) {
+  kiln::fake::Driver driver({kiln::fake::h200(), kiln::fake::orin()});
+  int count = -1;
+  ASSERT_TRUE(kiln::deviceCount(&count).ok());
+  EXPECT_EQ(count, 2);
+  kiln::Status null = kiln::deviceCount(nullptr);
+  EXPECT_EQ(null.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(contains(null.toString(), "count is null")) << null.toString();
+}
+
 TEST(DoctorTest, PoisonedVariantsAreReportedAndFailedProbeUnloadsPoison) {
   kiln::fake::Driver driver({kiln::fake::h200()});
   TestVariant launched("rmsnorm_h4096_bf16", {"kernel_main"}, {image(90)});

@@ -5,7 +5,14 @@
 // so the test can check the version and flags the runtime asked with. Built without cuda.h so
 // that its #defines cannot rename the symbols defined here; the types are ABI-equivalent.
 // With KILN_FAKE_NO_PROC_ADDRESS it exports no cuGetProcAddress, as a pre-11.3 driver.
+//
+// Built a third time as libcuda.so.1 (build/fake_libcuda/), for the e2e tests of an artifact's
+// bin/kiln-doctor, which finds it through LD_LIBRARY_PATH. The environment sets what it shows:
+// KILN_FAKE_SM (e.g. 90: every device is sm_90; unset, the attributes are 0 as for driver_test),
+// KILN_FAKE_DEVICES (the device count, default 1) and KILN_FAKE_LOAD_ERROR (set: every module
+// load fails with CUDA_ERROR_INVALID_IMAGE, as for a cubin the driver cannot load).
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -13,6 +20,22 @@
 namespace {
 constexpr int kSuccess = 0;
 constexpr int kNotFoundStatus = 1;  // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+
+constexpr int kInvalidImage = 200;  // CUDA_ERROR_INVALID_IMAGE
+// cuDeviceAttribute numbers (cuda.h is not included, see above).
+constexpr int kAttributeMultiprocessors = 16;
+constexpr int kAttributeMajor = 75;
+constexpr int kAttributeMinor = 76;
+
+// KILN_FAKE_SM as a number; 0 when unset.
+int fakeSm() {
+  const char* sm = std::getenv("KILN_FAKE_SM");
+  return sm != nullptr ? std::atoi(sm) : 0;
+}
+
+int loadResult() {
+  return std::getenv("KILN_FAKE_LOAD_ERROR") != nullptr ? kInvalidImage : kSuccess;
+}
 
 std::mutex g_mu;
 std::string g_log;  // "name@version/flags;" per cuGetProcAddress request
@@ -35,15 +58,22 @@ int cuDeviceGet(int* device, int ordinal) {
   return kSuccess;
 }
 int cuDeviceGetCount(int* count) {
-  *count = 1;
+  const char* devices = std::getenv("KILN_FAKE_DEVICES");
+  *count = devices != nullptr ? std::atoi(devices) : 1;
   return kSuccess;
 }
-int cuDeviceGetAttribute(int* value, int, int) {
+int cuDeviceGetAttribute(int* value, int attribute, int) {
+  const int sm = fakeSm();
   *value = 0;
+  if (sm == 0) return kSuccess;
+  if (attribute == kAttributeMajor) *value = sm / 10;
+  if (attribute == kAttributeMinor) *value = sm % 10;
+  if (attribute == kAttributeMultiprocessors) *value = 4;
   return kSuccess;
 }
-int cuDeviceGetName(char* name, int, int) {
-  name[0] = '\0';
+int cuDeviceGetName(char* name, int length, int) {
+  const char* fake = fakeSm() != 0 ? "kiln fake GPU" : "";
+  std::strncpy(name, fake, static_cast<std::size_t>(length));
   return kSuccess;
 }
 int cuCtxGetCurrent(void** context) {
@@ -87,10 +117,10 @@ int cuDevicePrimaryCtxRelease_v2(int) {
   return kSuccess;
 }
 int cuModuleLoadData(void**, const void*) {
-  return kSuccess;
+  return loadResult();
 }
 int cuModuleLoadDataEx(void**, const void*, unsigned, void*, void**) {
-  return kSuccess;
+  return loadResult();
 }
 int cuModuleUnload(void*) {
   return kSuccess;

@@ -126,6 +126,21 @@ class Toolbox {
                   "extern \"C\" const char* kiln_artifact_tag(void) { return \"t\"; }\n");
   }
 
+  // bin/kiln-doctor for `arch`: a linked executable (an empty main), by g++.
+  std::string executable(const std::string& arch) {
+    auto& cached = executables_[arch];
+    if (cached.empty()) {
+      const fs::path dir = dir_.path() / arch / "doctor";
+      fs::create_directories(dir);
+      io::writeFile(dir / "main.cpp", "int main() { return 0; }\n").ok();
+      if (runQuiet(cxxFor(arch) + " " + (dir / "main.cpp").string() + " -o " +
+                   (dir / "kiln-doctor").string())) {
+        cached = io::readFile(dir / "kiln-doctor").value();
+      }
+    }
+    return cached;
+  }
+
   // lib/libkiln.a from `objects`, by ar.
   std::string library(const std::vector<fs::path>& objects) {
     const fs::path out = dir_.path() / ("lib" + std::to_string(libraries_++) + ".a");
@@ -153,6 +168,7 @@ class Toolbox {
   std::map<int, std::string> cubins_;
   std::map<int, std::string> ptxs_;
   std::map<std::string, fs::path> objects_;
+  std::map<std::string, std::string> executables_;
   int libraries_ = 0;
 };
 
@@ -233,6 +249,12 @@ inline fs::path makeArtifact(const fs::path& root, const ArtifactSpec& spec) {
   m.library = {core::kLibraryPath, io::sha256Hex(library), library.size()};
   io::writeFile(dir / core::kLibraryPath, library).ok();
   io::writeFile(dir / core::kAllHeaderPath, "#pragma once\n").ok();
+  const std::string doctor = box.executable(spec.arch);
+  m.doctor = {core::kDoctorPath, io::sha256Hex(doctor), doctor.size()};
+  io::writeFile(dir / core::kDoctorPath, doctor).ok();
+  for (const auto& file : io::listFiles(dir / "include")) {
+    m.headers[fs::relative(file, dir).generic_string()] = io::sha256Hex(io::readFile(file).value());
+  }
   m.fingerprint = core::artifactFingerprint(m);
   io::writeFile(dir / core::kMetadataFile, core::toJson(m)).ok();
   return dir;
@@ -253,6 +275,7 @@ struct RawEntry {
   std::string data;
   std::string link;      // symlink target
   std::string hardlink;  // hardlink target
+  unsigned int perm = 0644;
 };
 
 // Writes a .tar.gz with exactly these entries (no safety checks: this is how an attacker would
@@ -266,7 +289,7 @@ inline void writeRawTarball(const fs::path& path, const std::vector<RawEntry>& e
     archive_entry* entry = archive_entry_new();
     archive_entry_set_pathname(entry, e.path.c_str());
     archive_entry_set_filetype(entry, e.type);
-    archive_entry_set_perm(entry, 0644);
+    archive_entry_set_perm(entry, e.perm);
     if (!e.link.empty()) archive_entry_set_symlink(entry, e.link.c_str());
     if (!e.hardlink.empty()) archive_entry_set_hardlink(entry, e.hardlink.c_str());
     archive_entry_set_size(entry, e.type == AE_IFREG && e.hardlink.empty()

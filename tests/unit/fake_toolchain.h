@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -117,7 +118,10 @@ struct FakeTools {
                             : tool.rfind("aarch64", 0) == 0 ? 183
                                                             : 62;
         const std::string out = valueAfter(argv, "-o");
-        auto w = io::writeFile(out, minimalElf(machine, out));
+        std::string elf = minimalElf(machine, out);
+        // Without -c it links (bin/kiln-doctor): an executable, e_type ET_DYN as a PIE.
+        if (std::find(argv.begin(), argv.end(), "-c") == argv.end()) elf[16] = 3;
+        auto w = io::writeFile(out, elf);
         if (!w) return w.failure();
       }
     } else if (tool.find("ar") != std::string::npos) {
@@ -155,7 +159,8 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Writes kernels/<group>/kiln.toml (+ source) and a minimal runtime/ under `root`.
+// Writes kernels/<group>/kiln.toml (+ source) and a minimal runtime/ (a header, a source, the
+// doctor's main) under `root`.
 inline void writeGroup(const std::filesystem::path& root, const std::string& group,
                        const std::string& extra_group_keys = "") {
   const std::string toml = "[group]\nname = \"" + group +
@@ -171,6 +176,7 @@ inline void writeGroup(const std::filesystem::path& root, const std::string& gro
   (void)io::writeFile(root / "kernels" / group / "k.cu", "// " + group + "\n");
   (void)io::writeFile(root / "runtime/include/kiln/variant.h", "#pragma once\n");
   (void)io::writeFile(root / "runtime/src/status.cpp", "int kiln_status;\n");
+  (void)io::writeFile(root / "runtime/doctor/kiln_doctor.cpp", "int main() { return 0; }\n");
 }
 
 // Every file under `dir` -> its sha256: to compare a directory before and after.

@@ -227,6 +227,33 @@ TEST_F(Package, ExtractsVerifiedTarballAndRefusesToOverwrite) {
   EXPECT_EQ(io::readFile(dest_ / "sm_90/include/kiln/kiln_all.h").value(), "// edited by hand\n");
 }
 
+// bin/kiln-doctor is packaged executable (0755) and extracted executable; it is the only file
+// that may be: an extra executable entry (a file verify would otherwise refuse as unexpected,
+// or a header) is refused.
+TEST_F(Package, TheDoctorIsTheOneExecutableFile) {
+  auto packaged = packageArtifact(artifact_, dist_);
+  ASSERT_TRUE(packaged) << packaged.error();
+  auto entries = readTarGz(io::readFile(packaged->tarball).value(), "t");
+  ASSERT_TRUE(entries) << entries.error();
+  for (const auto& e : *entries) {
+    if (e.type != TarEntryType::kFile) continue;
+    EXPECT_EQ(e.executable, e.path == "sm_90/bin/kiln-doctor") << e.path;
+  }
+  auto extracted = extractTarball(packaged->tarball, tmp_.path() / "extracted");
+  ASSERT_TRUE(extracted) << extracted.error();
+  const fs::perms perms = fs::status(*extracted / kDoctorPath).permissions();
+  EXPECT_NE(perms & fs::perms::owner_exec, fs::perms::none);
+  EXPECT_EQ(fs::status(*extracted / kAllHeaderPath).permissions() & fs::perms::owner_exec,
+            fs::perms::none);
+
+  auto raw = entriesOf(artifact_, "sm_90");
+  for (auto& e : raw)
+    if (e.path == "sm_90/include/kiln/kiln_all.h") e.perm = 0755;
+  expectRefused(rawTarball(raw),
+                "entry 'sm_90/include/kiln/kiln_all.h' is executable; only sm_90/bin/kiln-doctor "
+                "may be");
+}
+
 TEST_F(Package, BinaryModeSidecarIsAccepted) {
   // `sha256sum -b` writes "<hash> *<name>"; the format docs/packaging.md names accepts it.
   auto packaged = packageArtifact(artifact_, dist_);

@@ -92,11 +92,11 @@ TEST(PublishTest, PublishesTheStagedArtifactAndRemovesTheSetAsideOne) {
 }
 
 TEST(PublishTest, AKilledBuildLeavesAnArtifactWholeAndTheNextBuildCleansUp) {
-  // 0-6 create the staging directory, 7-15 write into it, 16 set the previous artifact
-  // aside, 17 rename the staging directory into place, 18 remove the set-aside copy.
+  // 0-7 create the staging directory, 8-16 write into it, 17 set the previous artifact
+  // aside, 18 rename the staging directory into place, 19 remove the set-aside copy.
   const int steps = stepsOfABuild();
-  ASSERT_EQ(steps, 19);
-  const int rename_into_place = 17;
+  ASSERT_EQ(steps, 20);
+  const int rename_into_place = 18;
   for (int step = 0; step < steps; ++step) {
     SCOPED_TRACE("killed at step " + std::to_string(step));
     Disk disk;

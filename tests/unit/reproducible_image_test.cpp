@@ -64,6 +64,7 @@ void writeSources(const fs::path& root) {
                     "#pragma once\n__device__ inline float twice(float x) { return x + x; }\n"));
   ASSERT_TRUE(io::writeFile(root / "runtime/include/kiln/variant.h", "#pragma once\n"));
   ASSERT_TRUE(io::writeFile(root / "runtime/src/status.cpp", "int kiln_status;\n"));
+  ASSERT_TRUE(io::writeFile(root / "runtime/doctor/kiln_doctor.cpp", "int main() {}\n"));
 }
 
 void setTimes(const fs::path& root, fs::file_time_type time) {

@@ -177,9 +177,13 @@ TEST_F(VerifyDir, MissingCubinAndHeaderAreRejected) {
   EXPECT_NE(report.error().find("cubins/rmsnorm_h4096_bf16.sm_90.cubin: missing"),
             std::string::npos)
       << report.error();
-  EXPECT_NE(report.error().find("include/kiln/variants/rmsnorm_h1024_fp16.h: missing"),
+  EXPECT_NE(report.error().find("include/kiln/variants/rmsnorm_h1024_fp16.h: missing (variant"),
             std::string::npos);
-  EXPECT_NE(report.error().find("2 problems"), std::string::npos);
+  // The header is also one that metadata.json's headers list.
+  EXPECT_NE(report.error().find(
+                "include/kiln/variants/rmsnorm_h1024_fp16.h: missing (metadata.json's headers"),
+            std::string::npos);
+  EXPECT_NE(report.error().find("3 problems"), std::string::npos) << report.error();
 }
 
 TEST_F(VerifyDir, TagThatDisagreesWithItsDirectoryIsRejected) {
@@ -230,6 +234,104 @@ TEST_F(VerifyDir, SymlinkAndStrayFilesAreRejected) {
   report = verifyArtifactDir(dir);
   ASSERT_FALSE(report);
   EXPECT_NE(report.error().find(".obj/leftover.o: unexpected file"), std::string::npos)
+      << report.error();
+}
+
+// ---- bin/kiln-doctor and the headers ---------------------------------------------------
+
+TEST_F(VerifyDir, DoctorOfAnotherArchIsRejected) {
+  REQUIRE_TOOLS("aarch64");
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  // An aarch64 doctor in an x86_64 artifact, its checksum updated to match.
+  const std::string doctor = Toolbox::get().executable("aarch64");
+  io::writeFile(dir / kDoctorPath, doctor).ok();
+  editMetadata(dir, [&](ArtifactMetadata& m) {
+    m.doctor.sha256 = io::sha256Hex(doctor);
+    m.doctor.size = doctor.size();
+  });
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("bin/kiln-doctor: ELF machine 183 (aarch64), expected 62 (x86_64) "
+                                "for arch x86_64"),
+            std::string::npos)
+      << report.error();
+}
+
+TEST_F(VerifyDir, DoctorThatIsNotAnExecutableOrWasModifiedIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  // An object file (ET_REL) in the doctor's place, recorded as such.
+  const std::string object =
+      io::readFile(Toolbox::get().variantObject("x86_64", "rmsnorm_h4096_bf16", {90})).value();
+  io::writeFile(dir / kDoctorPath, object).ok();
+  editMetadata(dir, [&](ArtifactMetadata& m) {
+    m.doctor.sha256 = io::sha256Hex(object);
+    m.doctor.size = object.size();
+  });
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("bin/kiln-doctor: ELF type 1 is not an executable"),
+            std::string::npos)
+      << report.error();
+
+  const fs::path other = makeArtifact(tmp_.path() / "b", {});
+  io::writeFile(other / kDoctorPath, io::readFile(other / kDoctorPath).value() + "x").ok();
+  report = verifyArtifactDir(other);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("bin/kiln-doctor: sha256"), std::string::npos) << report.error();
+  EXPECT_NE(report.error().find("bin/kiln-doctor:"), std::string::npos) << report.error();
+}
+
+TEST_F(VerifyDir, MissingDoctorOrDoctorRecordIsRejected) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  fs::remove(dir / kDoctorPath);
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("bin/kiln-doctor: missing (metadata.json lists it)"),
+            std::string::npos)
+      << report.error();
+  // Metadata of a kiln that predates the doctor: no record at all.
+  const fs::path old = makeArtifact(tmp_.path() / "old", {});
+  fs::remove(old / kDoctorPath);
+  editMetadata(old, [](ArtifactMetadata& m) { m.doctor = {}; });
+  report = verifyArtifactDir(old);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("metadata.json: no doctor record"), std::string::npos)
+      << report.error();
+}
+
+TEST_F(VerifyDir, HeadersAreCoveredByTheirHashes) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  // An edited header, an extra one, and one listed but gone.
+  io::writeFile(dir / kAllHeaderPath, "#pragma once\n#define KILN_EVIL 1\n").ok();
+  io::writeFile(dir / "include/kiln/extra.h", "#pragma once\n").ok();
+  fs::remove(dir / "include/kiln/variants/rmsnorm_h1024_fp16.h");
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  const std::string& e = report.error();
+  EXPECT_NE(e.find("include/kiln/kiln_all.h: sha256"), std::string::npos) << e;
+  EXPECT_NE(e.find("include/kiln/extra.h: not listed in metadata.json's headers"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("include/kiln/variants/rmsnorm_h1024_fp16.h: missing (metadata.json's "
+                   "headers list it)"),
+            std::string::npos)
+      << e;
+
+  const fs::path old = makeArtifact(tmp_.path() / "old", {});
+  editMetadata(old, [](ArtifactMetadata& m) { m.headers.clear(); });
+  report = verifyArtifactDir(old);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("metadata.json: no headers record"), std::string::npos)
+      << report.error();
+  editMetadata(old, [](ArtifactMetadata& m) { m.headers["../../etc/passwd"] = "00"; });
+  report = verifyArtifactDir(old);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("headers lists '../../etc/passwd', which is not under include/"),
+            std::string::npos)
       << report.error();
 }
 

@@ -145,6 +145,10 @@ struct DoctorReport {
 // corrupt cubin are both found before any launch.
 Status doctor(std::span<const kiln_variant* const> variants, int ordinal, DoctorReport* out);
 
+// How many CUDA devices the driver shows this process (cuDeviceGetCount): the ordinals doctor
+// takes are 0 .. count - 1. No driver: kDriverUnavailable, as for every other call.
+Status deviceCount(int* count);
+
 // ---- TMA tensor maps -------------------------------------------------------------------------
 // A tiled tensor map (the driver's CUtensorMap) tells the Tensor Memory Accelerator of sm_90 and
 // later how to copy boxes of a global tensor into shared memory. A runner encodes it on the host,

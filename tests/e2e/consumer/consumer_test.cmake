@@ -81,7 +81,8 @@ endfunction()
 # FX_SCHEMA, FX_LIB_SHA, FX_META_TAG, FX_FINGERPRINT, FX_CUDA_VERSION, FX_BUILD_DATE overrides
 # one field; FX_INPUT_SHA the recorded sha256 of
 # kernels/rmsnorm/kiln.toml; FX_DROP_INPUT leaves one path out of the inputs. The runtime_inputs
-# are the checkout's runtime/include/, runtime/src/ and kernels/rmsnorm/runner/ files, as kiln
+# are the checkout's runtime/include/, runtime/src/, runtime/doctor/ and kernels/rmsnorm/runner/
+# files, as kiln
 # records them; FX_RUNTIME_SHA is the recorded sha256 of runtime/src/status.cpp, and
 # FX_NO_RUNTIME_INPUTS leaves the field out (metadata of a kiln that predates it).
 
@@ -132,7 +133,7 @@ function(write_fixture root arch tag)
   endforeach()
   fixture_inputs(rmsnorm_inputs kernels/rmsnorm kernels/common)
   fixture_inputs(softmax_inputs kernels/common)
-  fixture_inputs(runtime_inputs runtime/include runtime/src kernels/rmsnorm/runner)
+  fixture_inputs(runtime_inputs runtime/include runtime/src runtime/doctor kernels/rmsnorm/runner)
   set(runtime_field "\n  \"runtime_inputs\": ${runtime_inputs},")
   if(FX_NO_RUNTIME_INPUTS)
     set(runtime_field "")
@@ -344,6 +345,8 @@ function(case_library_inputs)
   file(GLOB runtime_headers RELATIVE "${root}" "${root}/runtime/include/kiln/*.h")
   list(GET runtime_headers 0 runtime_header)
   expect_stale_after_edit_of_input("${runtime_header}")
+  # bin/kiln-doctor's main is an input of the artifact too.
+  expect_stale_after_edit_of_input("runtime/doctor/kiln_doctor.cpp")
   file(GLOB runner_sources RELATIVE "${root}" "${root}/kernels/${group}/runner/*.cpp")
   if(runner_sources STREQUAL "")
     fail("kernels/${group}/runner/ holds no .cpp in ${REPO_DIR}")

@@ -109,6 +109,11 @@ AssembledArtifact assembleArtifact(const ArtifactPlan& plan,
                  {runner.dir / "include"});
     }
   }
+  // Every header's sha256, as written (a later file replaces an earlier one of the same path).
+  for (const ArtifactFile& file : out.files) {
+    if (file.path.rfind("include/", 0) == 0)
+      out.metadata.headers[file.path] = io::sha256Hex(file.bytes);
+  }
   return out;
 }
 

@@ -21,8 +21,9 @@
 namespace kiln::core {
 
 struct AssembledArtifact {
-  // The plan's, with the compiled images' sha256, size, compile time, command and ptxas report;
-  // the library and the build date are still to be filled in.
+  // The plan's, with the compiled images' sha256, size, compile time, command and ptxas report,
+  // and the sha256 of every header written; the library, the doctor and the build date are
+  // still to be filled in.
   ArtifactMetadata metadata;
   std::vector<ArtifactFile> files;  // in writing order: a later file replaces an earlier one
   std::vector<LibraryMember> members;

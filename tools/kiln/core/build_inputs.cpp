@@ -23,7 +23,7 @@ Error usage(std::string message) {
   return makeError(std::move(message), ErrorKind::kUsage);
 }
 
-// --root must hold kernels/, the runtime directory include/kiln/ and src/.
+// --root must hold kernels/, the runtime directory include/kiln/, src/ and doctor/.
 Result<void> resolvePaths(const BuildOptions& options, BuildInputs& in) {
   in.root = fs::absolute(options.root).lexically_normal();
   if (!fs::is_directory(in.root / "kernels")) {
@@ -32,7 +32,7 @@ Result<void> resolvePaths(const BuildOptions& options, BuildInputs& in) {
   in.runtime_dir = options.runtime_dir.empty()
                        ? in.root / "runtime"
                        : fs::absolute(options.runtime_dir).lexically_normal();
-  for (const char* dir : {"include/kiln", "src"}) {
+  for (const char* dir : {"include/kiln", "src", "doctor"}) {
     if (!fs::is_directory(in.runtime_dir / dir)) {
       return usage(fmt::format("runtime directory {}: no {}/ there (see --runtime-dir)",
                                in.runtime_dir.string(), dir));
@@ -171,7 +171,7 @@ std::vector<fs::path> cppFiles(const fs::path& dir) {
 Result<RuntimeSources> readRuntimeSources(const BuildInputs& in,
                                           const std::set<std::string>& groups) {
   RuntimeSources runtime;
-  for (const char* dir : {"include", "src"}) {
+  for (const char* dir : {"include", "src", "doctor"}) {
     if (auto r = addInputs(in.runtime_dir / dir, fmt::format("runtime/{}/", dir), runtime.inputs);
         !r)
       return r.failure();
@@ -179,6 +179,11 @@ Result<RuntimeSources> readRuntimeSources(const BuildInputs& in,
   if (auto r = readTree(in.runtime_dir / "include/kiln", "include/kiln/", runtime.headers); !r)
     return r.failure();
   runtime.sources = cppFiles(in.runtime_dir / "src");
+  runtime.doctor = in.runtime_dir / kDoctorSource;
+  if (!fs::is_regular_file(runtime.doctor)) {
+    return usage(fmt::format("runtime directory {}: no {} there (see --runtime-dir)",
+                             in.runtime_dir.string(), kDoctorSource));
+  }
   for (const std::string& group : groups) {
     const fs::path dir = in.root / "kernels" / group / kRunnerDir;
     auto r = addInputs(dir, fmt::format("kernels/{}/{}/", group, kRunnerDir), runtime.inputs);

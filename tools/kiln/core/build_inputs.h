@@ -45,11 +45,15 @@ struct RunnerSources {
   std::vector<std::filesystem::path> sources;  // its *.cpp (not those of subfolders), sorted
 };
 
+// The doctor's source, relative to the runtime directory.
+inline constexpr char kDoctorSource[] = "doctor/kiln_doctor.cpp";
+
 // What the library is compiled from besides the generated sources.
 struct RuntimeSources {
   InputMap inputs;                    // the artifact's runtime_inputs
   std::vector<ArtifactFile> headers;  // runtime/include/kiln/, as the artifact's include/kiln/
   std::vector<std::filesystem::path> sources;    // runtime/src/*.cpp, sorted
+  std::filesystem::path doctor;                  // runtime/doctor/kiln_doctor.cpp: bin/kiln-doctor
   std::map<std::string, RunnerSources> runners;  // group -> its runner, for the artifact's groups
                                                  // (built now or merged in) that have one
 };
@@ -61,7 +65,7 @@ struct BuildInputs {
   BuildInputs(const BuildInputs&) = delete;
 
   std::filesystem::path root;          // absolute; holds kernels/
-  std::filesystem::path runtime_dir;   // absolute; holds include/kiln/ and src/
+  std::filesystem::path runtime_dir;   // absolute; holds include/kiln/, src/ and doctor/
   std::filesystem::path stage_dir;     // absolute; where nvcc's sources are staged (inputs.h)
   int jobs = 1;                        // parallel compiles
   std::string kiln_version;            // as BuildOptions

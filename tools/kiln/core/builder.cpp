@@ -6,7 +6,7 @@
 //      deleted;
 //   2. everything is written into a staging directory next to the artifact (publish.h): the
 //      images (compile.h), the images a merge keeps, the generated headers and sources
-//      (assemble.h), the library (compile.h) and metadata.json, last;
+//      (assemble.h), the library and bin/kiln-doctor (compile.h) and metadata.json, last;
 //   3. the staging directory replaces the artifact by rename, so a failed or killed build leaves
 //      the previous artifact as it was (a killed build's staging directory is removed by the
 //      next build once its pid is gone).
@@ -63,6 +63,9 @@ Result<BuildSummary> runBuild(const BuildOptions& options, io::ProcessRunner& ru
   auto library = compileLibrary(*inputs, artifact.members, staged.dir(), runner, sink);
   if (!library) return library.failure();
   artifact.metadata.library = *library;
+  auto doctor = compileDoctor(*inputs, staged.dir(), runner, sink);
+  if (!doctor) return doctor.failure();
+  artifact.metadata.doctor = *doctor;
   artifact.metadata.build_date = utcNow();
   if (auto r = staged.complete(toJson(artifact.metadata)); !r) return r.failure();
   if (auto r = staged.publish(); !r) return r.failure();

@@ -326,4 +326,48 @@ Result<LibraryRecord> compileLibrary(const BuildInputs& in,
   return library;
 }
 
+Result<DoctorRecord> compileDoctor(const BuildInputs& in, const fs::path& staging,
+                                   io::ProcessRunner& runner, BuildSink& sink) {
+  const HostToolchain& host = in.tools.host;
+  const LibraryMember main = {
+      in.runtime.doctor, fmt::format("{}/kiln_doctor.o", kObjectScratch), {}};
+  const auto compile = hostCommand(in, staging, main);
+  sink.command(launched(in.tools, compile));
+  auto compiled = runner.run(launched(in.tools, compile));
+  if (!compiled) return compiled.failure();
+  if (compiled->exit_code != 0) {
+    return makeError(fmt::format("{} failed compiling {} (exit code {}):\n{}{}", host.cxx,
+                                 main.source.string(), compiled->exit_code, compiled->stdout_text,
+                                 compiled->stderr_text));
+  }
+  // The link runs without the compiler launcher: ccache and sccache do not cache links.
+  std::vector<std::string> link = {host.cxx, "-o", (staging / kDoctorPath).string(),
+                                   (staging / main.object).string(),
+                                   (staging / kLibraryPath).string()};
+  link.insert(link.end(), kDoctorLinkFlags.begin(), kDoctorLinkFlags.end());
+  sink.command(link);
+  auto linked = runner.run(link);
+  if (!linked) return linked.failure();
+  if (linked->exit_code != 0) {
+    return makeError(fmt::format("{} failed linking {} (exit code {}):\n{}{}", host.cxx,
+                                 kDoctorPath, linked->exit_code, linked->stdout_text,
+                                 linked->stderr_text));
+  }
+  const fs::path out = staging / kDoctorPath;
+  auto bytes = io::readFile(out);
+  if (!bytes) return bytes.failure();
+  auto header = readElfHeader(*bytes, out.string());
+  if (!header) return header.failure();
+  const int expected = host.arch == "aarch64" ? kElfMachineAarch64 : kElfMachineX86_64;
+  if (header->machine != expected) {
+    return makeError(fmt::format("{}: ELF machine {} but --arch {} needs {}", out.string(),
+                                 header->machine, host.arch, expected));
+  }
+  DoctorRecord doctor;
+  doctor.path = kDoctorPath;
+  doctor.sha256 = io::sha256Hex(*bytes);
+  doctor.size = bytes->size();
+  return doctor;
+}
+
 }  // namespace kiln::core

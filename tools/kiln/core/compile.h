@@ -8,7 +8,8 @@
 //     ABI (core/cubin_abi.h), since one header and table serve them all;
 //   - the library: every generated, runtime and runner source through the host compiler, each
 //     object checked for the arch's ELF machine and against duplicate global symbols, then
-//     archived with `ar rcsD` (members with time, uid and gid 0) into lib/libkiln.a.
+//     archived with `ar rcsD` (members with time, uid and gid 0) into lib/libkiln.a; then
+//     bin/kiln-doctor, linked with that library.
 // The tools write into the staging directory (publish.h) that the caller created. With a compiler
 // launcher (BuildOptions::compiler_launcher), every nvcc and host-compiler command runs as
 // `<launcher> <command>`; the commands recorded (CompiledImage::command) are without it.
@@ -57,5 +58,12 @@ Result<LibraryRecord> compileLibrary(const BuildInputs& inputs,
                                      const std::vector<LibraryMember>& members,
                                      const std::filesystem::path& staging,
                                      io::ProcessRunner& runner, BuildSink& sink);
+
+// bin/kiln-doctor in `staging`: the runtime's doctor main (RuntimeSources::doctor) compiled like
+// a library member and linked with lib/libkiln.a (compileLibrary first) by the host compiler,
+// with kDoctorLinkFlags (library_recipe.h); checked to be an executable ELF file of the arch.
+// Its record (path, sha256, size).
+Result<DoctorRecord> compileDoctor(const BuildInputs& inputs, const std::filesystem::path& staging,
+                                   io::ProcessRunner& runner, BuildSink& sink);
 
 }  // namespace kiln::core

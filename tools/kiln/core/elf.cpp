@@ -1,6 +1,7 @@
 // The ELF reader (see elf.h). Layouts, from the System V ABI (ELF-64 / ELF-32):
 //
 //   field          64-bit offset/size   32-bit offset/size
+//   e_type         16 / 2               16 / 2
 //   e_machine      18 / 2               18 / 2
 //   e_shoff        40 / 8               32 / 4
 //   e_flags        48 / 4               36 / 4
@@ -146,6 +147,7 @@ Result<ElfHeader> readElfHeader(std::string_view bytes, const std::string& what)
   }
   header.os_abi = static_cast<std::uint8_t>(bytes[7]);
   header.abi_version = static_cast<std::uint8_t>(bytes[8]);
+  header.type = static_cast<int>(le(bytes, 16, 2));
   header.machine = static_cast<int>(le(bytes, 18, 2));
   header.flags = static_cast<std::uint32_t>(le(bytes, l.flags_at, 4));
   header.shoff = le(bytes, l.shoff_at, l.shoff_width);

@@ -30,6 +30,9 @@ inline constexpr int kElfMachineX86_64 = 62;
 inline constexpr int kElfMachineAarch64 = 183;
 inline constexpr int kElfMachineCuda = 190;
 
+inline constexpr int kElfTypeExecutable = 2;  // ET_EXEC
+inline constexpr int kElfTypeShared = 3;      // ET_DYN: a shared object or a PIE executable
+
 inline constexpr std::uint32_t kShtSymtab = 2;
 inline constexpr std::uint32_t kShtStrtab = 3;
 inline constexpr std::uint32_t kShtNobits = 8;
@@ -39,6 +42,7 @@ inline constexpr int kSttFunc = 2;
 
 struct ElfHeader {
   int bits = 64;            // EI_CLASS: 32 or 64
+  int type = 0;             // e_type: 1 relocatable, 2 executable, 3 shared object or PIE
   int machine = 0;          // e_machine: 62 x86_64, 183 aarch64, 190 CUDA
   int os_abi = 0;           // EI_OSABI
   int abi_version = 0;      // EI_ABIVERSION

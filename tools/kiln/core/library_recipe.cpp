@@ -107,8 +107,9 @@ std::string codegenFingerprint() {
 }
 
 std::string libraryRecipe() {
-  return fmt::format("host_compile_flags {}\narchive_flags {}\ncodegen {}\n",
-                     fmt::join(kHostCompileFlags, " "), kArchiveFlags, codegenFingerprint());
+  return fmt::format("host_compile_flags {}\narchive_flags {}\ndoctor_link_flags {}\ncodegen {}\n",
+                     fmt::join(kHostCompileFlags, " "), kArchiveFlags,
+                     fmt::join(kDoctorLinkFlags, " "), codegenFingerprint());
 }
 
 }  // namespace kiln::core

@@ -2,7 +2,8 @@
 // fingerprint (metadata.h) covers the library's inputs: the runtime and runner sources
 // (`runtime_inputs`), every variant's fingerprint (its kernel sources, constants, targets, flags
 // and tool versions, which fix the images the shims embed), the host compiler and its target, and
-// this recipe: the flags every host object is compiled with, the archiver's flags, and what kiln's
+// this recipe: the flags every host object is compiled with, the archiver's flags, the flags
+// bin/kiln-doctor is linked with, and what kiln's
 // code generator writes (the shims, the headers and the artifact table are generated, not read,
 // so a generator change without a version bump must still change the fingerprint).
 //
@@ -20,6 +21,12 @@ namespace kiln::core {
 inline constexpr std::array<const char*, 3> kHostCompileFlags = {"-std=c++20", "-O2", "-fPIC"};
 // `<ar> rcsD lib/libkiln.a <objects>`: D writes every member with time, uid and gid 0.
 inline constexpr char kArchiveFlags[] = "rcsD";
+// `<cxx> -o bin/kiln-doctor <kiln_doctor.o> lib/libkiln.a <flags>`: the C++ runtime linked in
+// statically, so the doctor needs nothing on the target beyond the C library and the driver
+// (a Jetson's libstdc++ may be older than the cross compiler's); -ldl for the runtime's dlopen
+// with a C library older than 2.34.
+inline constexpr std::array<const char*, 4> kDoctorLinkFlags = {
+    "-static-libstdc++", "-static-libgcc", "-pthread", "-ldl"};
 
 // sha256 of everything the code generator (codegen.h) writes for a fixed probe artifact that
 // exercises each of its branches (int, long, bool, dtype and enum constants; cubin, arch-specific
@@ -30,6 +37,7 @@ std::string codegenFingerprint();
 // The recipe as the lines artifactFingerprint folds in:
 //   host_compile_flags -std=c++20 -O2 -fPIC
 //   archive_flags rcsD
+//   doctor_link_flags -static-libstdc++ -static-libgcc -pthread -ldl
 //   codegen <codegenFingerprint()>
 std::string libraryRecipe();
 

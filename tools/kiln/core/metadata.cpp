@@ -126,6 +126,8 @@ std::string toJson(const ArtifactMetadata& m) {
   j["cutlass_version"] = p.cutlass_version ? Json(*p.cutlass_version) : Json(nullptr);
   j["build_date"] = m.build_date;
   j["library"] = {{"path", m.library.path}, {"sha256", m.library.sha256}, {"size", m.library.size}};
+  j["doctor"] = {{"path", m.doctor.path}, {"sha256", m.doctor.sha256}, {"size", m.doctor.size}};
+  j["headers"] = m.headers;
   j["fingerprint"] = m.fingerprint;
   j["runtime_inputs"] = m.runtime_inputs;
   Json groups = Json::object();
@@ -228,6 +230,15 @@ Result<ArtifactMetadata> parseMetadata(const std::string& json_text) {
     m.library.path = j.at(field).at("path").get<std::string>();
     m.library.sha256 = j.at(field).at("sha256").get<std::string>();
     m.library.size = j.at(field).at("size").get<std::uint64_t>();
+    field = "doctor";
+    // Absent in metadata written before bin/kiln-doctor existed; verify refuses that.
+    if (j.contains(field)) {
+      m.doctor.path = j.at(field).at("path").get<std::string>();
+      m.doctor.sha256 = j.at(field).at("sha256").get<std::string>();
+      m.doctor.size = j.at(field).at("size").get<std::uint64_t>();
+    }
+    field = "headers";
+    if (j.contains(field)) m.headers = j.at(field).get<std::map<std::string, std::string>>();
     field = "fingerprint";
     m.fingerprint = j.at(field).get<std::string>();
     field = "runtime_inputs";

@@ -77,11 +77,24 @@ struct LibraryRecord {
   std::uint64_t size = 0;
 };
 
+// bin/kiln-doctor (runtime/doctor/kiln_doctor.cpp linked with lib/libkiln.a). An empty path in
+// metadata written before the doctor existed, which verify refuses.
+struct DoctorRecord {
+  std::string path;  // "bin/kiln-doctor"
+  std::string sha256;
+  std::uint64_t size = 0;
+};
+
 struct ArtifactMetadata {
   int schema_version = kSchemaVersion;
   Provenance provenance;
   std::string build_date;
   LibraryRecord library;
+  DoctorRecord doctor;
+  // Every file under include/, by its path in the artifact ("include/kiln/runtime.h") -> sha256,
+  // so verify covers the headers a consumer compiles against as it covers the library. Empty in
+  // metadata written before the field existed, which verify refuses.
+  std::map<std::string, std::string> headers;
   std::string fingerprint;
   // Path as in a kiln checkout ("runtime/src/loader.cpp") -> sha256 of every runtime and runner
   // source compiled into the library; empty in metadata written before the field existed.

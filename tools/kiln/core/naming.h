@@ -64,6 +64,7 @@ std::string variantHeaderPath(const std::string& variant);  // include/kiln/vari
 std::string groupHeaderPath(const std::string& group);      // include/kiln/groups/<group>.h
 inline constexpr const char kAllHeaderPath[] = "include/kiln/kiln_all.h";
 inline constexpr const char kLibraryPath[] = "lib/libkiln.a";
+inline constexpr const char kDoctorPath[] = "bin/kiln-doctor";
 inline constexpr const char kMetadataFile[] = "metadata.json";
 
 }  // namespace kiln::core

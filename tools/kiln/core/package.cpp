@@ -75,6 +75,15 @@ Result<void> writeTree(const ArtifactTree& tree, const fs::path& root) {
       return makeError(fmt::format("{}: write failed: {}", target.string(),
                                    errno ? std::strerror(errno) : "unknown error"));
     }
+    if (path == kDoctorPath) {
+      fs::permissions(target,
+                      fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                          fs::perms::others_read | fs::perms::others_exec,
+                      ec);
+      if (ec)
+        return makeError(
+            fmt::format("{}: cannot make it executable: {}", target.string(), ec.message()));
+    }
   }
   return {};
 }
@@ -126,12 +135,14 @@ Result<PackageResult> packageArtifact(const fs::path& artifact_dir, const fs::pa
   // Sorted, so the order does not depend on the directory listing; a parent sorts before its
   // children because '/' is the only separator and a prefix sorts first.
   std::vector<TarEntry> entries;
-  entries.push_back({tag, TarEntryType::kDirectory, "directory", {}, {}});
+  entries.push_back({tag, TarEntryType::kDirectory, "directory", {}, {}, false});
   for (const std::string& dir : verified->tree.dirs) {
-    entries.push_back({tag + "/" + dir, TarEntryType::kDirectory, "directory", {}, {}});
+    entries.push_back({tag + "/" + dir, TarEntryType::kDirectory, "directory", {}, {}, false});
   }
   for (const auto& [path, bytes] : verified->tree.files) {
-    entries.push_back({tag + "/" + path, TarEntryType::kFile, "regular file", {}, bytes});
+    // bin/kiln-doctor is the one executable file (0755); verify refuses an execute bit elsewhere.
+    entries.push_back(
+        {tag + "/" + path, TarEntryType::kFile, "regular file", {}, bytes, path == kDoctorPath});
   }
   std::sort(entries.begin(), entries.end(),
             [](const TarEntry& a, const TarEntry& b) { return a.path < b.path; });

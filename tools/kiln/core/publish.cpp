@@ -94,7 +94,7 @@ Result<void> StagedArtifact::open() {
     files_.removeAll(leftover.path);
   dir_ = stagingDir(artifact_dir_, process_.pid);
   files_.removeAll(dir_);  // left by an earlier process that had this pid
-  for (const char* sub : {"cubins", "lib", "include/kiln", kSourceScratch, kObjectScratch}) {
+  for (const char* sub : {"cubins", "lib", "bin", "include/kiln", kSourceScratch, kObjectScratch}) {
     if (auto ec = files_.createDirectories(dir_ / sub))
       return makeError(fmt::format("cannot create {}: {}", (dir_ / sub).string(), ec.message()));
   }

@@ -64,7 +64,8 @@ class StagedArtifact {
   const std::filesystem::path& dir() const { return dir_; }
 
   // Removes what builds that are gone left next to the artifact, then creates the staging
-  // directory with the folders the compilers write into (cubins/, lib/, the scratch folders).
+  // directory with the folders the compilers write into (cubins/, lib/, bin/, the scratch
+  // folders).
   Result<void> open();
   // Merge: copies an image of the existing artifact into the staging directory after checking
   // its sha256 against its metadata (a mismatch is a usage error: the old artifact was modified),

@@ -178,6 +178,7 @@ Result<void> readPass(std::string_view bytes, const std::string& what, const Tar
       entry.type = TarEntryType::kDirectory;
     } else if (type == AE_IFREG) {
       entry.type = TarEntryType::kFile;
+      entry.executable = (archive_entry_perm(header) & 0111) != 0;
       if (archive_entry_size_is_set(header)) {
         const la_int64_t size = archive_entry_size(header);
         const std::uint64_t declared = size < 0 ? 0 : static_cast<std::uint64_t>(size);
@@ -270,7 +271,7 @@ Result<std::string> writeTarGz(const std::vector<TarEntry>& entries, std::int64_
     archive_entry_set_pathname(header.get(), e.path.c_str());
     const bool is_dir = e.type == TarEntryType::kDirectory;
     archive_entry_set_filetype(header.get(), is_dir ? AE_IFDIR : AE_IFREG);
-    archive_entry_set_perm(header.get(), is_dir ? 0755 : 0644);
+    archive_entry_set_perm(header.get(), is_dir || e.executable ? 0755 : 0644);
     archive_entry_set_size(header.get(), is_dir ? 0 : static_cast<la_int64_t>(e.data.size()));
     archive_entry_set_mtime(header.get(), static_cast<time_t>(mtime), 0);
     archive_entry_set_uid(header.get(), 0);

@@ -22,6 +22,7 @@ struct TarEntry {
   std::string type_name;    // "regular file", "symlink", "character device", ... for messages
   std::string link_target;  // symlinks and hardlinks
   std::string data;         // regular files only
+  bool executable = false;  // a regular file with an execute bit (written 0755, else 0644)
 };
 
 // Bounds on what reading will hold in memory or spend time on, so a decompression bomb or a
@@ -51,7 +52,8 @@ Result<std::vector<TarEntry>> readTarGz(std::string_view bytes, const std::strin
                                         const TarLimits& limits = {});
 
 // A ustar + gzip archive of `entries` in the given order; only kFile and kDirectory are written.
-// Files get mode 0644, directories 0755, owner 0:0, and `mtime` (seconds since the epoch).
+// Files get mode 0644 (0755 when `executable`), directories 0755, owner 0:0, and `mtime` (seconds
+// since the epoch).
 Result<std::string> writeTarGz(const std::vector<TarEntry>& entries, std::int64_t mtime);
 
 }  // namespace kiln::core

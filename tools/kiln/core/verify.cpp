@@ -239,6 +239,91 @@ void checkLibrary(const ArtifactMetadata& m, const ArtifactTree& tree, const std
   }
 }
 
+// Checks bin/kiln-doctor: checksum, and an executable ELF file of the library's arch.
+void checkDoctor(const ArtifactMetadata& m, const ArtifactTree& tree, const std::string& at,
+                 Problems& problems) {
+  if (m.doctor.path.empty()) {
+    problems.push_back(
+        fmt::format("{}metadata.json: no doctor record; an artifact carries {} (one built "
+                    "before it existed must be rebuilt)",
+                    at, kDoctorPath));
+    return;
+  }
+  if (m.doctor.path != kDoctorPath) {
+    problems.push_back(fmt::format("{}metadata.json: doctor path is '{}', expected '{}'", at,
+                                   m.doctor.path, kDoctorPath));
+    return;
+  }
+  const auto file = tree.files.find(kDoctorPath);
+  if (file == tree.files.end()) {
+    problems.push_back(fmt::format("{}{}: missing (metadata.json lists it)", at, kDoctorPath));
+    return;
+  }
+  const std::string what = at + kDoctorPath;
+  const std::string& bytes = file->second;
+  if (bytes.size() != m.doctor.size) {
+    problems.push_back(
+        fmt::format("{}: {} bytes, metadata.json records {}", what, bytes.size(), m.doctor.size));
+  }
+  const std::string sha = io::sha256Hex(bytes);
+  if (sha != m.doctor.sha256) {
+    problems.push_back(
+        fmt::format("{}: sha256 {}, metadata.json records {}", what, sha, m.doctor.sha256));
+  }
+  auto header = readElfHeader(bytes, what);
+  if (!header) {
+    problems.push_back(header.error());
+    return;
+  }
+  const int machine = expectedMachine(m.provenance.arch);
+  if (machine != 0 && header->machine != machine) {
+    problems.push_back(fmt::format("{}: ELF machine {} ({}), expected {} ({}) for arch {}", what,
+                                   header->machine, machineName(header->machine), machine,
+                                   m.provenance.arch, m.provenance.arch));
+  }
+  if (header->type != kElfTypeExecutable && header->type != kElfTypeShared) {
+    problems.push_back(fmt::format("{}: ELF type {} is not an executable (2, or 3 for a PIE)", what,
+                                   header->type));
+  }
+}
+
+// Every file under include/ has its sha256 in metadata.json's headers, and every header listed
+// there is present with that sha256: a consumer compiles against exactly what was built.
+void checkHeaders(const ArtifactMetadata& m, const ArtifactTree& tree, const std::string& at,
+                  Problems& problems) {
+  if (m.headers.empty()) {
+    problems.push_back(
+        fmt::format("{}metadata.json: no headers record; every file under include/ has its "
+                    "sha256 there (an artifact built before it existed must be rebuilt)",
+                    at));
+    return;
+  }
+  for (const auto& [path, sha256] : m.headers) {
+    if (!startsWith(path, "include/")) {
+      problems.push_back(fmt::format(
+          "{}metadata.json: headers lists '{}', which is not under include/", at, path));
+      continue;
+    }
+    const auto file = tree.files.find(path);
+    if (file == tree.files.end()) {
+      problems.push_back(fmt::format("{}{}: missing (metadata.json's headers list it)", at, path));
+      continue;
+    }
+    const std::string sha = io::sha256Hex(file->second);
+    if (sha != sha256) {
+      problems.push_back(
+          fmt::format("{}{}: sha256 {}, metadata.json records {}", at, path, sha, sha256));
+    }
+  }
+  for (const auto& [path, bytes] : tree.files) {
+    if (startsWith(path, "include/") && !m.headers.count(path)) {
+      problems.push_back(fmt::format(
+          "{}{}: not listed in metadata.json's headers (an artifact holds no extra headers)", at,
+          path));
+    }
+  }
+}
+
 // Every rule on an artifact's contents. `dir_name` is the directory (or the tarball's top-level
 // directory) the tag must equal; `at` prefixes every file name in messages.
 bool checkArtifact(const ArtifactTree& tree, const std::string& dir_name, const std::string& at,
@@ -321,15 +406,17 @@ bool checkArtifact(const ArtifactTree& tree, const std::string& dir_name, const 
 
   checkCubins(m, tree, at, problems, report);
   checkLibrary(m, tree, at, problems, report);
+  checkDoctor(m, tree, at, problems);
+  checkHeaders(m, tree, at, problems);
 
   for (const auto& [path, bytes] : tree.files) {
-    const bool known = path == kMetadataFile || path == kLibraryPath ||
+    const bool known = path == kMetadataFile || path == kLibraryPath || path == kDoctorPath ||
                        startsWith(path, "include/") || startsWith(path, "cubins/");
     if (!known) {
       problems.push_back(
-          fmt::format("{}{}: unexpected file (an artifact holds metadata.json, {}, include/ and "
-                      "cubins/ only)",
-                      at, path, kLibraryPath));
+          fmt::format("{}{}: unexpected file (an artifact holds metadata.json, {}, {}, include/ "
+                      "and cubins/ only)",
+                      at, path, kLibraryPath, kDoctorPath));
     }
   }
   return true;
@@ -537,6 +624,10 @@ Result<VerifiedArtifact> loadVerifiedTarballBytes(std::string_view bytes,
       continue;
     }
     const std::string rel = normal.substr(top.size() + 1);
+    if (e.type == TarEntryType::kFile && e.executable && rel != kDoctorPath) {
+      problems.push_back(
+          fmt::format("{} is executable; only {}/{} may be", where, top, kDoctorPath));
+    }
     if (e.type == TarEntryType::kDirectory) {
       out.tree.dirs.insert(rel);
     } else {
