@@ -116,6 +116,8 @@ int main(int argc, char** argv) {
   std::printf("kiln-doctor: artifact %s (%s), fingerprint %s, %zu variant%s\n", kiln_artifact_tag(),
               kArch, kiln_artifact_fingerprint(), count, count == 1 ? "" : "s");
 
+  // The report so far before any error, also when stdout is a file (block buffered).
+  std::fflush(stdout);
   int devices = 0;
   if (kiln::Status s = kiln::deviceCount(&devices); !s.ok()) {
     std::fprintf(stderr, "kiln-doctor: %s\n", s.toString().c_str());
@@ -136,6 +138,7 @@ int main(int argc, char** argv) {
   for (int ordinal = first; ordinal <= last; ++ordinal) {
     kiln::DoctorReport report;
     if (kiln::Status s = kiln::doctor(variants, ordinal, &report); !s.ok()) {
+      std::fflush(stdout);
       std::fprintf(stderr, "kiln-doctor: device %d: %s\n", ordinal, s.toString().c_str());
       return kExitEnvironment;
     }
