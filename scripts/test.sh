@@ -51,6 +51,7 @@ ccache --show-stats
 # shown here for the cross-built one, as the target would see it.
 doctor=build/release/matrix/artifacts/aarch64/sm_87/bin/kiln-doctor
 readelf -h "$doctor" | grep -E 'Machine:|Type:'
+echo "$doctor needs $(grep -ao 'GLIBC_2\.[0-9]*' "$doctor" | sort -uV | tail -n 1) on the target"
 readelf -h "$doctor" | grep -q 'Machine: *AArch64' || { echo "$doctor is not aarch64" >&2; exit 1; }
 
 step "asan: configure and build"

@@ -1,8 +1,8 @@
 // bin/kiln-doctor: the doctor of one artifact, for the machine the artifact runs on. `kiln build`
 // compiles this file with the artifact's host compiler and links it with the artifact's own
-// lib/libkiln.a (the runtime, every variant and its images, the artifact table) and the C++
-// runtime, statically: so it starts on a GPU machine or a Jetson that has no kiln, no libarchive
-// and no CUDA toolkit, only the NVIDIA driver (libcuda.so.1, dlopen-ed by the runtime). It asks
+// lib/libkiln.a (the runtime, every variant and its images, the artifact table) and the C and C++
+// runtimes only: so it starts on a GPU machine or a Jetson that has no kiln, no libarchive and no
+// CUDA toolkit, only the NVIDIA driver (libcuda.so.1, dlopen-ed by the runtime). It asks
 // the runtime's doctor (kiln/runtime.h) about every variant of kiln_artifact_variants() on every
 // visible device, or on --device N only: each variant's image is selected as a launch selects it,
 // loaded into the device's primary context and its entry kernels looked up, so what it reports

@@ -85,8 +85,7 @@ TEST(LibraryRecipeText, NamesTheFlagsAndTheGenerator) {
   const std::string recipe = libraryRecipe();
   EXPECT_TRUE(std::regex_match(recipe, std::regex("host_compile_flags -std=c\\+\\+20 -O2 -fPIC\n"
                                                   "archive_flags rcsD\n"
-                                                  "doctor_link_flags -static-libstdc\\+\\+ "
-                                                  "-static-libgcc -pthread -ldl\n"
+                                                  "doctor_link_flags -pthread -ldl\n"
                                                   "codegen [0-9a-f]{64}\n")))
       << recipe;
   EXPECT_EQ(codegenFingerprint(), codegenFingerprint());

@@ -21,12 +21,13 @@ namespace kiln::core {
 inline constexpr std::array<const char*, 3> kHostCompileFlags = {"-std=c++20", "-O2", "-fPIC"};
 // `<ar> rcsD lib/libkiln.a <objects>`: D writes every member with time, uid and gid 0.
 inline constexpr char kArchiveFlags[] = "rcsD";
-// `<cxx> -o bin/kiln-doctor <kiln_doctor.o> lib/libkiln.a <flags>`: the C++ runtime linked in
-// statically, so the doctor needs nothing on the target beyond the C library and the driver
-// (a Jetson's libstdc++ may be older than the cross compiler's); -ldl for the runtime's dlopen
-// with a C library older than 2.34.
-inline constexpr std::array<const char*, 4> kDoctorLinkFlags = {
-    "-static-libstdc++", "-static-libgcc", "-pthread", "-ldl"};
+// `<cxx> -o bin/kiln-doctor <kiln_doctor.o> lib/libkiln.a <flags>`: -ldl for the runtime's dlopen
+// with a C library older than 2.34. The C++ runtime is linked as a shared library, on purpose:
+// statically, GCC 12's libstdc++.a and libgcc_eh.a bring in arc4random and _dl_find_object, so
+// the doctor would need the build host's glibc 2.36 on the target, which a Jetson on JetPack 6
+// (Ubuntu 22.04, glibc 2.35) lacks; shared, it needs glibc 2.34 and GLIBCXX_3.4.11
+// (docs/artifact-format.md, "bin/kiln-doctor").
+inline constexpr std::array<const char*, 2> kDoctorLinkFlags = {"-pthread", "-ldl"};
 
 // sha256 of everything the code generator (codegen.h) writes for a fixed probe artifact that
 // exercises each of its branches (int, long, bool, dtype and enum constants; cubin, arch-specific
@@ -37,7 +38,7 @@ std::string codegenFingerprint();
 // The recipe as the lines artifactFingerprint folds in:
 //   host_compile_flags -std=c++20 -O2 -fPIC
 //   archive_flags rcsD
-//   doctor_link_flags -static-libstdc++ -static-libgcc -pthread -ldl
+//   doctor_link_flags -pthread -ldl
 //   codegen <codegenFingerprint()>
 std::string libraryRecipe();
 
