@@ -9,6 +9,8 @@
 #           docs/performance.md. Nothing at run time needs Python.
 #   CUDA:   checked, not installed (CUDA 13.0 is not a Debian package): nvcc at
 #           $CUDA_HOME/bin/nvcc or /usr/local/cuda/bin/nvcc.
+#   CUDA 12: the pinned nvidia-cuda-nvcc-cu12 (its ptxas) in .cuda12/ (pip --target, beside the
+#           system CUDA 13), for `kiln build --cuda-version 12` (docs/cli.md, "CUDA versions").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,6 +19,9 @@ CUTLASS_VERSION="4.2.0.0"   # nvidia-cutlass on PyPI; headers only (--no-deps)
 # CUDA 13 libraries (extra "cu13"). Must equal kCuteDslVersion in tools/kiln/core/cute_dsl_frontend.h
 # (tests/unit/cute_dsl_frontend_test.cpp checks that).
 CUTE_DSL_VERSION="4.8.1"
+# The CUDA 12 ptxas for `kiln build --cuda-version 12` (JetPack 6 drivers are CUDA 12.6); must
+# equal kCuda12NvccWheelVersion in tools/kiln/core/toolchain.h (a unit test checks).
+CUDA12_NVCC_VERSION="12.6.85"
 # matplotlib (and the Pillow that writes its PNGs) for scripts/charts.py, which draws
 # docs/performance.md from the evidence; must equal MATPLOTLIB_VERSION in scripts/charts.py.
 MATPLOTLIB_VERSION="3.11.2"
@@ -107,7 +112,23 @@ print(m.version("nvidia-cutlass-dsl"), m.version("nvidia-cutlass-dsl-libs-cu13")
     "nvidia-cutlass-dsl[cu13]==$CUTE_DSL_VERSION"
 }
 
+# pip --target into .cuda12/: a folder of its own, not the venv (the wheel holds a toolkit's
+# files, bin/ptxas among them, not a Python package anyone imports).
+setup_cuda12() {
+  local dir="$ROOT/.cuda12"
+  if [ -d "$dir/nvidia_cuda_nvcc_cu12-$CUDA12_NVCC_VERSION.dist-info" ] &&
+    [ -x "$dir/nvidia/cuda_nvcc/bin/ptxas" ]; then
+    log "nvidia-cuda-nvcc-cu12 $CUDA12_NVCC_VERSION (.cuda12): present"
+    return
+  fi
+  log "pip install --target .cuda12 nvidia-cuda-nvcc-cu12==$CUDA12_NVCC_VERSION"
+  rm -rf "$dir"
+  "$ROOT/.venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+    --target "$dir" "nvidia-cuda-nvcc-cu12==$CUDA12_NVCC_VERSION"
+}
+
 install_debian_packages
 check_cuda
 setup_venv
+setup_cuda12
 log "done"

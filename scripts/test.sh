@@ -38,13 +38,15 @@ cmake --build --preset release -j "$JOBS"
 step "release: ctest -LE gpu"
 ctest --preset release -LE gpu -j 2
 
-# Two entries of the release matrix (packaging/matrix.toml), end to end: clean build, coverage
-# gate, package, verify. The x86_64 entry is the README's default target; the aarch64 one is the
-# cross build for Jetson Orin. The other entries differ only in SMs.
-step "release matrix: x86_64/sm_90 and aarch64/sm_87"
+# Three entries of the release matrix (packaging/matrix.toml), end to end: clean build, coverage
+# gate, package, verify. The x86_64 entry is the README's default target; the aarch64 ones are the
+# cross build for Jetson Orin with CUDA 13 (JetPack 7) and with CUDA 12 (JetPack 6: nvcc's PTX
+# assembled by the CUDA 12 ptxas in .cuda12/). The other entries differ only in SMs.
+step "release matrix: x86_64/sm_90, aarch64/sm_87, aarch64/sm_87/cuda12"
 ccache --zero-stats >/dev/null
 KILN_COMPILER_LAUNCHER=ccache \
-  build/release/tools/kiln/kiln package --matrix --entries x86_64/sm_90,aarch64/sm_87 \
+  build/release/tools/kiln/kiln package --matrix \
+  --entries x86_64/sm_90,aarch64/sm_87,aarch64/sm_87/cuda12 \
   --output-dir build/release/matrix/artifacts --dist build/release/matrix/dist -j "$JOBS"
 ccache --show-stats
 # Each artifact carries bin/kiln-doctor for its host arch (package verified its ELF machine);

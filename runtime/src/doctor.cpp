@@ -1,6 +1,7 @@
 // doctor: before any launch, which variants a device can run and why the others cannot. It
 // selects each variant's image with the same selectImage that launch uses, then loads it into
-// the device's primary context and unloads it again, so a missing SM, a corrupt or too-new cubin,
+// the device's primary context and unloads it again, so a missing SM, an artifact of a newer CUDA
+// than the driver (checkDriverVersion, before any load), a corrupt or too-new cubin,
 // PTX the driver cannot JIT and a missing entry kernel all show up here rather than at the first
 // launch.
 #include <string>
@@ -46,7 +47,8 @@ Status probeImage(const DriverApi& api, const kiln_variant& variant, const kiln_
   return found;
 }
 
-VariantReport checkVariant(const DriverApi& api, const kiln_variant* variant, int device_sm) {
+VariantReport checkVariant(const DriverApi& api, const kiln_variant* variant, int device_sm,
+                           int driver_version) {
   VariantReport report;
   if (variant == nullptr) {
     report.name = "<null>";
@@ -58,6 +60,7 @@ VariantReport checkVariant(const DriverApi& api, const kiln_variant* variant, in
   Status status = detail::checkNotPoisoned(*variant);
   const kiln_image* image = nullptr;
   if (status.ok()) status = selectImage(*variant, device_sm, &image);
+  if (status.ok()) status = checkDriverVersion(*variant, *image, driver_version);
   if (status.ok()) {
     status = probeImage(api, *variant, *image);
     if (!status.ok())
@@ -79,7 +82,7 @@ Status checkAll(const DriverApi& api, CUcontext context,
   detail::ScopedContext scope;
   KILN_RETURN_IF_ERROR(scope.push(api, context));
   for (const kiln_variant* variant : variants)
-    out->variants.push_back(checkVariant(api, variant, out->device.sm));
+    out->variants.push_back(checkVariant(api, variant, out->device.sm, out->driver_version));
   return scope.pop();
 }
 

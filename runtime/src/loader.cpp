@@ -292,6 +292,15 @@ Status acquireLocked(const DriverApi& api, const StreamTarget& target, const Dev
   if ((m->flags.load(std::memory_order_relaxed) & kLoaded) == 0) {
     const kiln_image* image = nullptr;
     KILN_RETURN_IF_ERROR(selectImage(variant, device.sm, &image));
+    if (variant.cuda_version > 0) {
+      int driver_version = 0;
+      Status asked = [&]() -> Status {
+        KILN_CU_CHECK(api.driverGetVersion(&driver_version));
+        return Status::Ok();
+      }();
+      if (!asked.ok()) return withPrefix(asked, imageLabel(variant, *image));
+      KILN_RETURN_IF_ERROR(checkDriverVersion(variant, *image, driver_version));
+    }
     if (image->data == nullptr)
       return Status(StatusCode::kInvalidArgument,
                     imageLabel(variant, *image) + "image data is null");

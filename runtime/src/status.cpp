@@ -23,6 +23,8 @@ const char* statusCodeName(StatusCode code) {
       return "poisoned";
     case StatusCode::kInternal:
       return "internal error";
+    case StatusCode::kDriverTooOld:
+      return "driver too old";
   }
   return "unknown status code";
 }

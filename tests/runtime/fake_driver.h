@@ -674,8 +674,9 @@ class Driver {
 // points into it.
 class TestVariant {
  public:
+  // `cuda_version`: the toolkit the images claim, as cuDriverGetVersion spells it (0: unknown).
   TestVariant(std::string name, std::vector<std::string> entries, std::vector<kiln_image> images,
-              std::string group = "testgroup")
+              std::string group = "testgroup", int cuda_version = 0)
       : name_(std::move(name)),
         group_(std::move(group)),
         entries_(std::move(entries)),
@@ -687,6 +688,7 @@ class TestVariant {
     variant_.num_entries = static_cast<int>(entry_ptrs_.size());
     variant_.images = images_.data();
     variant_.num_images = static_cast<int>(images_.size());
+    variant_.cuda_version = cuda_version;
   }
   TestVariant(const TestVariant&) = delete;
   TestVariant& operator=(const TestVariant&) = delete;

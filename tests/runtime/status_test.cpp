@@ -35,7 +35,8 @@ TEST(StatusTest, EveryCodeHasItsOwnName) {
                               StatusCode::kDriverUnavailable,
                               StatusCode::kCaptureRefused,
                               StatusCode::kPoisoned,
-                              StatusCode::kInternal};
+                              StatusCode::kInternal,
+                              StatusCode::kDriverTooOld};
   std::set<std::string> names;
   for (StatusCode code : codes) names.insert(kiln::statusCodeName(code));
   EXPECT_EQ(names.size(), std::size(codes));

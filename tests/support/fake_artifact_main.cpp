@@ -64,7 +64,7 @@ std::string fakeVariantsSource(const kiln::core::Group& group) {
                        kiln::core::variantSymbol(v.name));
     out += fmt::format(
         "  static const kiln_variant variant = {{\"{}\", \"{}\", kEntries_{}, {}, kImages_{}, "
-        "{}}};\n  return &variant;\n}}\n",
+        "{}, 0}};\n  return &variant;\n}}\n",
         v.name, v.group, v.name, v.entries.size(), v.name, v.supported_sms.size());
   }
   return out;

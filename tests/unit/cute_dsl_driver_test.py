@@ -256,8 +256,11 @@ class Main(unittest.TestCase):
         self.argv = list(ARGV)
         self.argv[self.argv.index("--script") + 1] = str(self.script)
         self.argv[self.argv.index("--out") + 1] = str(self.out)
+        # The DSL's compiler of the requested CUDA major is loaded for real only with the DSL.
+        self.flavors = []
         patches = [mock.patch.dict(os.environ, {"KILN_TEST_CUBIN": str(cubin)}),
-                   mock.patch.object(sys, "path", list(sys.path))]
+                   mock.patch.object(sys, "path", list(sys.path)),
+                   mock.patch.object(driver, "select_flavor", self.flavors.append)]
         for p in patches:
             p.start()
             self.addCleanup(p.stop)
@@ -282,6 +285,12 @@ class Main(unittest.TestCase):
             "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads",
             "kiln-cute-dsl: Used 72 registers, 512 bytes smem",
         ])
+        self.assertEqual(self.flavors, [13])
+
+    def test_loads_the_dsl_compiler_of_the_requested_cuda_major(self):
+        self.argv[self.argv.index("--cuda-major") + 1] = "12"
+        self.run_main({"nvidia-cutlass-dsl": "4.8.1", "nvidia-cutlass-dsl-libs-cu12": "4.8.1"})
+        self.assertEqual(self.flavors, [12])
 
     def test_checks_the_pins_before_running_the_script(self):
         self.script.write_text("raise RuntimeError('the script must not run')\n")

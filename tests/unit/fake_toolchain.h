@@ -4,7 +4,9 @@
 // header, `.target sm_NN`, one `.visible .entry` per name in `ptx_entries`; no ptxas report),
 // plus a scratch repository root. `ccache` in front of a command (a compiler launcher) runs the
 // rest of it. Knobs let a test make nvcc fail, change the compiler version
-// between builds, or change the entries the PTX holds.
+// between builds, or change the entries the PTX holds. `ptxas` (the CUDA 12 ptxas of the split
+// toolchain, core/toolchain.h) answers --version and --help as ptxas 12.6 does and assembles a
+// .ptx file into an ELF with nvcc's report, remembering the .version line it read.
 #pragma once
 
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,6 +47,10 @@ struct FakeTools {
   std::atomic<int> nvcc_compiles{0};
   int object_machine = 0;  // the ELF machine g++ writes into objects (0: the right one)
   std::vector<std::string> ptx_entries = {"kiln_fake"};  // the `.entry` kernels `nvcc -ptx` writes
+  std::string ptxas_release = "12.6, V12.6.85";          // what `ptxas --version` says
+  std::atomic<int> fail_ptxas{0};                         // 1: every ptxas assembly fails
+  std::mutex ptxas_mutex;
+  std::vector<std::string> ptxas_read_versions;  // the .version line of every PTX ptxas read
 
   io::FakeProcessRunner runner{
       [this](const std::vector<std::string>& argv) { return answer(argv); }};
@@ -107,6 +114,43 @@ struct FakeTools {
             "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
             "ptxas info    : Used 40 registers, used 1 barriers, 512 bytes smem\n";
       }
+    } else if (tool == "ptxas") {
+      if (argv[1] == "--version") {
+        r.stdout_text = "ptxas: NVIDIA (R) Ptx optimizing assembler\nCuda compilation tools, release " +
+                        ptxas_release + "\n";
+        return r;
+      }
+      if (argv[1] == "--help") {
+        r.stdout_text =
+            "--gpu-name <gpu name>                               (-arch)\n"
+            "        Allowed values for this option:  'compute_50','compute_90','compute_90a',\n"
+            "        'lto_90','sm_50','sm_75','sm_80','sm_86','sm_87','sm_89','sm_90','sm_90a'.\n"
+            "\n--help                                              (-h)\n"
+            "        Allowed values for this option:  'sm_100'.\n";
+        return r;
+      }
+      auto ptx = io::readFile(argv.back());
+      if (!ptx) return ptx.failure();
+      {
+        std::lock_guard<std::mutex> lock(ptxas_mutex);
+        const size_t at = ptx->find(".version ");
+        ptxas_read_versions.push_back(
+            at == std::string::npos ? "" : ptx->substr(at, ptx->find('\n', at) - at));
+      }
+      std::string arch;
+      for (const auto& a : argv)
+        if (a.rfind("-arch=", 0) == 0) arch = a.substr(6);
+      if (fail_ptxas != 0) {
+        r.exit_code = 255;
+        r.stderr_text = "ptxas fatal   : Unsupported .version 9.0; current version is '8.5'\n";
+        return r;
+      }
+      auto w = io::writeFile(valueAfter(argv, "-o"), minimalElf(190, valueAfter(argv, "-o") + arch));
+      if (!w) return w.failure();
+      r.stdout_text = "ptxas info    : Compiling entry function 'kiln_fake' for '" + arch +
+                      "'\nptxas info    : Function properties for kiln_fake\n"
+                      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+                      "ptxas info    : Used 32 registers, 256 bytes smem\n";
     } else if (tool.find("g++") != std::string::npos) {
       if (argv[1] == "--version") {
         r.stdout_text = cxx_version + "\nCopyright\n";

@@ -311,6 +311,40 @@ TEST(SizeReport, SumsPerImageVariantAndSm) {
 }
 
 // The repository's own matrix: the one list CI, the docs and these tests read.
+TEST(Matrix, CudaMajorPerEntryKeepsIdsUnique) {
+  auto m = parseMatrix(
+      "[[entry]]\narch = \"aarch64\"\ngpu_archs = [\"sm_87\"]\nkernels = \"ALL\"\n\n"
+      "[[entry]]\narch = \"aarch64\"\ngpu_archs = [\"sm_87\"]\nkernels = \"ALL\"\ncuda = 12\n\n"
+      "[[entry]]\narch = \"x86_64\"\ngpu_archs = [\"sm_90\"]\nkernels = \"ALL\"\ncuda = 13\n",
+      "matrix.toml");
+  ASSERT_TRUE(m) << m.error();
+  ASSERT_EQ(m->entries.size(), 3u);
+  EXPECT_EQ(m->entries[0].cuda, 13);  // the default
+  EXPECT_EQ(m->entries[0].id(), "aarch64/sm_87");
+  EXPECT_EQ(m->entries[0].artifactsSubdir(), "");
+  EXPECT_EQ(m->entries[1].cuda, 12);
+  EXPECT_EQ(m->entries[1].id(), "aarch64/sm_87/cuda12");
+  EXPECT_EQ(m->entries[1].artifactsSubdir(), "cuda12");
+  EXPECT_EQ(m->entries[2].id(), "x86_64/sm_90");
+  auto picked = selectEntries(*m, "aarch64/sm_87/cuda12");
+  ASSERT_TRUE(picked) << picked.error();
+  ASSERT_EQ(picked->size(), 1u);
+  EXPECT_EQ(picked->front().cuda, 12);
+
+  EXPECT_EQ(parseError("[[entry]]\narch = \"aarch64\"\ngpu_archs = [\"sm_87\"]\nkernels = "
+                       "\"ALL\"\ncuda = 11\n"),
+            "matrix.toml:5: cuda 11 must be a CUDA major kiln builds with: 12 or 13");
+  EXPECT_EQ(parseError("[[entry]]\narch = \"aarch64\"\ngpu_archs = [\"sm_87\"]\nkernels = "
+                       "\"ALL\"\ncuda = \"12\"\n"),
+            "matrix.toml:5: cuda \"12\" must be a CUDA major kiln builds with: 12 or 13");
+  const std::string twice =
+      "[[entry]]\narch = \"aarch64\"\ngpu_archs = [\"sm_87\"]\nkernels = \"ALL\"\ncuda = 12\n"
+      "[[entry]]\narch = \"aarch64\"\ngpu_archs = [\"sm_87\"]\nkernels = \"ALL\"\ncuda = 12\n";
+  EXPECT_NE(parseError(twice).find("duplicate entry aarch64/sm_87/cuda12 (first at line 1)"),
+            std::string::npos)
+      << parseError(twice);
+}
+
 TEST(ReleaseMatrixFile, ListsTheRequiredTarballsAndAgreesWithRegistryAndDocs) {
   const std::filesystem::path root = KILN_SOURCE_DIR;
   auto m = loadMatrix(root / "packaging/matrix.toml");
@@ -318,7 +352,8 @@ TEST(ReleaseMatrixFile, ListsTheRequiredTarballsAndAgreesWithRegistryAndDocs) {
   std::vector<std::string> ids;
   for (const auto& e : m->entries) ids.push_back(e.id());
   for (const char* required :
-       {"x86_64/sm_90", "aarch64/sm_87", "aarch64/sm_110", "x86_64/sm_80_sm_86_sm_89_sm_90"}) {
+       {"x86_64/sm_90", "aarch64/sm_87", "aarch64/sm_87/cuda12", "aarch64/sm_110",
+        "x86_64/sm_80_sm_86_sm_89_sm_90"}) {
     EXPECT_NE(std::find(ids.begin(), ids.end(), required), ids.end())
         << required << " is not in the matrix";
   }
@@ -330,7 +365,8 @@ TEST(ReleaseMatrixFile, ListsTheRequiredTarballsAndAgreesWithRegistryAndDocs) {
   auto docs = io::readFile(root / "docs/packaging.md");
   ASSERT_TRUE(docs) << docs.error();
   for (const auto& e : m->entries) {
-    const std::string name = "kiln_" + e.arch + "_" + e.tag() + "_cuda";
+    const std::string name =
+        "kiln_" + e.arch + "_" + e.tag() + "_cuda" + std::to_string(e.cuda) + ".tar.gz";
     EXPECT_NE(docs->find(name), std::string::npos)
         << name << " is in the matrix but not in docs/packaging.md";
   }

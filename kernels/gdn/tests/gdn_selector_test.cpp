@@ -20,13 +20,13 @@ using kiln::fake::fixedVariant;
 const char* const kEntries[] = {"kiln_gdn_decode"};
 const char* const kMtpEntries[] = {"kiln_gdn_decode_mtp"};
 const kiln_image kImages[] = {{90, 0, nullptr, 0, "", 0}};
-const kiln_variant kBf16{"gdn_decode_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1};
-const kiln_variant kMtpBf16{"gdn_decode_mtp_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1};
-const kiln_variant kMtpFp16{"gdn_decode_mtp_dk128_dv128_fp16", "gdn", kMtpEntries, 1, kImages, 1};
+const kiln_variant kBf16{"gdn_decode_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1, 0};
+const kiln_variant kMtpBf16{"gdn_decode_mtp_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1, 0};
+const kiln_variant kMtpFp16{"gdn_decode_mtp_dk128_dv128_fp16", "gdn", kMtpEntries, 1, kImages, 1, 0};
 const kiln_variant kGatingBf16{
-    "gdn_decode_gating_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1};
+    "gdn_decode_gating_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1, 0};
 const kiln_variant kMtpGatingBf16{
-    "gdn_decode_mtp_gating_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1};
+    "gdn_decode_mtp_gating_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1, 0};
 // The decode variant alone, and the artifact's shape: decode bf16 plus multi-token bf16 and fp16
 // (so fp16 decode is not built, fp16 multi-token is).
 // (name, d_k, d_v, tile_v, row_split, tiles_per_block, max_tokens, fused_gating, dtype, variant):

@@ -21,11 +21,11 @@ const char* const kEntries[] = {"kiln_rmsnorm", "kiln_add_rmsnorm"};
 const char* const kEntriesReversed[] = {"kiln_add_rmsnorm", "kiln_rmsnorm"};
 const kiln_image kImages[] = {{80, 0, nullptr, 0, "", 0}, {90, 0, nullptr, 0, "", 0}};
 
-const kiln_variant kFp16H1024{"rmsnorm_h1024_fp16", "rmsnorm", kEntries, 2, kImages, 2};
-const kiln_variant kFp16H4096{"rmsnorm_h4096_fp16", "rmsnorm", kEntries, 2, kImages, 2};
-const kiln_variant kBf16H4096{"rmsnorm_h4096_bf16", "rmsnorm", kEntriesReversed, 2, kImages, 2};
-const kiln_variant kBf16H2560{"rmsnorm_h2560_bf16", "rmsnorm", kEntries, 2, kImages, 2};
-const kiln_variant kNoFused{"rmsnorm_h1024_bf16", "rmsnorm", kEntries, 1, kImages, 2};
+const kiln_variant kFp16H1024{"rmsnorm_h1024_fp16", "rmsnorm", kEntries, 2, kImages, 2, 0};
+const kiln_variant kFp16H4096{"rmsnorm_h4096_fp16", "rmsnorm", kEntries, 2, kImages, 2, 0};
+const kiln_variant kBf16H4096{"rmsnorm_h4096_bf16", "rmsnorm", kEntriesReversed, 2, kImages, 2, 0};
+const kiln_variant kBf16H2560{"rmsnorm_h2560_bf16", "rmsnorm", kEntries, 2, kImages, 2, 0};
+const kiln_variant kNoFused{"rmsnorm_h1024_bf16", "rmsnorm", kEntries, 1, kImages, 2, 0};
 
 const VariantInfo kTable[] = {
     {"rmsnorm_h1024_fp16", 1024, DType::kFloat16, &fixedVariant<kFp16H1024>},

@@ -32,24 +32,24 @@ const kiln_image kImages[] = {{80, 0, nullptr, 0, "", 0}, {90, 0, nullptr, 0, ""
 
 // The m8 bf16 variant (the GEMV one of validProblem()) lists its entries in reverse: they are
 // found by name, not position.
-const kiln_variant kM8Bf16{"w4a16_m8_g128_bf16", "w4a16", kEntriesReversed, 4, kImages, 2};
-const kiln_variant kM8Fp16{"w4a16_m8_g128_fp16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM8ZpBf16{"w4a16_m8_g128_zp_bf16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM8ZpFp16{"w4a16_m8_g128_zp_fp16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM16Bf16{"w4a16_m16_g128_bf16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM64Bf16{"w4a16_m64_g128_bf16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM128Bf16{"w4a16_m128_g128_bf16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM16Fp16{"w4a16_m16_g128_fp16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM64Fp16{"w4a16_m64_g128_fp16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM128Fp16{"w4a16_m128_g128_fp16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM16ZpBf16{"w4a16_m16_g128_zp_bf16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM64ZpBf16{"w4a16_m64_g128_zp_bf16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM128ZpBf16{"w4a16_m128_g128_zp_bf16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM16ZpFp16{"w4a16_m16_g128_zp_fp16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM64ZpFp16{"w4a16_m64_g128_zp_fp16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM128ZpFp16{"w4a16_m128_g128_zp_fp16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kM16G256Bf16{"w4a16_m16_g256_bf16", "w4a16", kEntries, 4, kImages, 2};
-const kiln_variant kGemmOnlyBf16{"w4a16_m16_g128_bf16", "w4a16", kGemmOnly, 1, kImages, 2};
+const kiln_variant kM8Bf16{"w4a16_m8_g128_bf16", "w4a16", kEntriesReversed, 4, kImages, 2, 0};
+const kiln_variant kM8Fp16{"w4a16_m8_g128_fp16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM8ZpBf16{"w4a16_m8_g128_zp_bf16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM8ZpFp16{"w4a16_m8_g128_zp_fp16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM16Bf16{"w4a16_m16_g128_bf16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM64Bf16{"w4a16_m64_g128_bf16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM128Bf16{"w4a16_m128_g128_bf16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM16Fp16{"w4a16_m16_g128_fp16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM64Fp16{"w4a16_m64_g128_fp16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM128Fp16{"w4a16_m128_g128_fp16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM16ZpBf16{"w4a16_m16_g128_zp_bf16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM64ZpBf16{"w4a16_m64_g128_zp_bf16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM128ZpBf16{"w4a16_m128_g128_zp_bf16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM16ZpFp16{"w4a16_m16_g128_zp_fp16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM64ZpFp16{"w4a16_m64_g128_zp_fp16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM128ZpFp16{"w4a16_m128_g128_zp_fp16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kM16G256Bf16{"w4a16_m16_g256_bf16", "w4a16", kEntries, 4, kImages, 2, 0};
+const kiln_variant kGemmOnlyBf16{"w4a16_m16_g128_bf16", "w4a16", kGemmOnly, 1, kImages, 2, 0};
 
 constexpr DType kBf16 = DType::kBFloat16;
 constexpr DType kFp16 = DType::kFloat16;

@@ -107,6 +107,16 @@ Status deviceForStream(Stream stream, DeviceInfo* out);
 // compute_100 (PTX) only; device is sm_90".
 Status selectImage(const kiln_variant& variant, int device_sm, const kiln_image** out);
 
+// Whether a driver of `driver_version` (cuDriverGetVersion: 12060 for CUDA 12.6) may load `image`
+// of `variant`, built with CUDA variant.cuda_version: not across majors (a CUDA 13 cubin is not
+// promised to load on a CUDA 12 driver), and PTX not from a newer minor either (the driver's JIT
+// reads PTX ISAs up to its own); a cubin of a newer minor of the same major loads (CUDA's minor
+// version compatibility). Refused: kDriverTooOld, "rmsnorm_h4096_bf16: artifact built with CUDA
+// 13.0; driver supports 12.6; use the cuda12 tarball or update the driver". A version of 0
+// (unknown) on either side is not checked. Launch, preload and doctor check it before a load.
+Status checkDriverVersion(const kiln_variant& variant, const kiln_image& image,
+                          int driver_version);
+
 // Launches entry `entry` (an index into variant.entries) on `target.stream` with `args` (the
 // kernel's parameter pointers, as cuLaunchKernel takes them), with the target's context current
 // for the call (see StreamTarget). Loads the module on first use in the context (loader.h).

@@ -17,6 +17,7 @@ enum class StatusCode {
   kCaptureRefused,     // first module load requested while the stream is being captured
   kPoisoned,           // a failed module cleanup left this variant unusable in this process
   kInternal,
+  kDriverTooOld,  // the artifact was built with a newer CUDA than the driver supports
 };
 
 const char* statusCodeName(StatusCode code);

@@ -31,7 +31,11 @@ typedef struct kiln_image {
 } kiln_image;
 
 // One variant: its name (the grammar of docs/naming.md), its group, its entry kernels (the
-// __global__ functions of the image, extern "C" names) and its images, one per SM.
+// __global__ functions of the image, extern "C" names), its images, one per SM, and the CUDA
+// version of the toolkit that built them, spelled as cuDriverGetVersion spells a driver's (12060
+// for 12.6, 13000 for 13.0; kiln build writes metadata.json's cuda_version here). Before the first
+// load the runtime refuses the variant on a driver of an older CUDA major, or an older version for
+// a PTX image (docs/runtime.md, "Driver version"); 0 means unknown and is not checked.
 typedef struct kiln_variant {
   const char* name;
   const char* group;
@@ -39,6 +43,7 @@ typedef struct kiln_variant {
   int num_entries;
   const kiln_image* images;
   int num_images;
+  int cuda_version;
 } kiln_variant;
 
 #ifdef __cplusplus

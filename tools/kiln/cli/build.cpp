@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/builder.h"
 #include "core/report.h"
+#include "core/toolchain.h"
 #include "io/process.h"
 
 namespace kiln::cli {
@@ -42,6 +43,11 @@ Handler setupBuild(CLI::App& app) {
   app.add_option("--kernels", options->kernels, "ALL, or a comma list of groups")
       ->capture_default_str();
   app.add_flag("--clean", options->clean, "replace the artifact instead of merging into it");
+  auto cuda_version = std::make_shared<std::string>(std::to_string(core::kDefaultCudaMajor));
+  app.add_option("--cuda-version", *cuda_version,
+                 "the CUDA major to build with: 13 (the system toolkit) or 12 (for CUDA 12 "
+                 "drivers such as JetPack 6; scripts/setup.sh installs it)")
+      ->capture_default_str();
   app.add_option("-j,--jobs", options->jobs, "parallel compiles (default: every core)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--output-dir", *output, "artifacts root (default: <root>/artifacts)");
@@ -51,7 +57,10 @@ Handler setupBuild(CLI::App& app) {
   app.add_flag("-v,--verbose", *verbose, "print every command and the tools' output");
   auto launcher = std::make_shared<LauncherOption>();
   launcher->add(app, "");
-  return [options, verbose, root, output, runtime, launcher]() -> int {
+  return [options, verbose, root, output, runtime, launcher, cuda_version]() -> int {
+    auto major = core::parseCudaMajor(*cuda_version);
+    if (!major) return reportError(major);
+    options->cuda_major = *major;
     options->root = *root;
     options->runtime_dir = *runtime;
     options->output_dir = *output;

@@ -24,6 +24,7 @@ inline void readBuildEnvironment(core::BuildOptions* options) {
   };
   options->nvcc = env("KILN_NVCC");
   options->cuda_home = env("CUDA_HOME");
+  options->cuda12_home = env("KILN_CUDA12_HOME");
   options->cxx = env("KILN_CXX");
   options->cutlass_include = env("KILN_CUTLASS_INCLUDE");
   options->python = env("KILN_PYTHON");

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "core/codegen.h"
 #include "core/naming.h"
 #include "core/report.h"
 #include "core/tarball.h"
@@ -75,7 +76,8 @@ core::Result<DoctorReport> runDoctor(const fs::path& dir, int ordinal) {
     }
     variants.push_back({strings.emplace_back(name).c_str(), strings.emplace_back(v.group).c_str(),
                         entries.data(), static_cast<int>(entries.size()), images.data(),
-                        static_cast<int>(images.size())});
+                        static_cast<int>(images.size()),
+                        core::cudaVersionNumber(metadata->provenance.cuda_version)});
     pointers.push_back(&variants.back());
   }
   DoctorReport report;

@@ -29,6 +29,7 @@ Provenance provenanceOf(const BuildInputs& in) {
     targets.insert(nvccTarget(job.sm, job.variant->arch_specific, job.ptx));
   p.compile_targets.assign(targets.begin(), targets.end());
   p.cuda_version = in.tools.cuda.version;
+  if (in.tools.cuda.split()) p.cuda_frontend_version = in.tools.cuda.frontend_version;
   p.host_compiler_command = in.tools.host.cxx;
   p.host_compiler_version = in.tools.host.version;
   p.cutlass_version = in.tools.cutlass.version;

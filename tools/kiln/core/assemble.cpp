@@ -88,7 +88,7 @@ AssembledArtifact assembleArtifact(const ArtifactPlan& plan,
       add.source(imageStem(name, sm, image.isPtx()),
                  imageShimSource(v, image, *image_bytes.at(image.cubin)));
     }
-    add.source(name, variantShimSource(v));
+    add.source(name, variantShimSource(v, m.provenance.cuda_version));
   }
   for (const auto& [group, g] : m.groups) {
     std::vector<const VariantRecord*> records;

@@ -55,7 +55,8 @@ Result<void> detectCompilers(const BuildOptions& options, const std::vector<GpuA
     if (!launcher) return launcher.failure();
     in.tools.launcher = *launcher;
   }
-  auto cuda = detectCuda(runner, options.nvcc, options.cuda_home);
+  auto cuda = selectCuda(runner, {options.nvcc, options.cuda_home, options.cuda12_home}, in.root,
+                         options.cuda_major);
   if (!cuda) return cuda.failure();
   in.tools.cuda = *cuda;
   const CudaToolchain& nvcc = in.tools.cuda;
@@ -64,6 +65,13 @@ Result<void> detectCompilers(const BuildOptions& options, const std::vector<GpuA
     // sm_NN it can compile (CUDA 13.0: the same twelve numbers), and a virtual architecture
     // without a real one is of no use to kiln.
     if (std::find(nvcc.sms.begin(), nvcc.sms.end(), target.sm) == nvcc.sms.end()) {
+      if (nvcc.split()) {
+        return makeError(
+            fmt::format("--gpu-arch {}: CUDA {} (ptxas {}) cannot target it (it targets sm_{})",
+                        gpuArchName(target), nvcc.version, nvcc.ptxas,
+                        fmt::join(nvcc.sms, ", sm_")),
+            ErrorKind::kEnvironment);
+      }
       return makeError(fmt::format("--gpu-arch {}: nvcc {} cannot target it (it targets sm_{})",
                                    gpuArchName(target), nvcc.version, fmt::join(nvcc.sms, ", sm_")),
                        ErrorKind::kEnvironment);

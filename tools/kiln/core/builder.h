@@ -22,6 +22,7 @@ struct BuildOptions {
   std::string arch;             // x86_64 | aarch64; empty: the host's
   std::string kernels = "ALL";  // "ALL" or "g1,g2"
   bool clean = false;
+  int cuda_major = 13;                // --cuda-version: 12 | 13 (core/toolchain.h, kCudaMajors)
   int jobs = 0;                       // parallel compiles; 0: every core
   std::filesystem::path root;         // the repository (holds kernels/, runtime/)
   std::filesystem::path output_dir;   // empty: <root>/artifacts
@@ -29,6 +30,7 @@ struct BuildOptions {
   // Tool overrides, normally from the environment (the CLI reads it; the library does not).
   std::string nvcc;             // KILN_NVCC
   std::string cuda_home;        // CUDA_HOME
+  std::string cuda12_home;      // KILN_CUDA12_HOME; empty: <root>/.cuda12/nvidia/cuda_nvcc
   std::string cxx;              // KILN_CXX
   std::string cutlass_include;  // KILN_CUTLASS_INCLUDE
   std::string python;           // KILN_PYTHON (cute_dsl variants); empty: <root>/.venv/bin/python

@@ -4,6 +4,8 @@
 // byte-identical sources.
 #include "core/codegen.h"
 
+#include <regex>
+
 #include <fmt/format.h>
 
 #include "core/naming.h"
@@ -101,7 +103,14 @@ std::string imageShimSource(const VariantRecord& variant, const ImageRecord& ima
   return out;
 }
 
-std::string variantShimSource(const VariantRecord& variant) {
+int cudaVersionNumber(const std::string& cuda_version) {
+  static const std::regex version(R"(^([0-9]{1,3})\.([0-9]{1,2})(\.|$))");
+  std::smatch match;
+  if (!std::regex_search(cuda_version, match, version)) return 0;
+  return std::stoi(match[1]) * 1000 + std::stoi(match[2]) * 10;
+}
+
+std::string variantShimSource(const VariantRecord& variant, const std::string& cuda_version) {
   std::string out = kGeneratedNote;
   out += fmt::format("// The variant table of {}: every SM image the artifact carries.\n",
                      variant.name);
@@ -119,9 +128,12 @@ std::string variantShimSource(const VariantRecord& variant) {
   out += "  static const kiln_image images[] = {\n";
   for (const auto& [sm, image] : variant.images) out += fmt::format("      *{}(),\n", image.symbol);
   out += "  };\n";
+  // The toolkit's version, as cuDriverGetVersion spells a driver's: the runtime refuses the
+  // variant on a driver older than it (kiln/variant.h).
   out += fmt::format(
-      "  static const kiln_variant variant = {{\"{}\", \"{}\", kEntries, {}, images, {}}};\n",
-      variant.name, variant.group, variant.entries.size(), variant.images.size());
+      "  static const kiln_variant variant = {{\"{}\", \"{}\", kEntries, {}, images, {}, {}}};\n",
+      variant.name, variant.group, variant.entries.size(), variant.images.size(),
+      cudaVersionNumber(cuda_version));
   out += "  return &variant;\n}\n";
   return out;
 }

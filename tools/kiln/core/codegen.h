@@ -17,7 +17,11 @@ std::string imageShimSource(const VariantRecord& variant, const ImageRecord& ima
                             const std::string& cubin_bytes);
 // Defines kiln_<name>_variant(): the name, group, entries and every SM image (the runtime's
 // selectImage dispatches on it by the SM of the caller's device). Declares the image symbols.
-std::string variantShimSource(const VariantRecord& variant);
+// `cuda_version` is the artifact's (Provenance::cuda_version): the table records it as
+// cudaVersionNumber() for the runtime's driver check.
+std::string variantShimSource(const VariantRecord& variant, const std::string& cuda_version = "");
+// "12.6.85" -> 12060, as cuDriverGetVersion reports a driver's CUDA version; 0 when malformed.
+int cudaVersionNumber(const std::string& cuda_version);
 // Defines kiln_artifact_variants / kiln_artifact_fingerprint / kiln_artifact_tag.
 std::string artifactTableSource(const ArtifactMetadata& metadata);
 

@@ -4,6 +4,9 @@
 // the PTX text instead).
 // The constants reach the kernel as -D macros exactly as docs/registry.md specifies; that table
 // and nvccCommand() must change together.
+// With the split CUDA 12 toolchain (core/toolchain.h) the same nvcc command writes PTX for the
+// target instead (compute_NN[a], into the scratch folder), its .version is lowered to the ISA of
+// the CUDA 12 ptxas, and that ptxas assembles the cubin with -v: two commands, one report.
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -52,6 +55,7 @@ std::optional<std::string> missingEntry(const Variant& variant,
 class CudaFrontEnd final : public FrontEnd {
  public:
   std::vector<std::vector<std::string>> commands(const CompileRequest& request) const override {
+    if (request.cuda != nullptr && request.cuda->split()) return splitCommands(request);
     return {nvccCommand(request)};
   }
 
@@ -61,12 +65,24 @@ class CudaFrontEnd final : public FrontEnd {
     CompileOutput output;
     output.target = nvccTarget(request.sm, variant.arch_specific, request.ptx);
     output.commands = commands(request);
+    if (request.cuda != nullptr && request.cuda->split()) {
+      auto assembled = compileSplit(request, runner, &output);
+      if (!assembled) return assembled.failure();
+      return checkEntries(request, std::move(output));
+    }
     auto result = runCompileCommand(runner, &output);
     if (!result) return result.failure();
     if (result->exit_code != 0) {
       return makeError(fmt::format("{} for {}: nvcc failed with exit code {}:\n{}", variant.name,
                                    output.target, result->exit_code, output.log));
     }
+    return checkEntries(request, std::move(output));
+  }
+
+ private:
+  // The PTX image's entries, or the ptxas report's: every entry of kiln.toml must be there.
+  static Result<CompileOutput> checkEntries(const CompileRequest& request, CompileOutput output) {
+    const Variant& variant = *request.variant;
     if (request.ptx) {
       auto text = io::readFile(request.cubin);
       if (!text) {
@@ -94,9 +110,97 @@ class CudaFrontEnd final : public FrontEnd {
     }
     return output;
   }
+
+  // The split toolchain: nvcc -> PTX (scratch), .version lowered, then ptxas (cubin) or the PTX
+  // written as the image. The output's log and seconds cover both tools.
+  static Result<void> compileSplit(const CompileRequest& request, io::ProcessRunner& runner,
+                                   CompileOutput* output) {
+    const Variant& variant = *request.variant;
+    const CudaToolchain& cuda = *request.cuda;
+    const auto start = std::chrono::steady_clock::now();
+    const auto elapsed = [&start] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    auto front = runner.run(output->commands.front());
+    if (!front) return front.failure();
+    output->log = front->stdout_text + front->stderr_text;
+    if (front->exit_code != 0) {
+      return makeError(fmt::format("{} for {}: nvcc {} (the CUDA {} front end) failed with exit "
+                                   "code {}:\n{}",
+                                   variant.name, output->target, cuda.frontend_version,
+                                   cuda.version, front->exit_code, output->log));
+    }
+    const std::filesystem::path ptx_file = splitPtxPath(request);
+    auto text = io::readFile(ptx_file);
+    if (!text) {
+      return makeError(fmt::format("{} for {}: nvcc reported success but {}", variant.name,
+                                   output->target, text.error()));
+    }
+    auto lowered = retargetPtx(*text, cuda.ptx_isa);
+    if (!lowered) {
+      return makeError(
+          fmt::format("{} for {}: {}: {}", variant.name, output->target, ptx_file.string(),
+                      lowered.error()));
+    }
+    const std::filesystem::path& written = request.ptx ? request.cubin : ptx_file;
+    if (auto ok = io::writeFile(written, *lowered); !ok) return ok.failure();
+    if (request.ptx) {
+      output->seconds = elapsed();
+      return {};
+    }
+    auto back = runner.run(output->commands.back());
+    output->seconds = elapsed();
+    if (!back) return back.failure();
+    output->log += back->stdout_text + back->stderr_text;
+    if (back->exit_code != 0) {
+      return makeError(fmt::format(
+          "{} for {}: ptxas {} failed with exit code {} on nvcc {}'s PTX (lowered to PTX ISA {}: "
+          "does the kernel need an instruction CUDA {} lacks?):\n{}",
+          variant.name, output->target, cuda.version, back->exit_code, cuda.frontend_version,
+          cuda.ptx_isa, cuda.version, output->log));
+    }
+    return {};
+  }
 };
 
 }  // namespace
+
+std::filesystem::path splitPtxPath(const CompileRequest& request) {
+  return request.scratch / fmt::format("{}.{}.ptx", request.variant->name,
+                                       nvccTarget(request.sm, request.variant->arch_specific));
+}
+
+std::vector<std::vector<std::string>> splitCommands(const CompileRequest& request) {
+  const Variant& variant = *request.variant;
+  const CudaToolchain& cuda = *request.cuda;
+  // nvcc writes PTX for the target itself (compute_90a for an arch-specific sm_90a variant, as
+  // nvcc -cubin -arch=sm_90a would compile it), into the scratch folder.
+  std::vector<std::string> front = nvccCommand(request);
+  if (!request.ptx) {
+    for (auto& arg : front) {
+      if (arg == "-cubin") {
+        arg = "-ptx";
+      } else if (arg.rfind("-arch=", 0) == 0) {
+        arg = fmt::format("-arch=compute_{}{}", request.sm, variant.arch_specific ? "a" : "");
+      }
+    }
+    const auto xptxas = std::find(front.begin(), front.end(), "-Xptxas");
+    if (xptxas != front.end() && xptxas + 1 != front.end()) front.erase(xptxas, xptxas + 2);
+  }
+  const auto out = std::find(front.begin(), front.end(), "-o");
+  if (out != front.end() && out + 1 != front.end()) *(out + 1) = splitPtxPath(request).string();
+  if (request.ptx) return {front};
+  // -lineinfo of nvcc is ptxas's --generate-line-info; -O3 is ptxas's default, said anyway.
+  std::vector<std::string> back = {cuda.ptxas,
+                                   "-arch=" + nvccTarget(request.sm, variant.arch_specific),
+                                   "-O3",
+                                   "-v",
+                                   "--generate-line-info",
+                                   "-o",
+                                   request.cubin.string(),
+                                   splitPtxPath(request).string()};
+  return {front, back};
+}
 
 std::vector<std::string> nvccCommand(const CompileRequest& request) {
   const Variant& variant = *request.variant;

@@ -146,6 +146,27 @@ def resources(elf):
     return report
 
 
+def select_flavor(cuda_major):
+    """Loads the DSL's compiler of CUDA `cuda_major` before the DSL is imported. The DSL ships one
+    per CUDA major (nvidia-cutlass-dsl-libs-cu12, -cu13, side by side) and picks one at import
+    from the driver it finds, or the newest when there is none; kiln picks by the toolkit the
+    build asked for instead (the DSL leaves an already loaded module alone)."""
+    name = "cutlass._mlir._mlir_libs._cutlass_ir"
+    spec = importlib.util.find_spec("cutlass")
+    if spec is None or not spec.submodule_search_locations:
+        fail("the DSL's cutlass package is not importable from {}".format(sys.prefix))
+    libs = os.path.join(list(spec.submodule_search_locations)[0], "_mlir", "_mlir_libs")
+    found = sorted(f for f in os.listdir(libs)
+                   if f.startswith("_cutlass_ir.cu{}.".format(cuda_major)) and f.endswith(".so"))
+    if not found:
+        fail("the DSL has no CUDA {} compiler (_cutlass_ir.cu{}.*.so) in {}".format(
+            cuda_major, cuda_major, libs))
+    flavor = importlib.util.spec_from_file_location(name, os.path.join(libs, found[0]))
+    module = importlib.util.module_from_spec(flavor)
+    sys.modules[name] = module
+    flavor.loader.exec_module(module)
+
+
 def main(argv=None):
     args = parse_args(argv)
     # GPU-free by construction: the target comes from kiln, never from a device query, and even
@@ -167,6 +188,7 @@ def main(argv=None):
     except importlib.metadata.PackageNotFoundError:
         fail("{} (the DSL's libraries for the toolkit's CUDA {}) is not installed in {}".format(
             libs, args.cuda_major, sys.prefix))
+    select_flavor(args.cuda_major)
     script = os.path.abspath(args.script)
     sys.path.insert(0, os.path.dirname(script))
     spec = importlib.util.spec_from_file_location("kiln_cute_dsl_kernel", script)

@@ -67,4 +67,10 @@ Result<const FrontEnd*> frontEndFor(SourceKind kind);
 // `-ptx -arch=compute_NN` in place of `-cubin -arch=sm_NN[a]`, and no `-Xptxas -v`.
 std::vector<std::string> nvccCommand(const CompileRequest& request);
 
+// The split CUDA 12 toolchain's commands (core/toolchain.h, CudaToolchain::split()): nvcc
+// writing PTX for the target into splitPtxPath(), then (for a cubin) the CUDA 12 ptxas with -v
+// assembling it into request.cubin. The front end lowers the PTX's .version in between.
+std::vector<std::vector<std::string>> splitCommands(const CompileRequest& request);
+std::filesystem::path splitPtxPath(const CompileRequest& request);
+
 }  // namespace kiln::core

@@ -88,7 +88,7 @@ std::string codegenFingerprint() {
     std::string text;
     for (const auto& [name, v] : m.variants) {
       text += variantHeader(v);
-      text += variantShimSource(v);
+      text += variantShimSource(v, "13.0.88");
       for (const auto& [sm, image] : v.images) text += imageShimSource(v, image, probeImage());
     }
     for (const auto& [group, g] : m.groups) {

@@ -16,6 +16,7 @@
 
 #include "core/naming.h"
 #include "core/table.h"
+#include "core/toolchain.h"
 #include "io/fs.h"
 
 namespace kiln::core {
@@ -25,7 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const std::set<std::string> kTopLevelKeys = {"entry"};
-const std::set<std::string> kEntryKeys = {"arch", "gpu_archs", "kernels", "description"};
+const std::set<std::string> kEntryKeys = {"arch", "gpu_archs", "kernels", "description", "cuda"};
 const std::set<std::string> kArchs = {"x86_64", "aarch64"};
 
 int lineOf(const toml::node& n) {
@@ -65,8 +66,8 @@ class MatrixParser {
       if (!inserted)
         return fail(
             entry.line,
-            fmt::format("duplicate entry {} (first at line {}); each (arch, gpu_archs) is one "
-                        "tarball",
+            fmt::format("duplicate entry {} (first at line {}); each (arch, gpu_archs, cuda) is "
+                        "one tarball",
                         entry.id(), it->second));
       matrix.entries.push_back(std::move(entry));
     }
@@ -154,6 +155,16 @@ class MatrixParser {
           lineOf(*kernels),
           fmt::format("kernels {} must be \"ALL\" or an array of group names", describe(*kernels)));
     }
+    // cuda
+    if (const toml::node* c = t.get("cuda")) {
+      const bool known =
+          c->is_integer() && std::find(std::begin(kCudaMajors), std::end(kCudaMajors),
+                                       c->as_integer()->get()) != std::end(kCudaMajors);
+      if (!known)
+        return failed(lineOf(*c), fmt::format("cuda {} must be a CUDA major kiln builds with: {}",
+                                              describe(*c), fmt::join(kCudaMajors, " or ")));
+      entry.cuda = static_cast<int>(c->as_integer()->get());
+    }
     // description
     if (const toml::node* d = t.get("description")) {
       if (!d->is_string()) return failed(lineOf(*d), "'description' must be a string");
@@ -196,7 +207,11 @@ std::string MatrixEntry::tag() const {
   return fmt::format("{}", fmt::join(parts, "_"));
 }
 std::string MatrixEntry::id() const {
-  return arch + "/" + tag();
+  const std::string sub = artifactsSubdir();
+  return arch + "/" + tag() + (sub.empty() ? "" : "/" + sub);
+}
+std::string MatrixEntry::artifactsSubdir() const {
+  return cuda == kDefaultCudaMajor ? std::string() : fmt::format("cuda{}", cuda);
 }
 std::string MatrixEntry::kernelsText() const {
   return kernels.empty() ? std::string("ALL") : fmt::format("{}", fmt::join(kernels, ","));
@@ -427,15 +442,17 @@ void runEntry(const MatrixOptions& options, const fs::path& output_dir, const fs
     out.ok = false;
     out.error = Error{fmt::format("entry {}: {}: {}", entry.id(), stage, e.message), e.kind};
   };
-  out.artifact_dir = output_dir / entry.arch / entry.tag();
+  const fs::path artifacts_root = output_dir / entry.artifactsSubdir();
+  out.artifact_dir = artifacts_root / entry.arch / entry.tag();
   ArtifactMetadata metadata;
   if (!options.no_build) {
     BuildOptions build = options.build;
+    build.cuda_major = entry.cuda;
     build.gpu_arch = entry.gpuArchText();
     build.arch = entry.arch;
     build.kernels = entry.kernelsText();
     build.clean = true;
-    build.output_dir = output_dir;
+    build.output_dir = artifacts_root.lexically_normal();
     auto built = runBuild(build, runner, sink);
     if (!built) return fail(built.failure(), "build");
     out.artifact_dir = built->artifact_dir;
@@ -449,6 +466,11 @@ void runEntry(const MatrixOptions& options, const fs::path& output_dir, const fs
     auto parsed = parseMetadata(*text);
     if (!parsed) return fail(parsed.failure(), "artifact");
     metadata = *parsed;
+  }
+  if (auto major = cudaMajor(metadata.provenance.cuda_version); !major || *major != entry.cuda) {
+    return fail(makeError(fmt::format("the artifact was built with CUDA {}, the entry is cuda {}",
+                                      metadata.provenance.cuda_version, entry.cuda)),
+                "artifact");
   }
   // The gate runs before packaging, so an entry that fails it never leaves a new tarball in dist.
   if (auto gate = checkCoverage(entry, registry, metadata); !gate)

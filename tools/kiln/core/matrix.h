@@ -33,10 +33,16 @@ struct MatrixEntry {
   std::vector<int> sms;              // ascending, unique
   std::vector<std::string> kernels;  // group names as listed; empty: ALL
   std::string description;           // optional, for people ("Jetson Orin")
+  int cuda = 13;                     // the CUDA major it is built with (--cuda-version); key cuda
   int line = 0;                      // line of the [[entry]] in the matrix file
 
-  std::string tag() const;          // "sm_87_sm_90"
-  std::string id() const;           // "aarch64/sm_87": also the artifact's path under artifacts/
+  std::string tag() const;  // "sm_87_sm_90"
+  // "aarch64/sm_87", or "aarch64/sm_87/cuda12" for a CUDA major other than the default 13.
+  std::string id() const;
+  // Where the entry's artifact goes under the artifacts root: "" for the default CUDA major,
+  // "cuda12" for another, so that two CUDA majors of one (arch, tag) never share a directory;
+  // the artifact is then <root>/<this>/<arch>/<tag>.
+  std::string artifactsSubdir() const;
   std::string kernelsText() const;  // "ALL" | "rmsnorm,decodeattn" (the --kernels value)
   std::string gpuArchText() const;  // "sm_87,sm_90" (the --gpu-arch value)
 };

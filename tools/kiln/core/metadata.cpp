@@ -122,6 +122,7 @@ std::string toJson(const ArtifactMetadata& m) {
   j["gpu_archs"] = archs;
   j["compile_targets"] = p.compile_targets;
   j["cuda_version"] = p.cuda_version;
+  if (p.cuda_frontend_version) j["cuda_frontend_version"] = *p.cuda_frontend_version;
   j["host_compiler"] = {{"command", p.host_compiler_command}, {"version", p.host_compiler_version}};
   j["cutlass_version"] = p.cutlass_version ? Json(*p.cutlass_version) : Json(nullptr);
   j["build_date"] = m.build_date;
@@ -219,6 +220,8 @@ Result<ArtifactMetadata> parseMetadata(const std::string& json_text) {
     p.compile_targets = j.at(field).get<std::vector<std::string>>();
     field = "cuda_version";
     p.cuda_version = j.at(field).get<std::string>();
+    field = "cuda_frontend_version";
+    if (j.contains(field)) p.cuda_frontend_version = j.at(field).get<std::string>();
     field = "host_compiler";
     p.host_compiler_command = j.at(field).at("command").get<std::string>();
     p.host_compiler_version = j.at(field).at("version").get<std::string>();
@@ -332,6 +335,8 @@ std::string variantFingerprint(const VariantRecord& record, const Variant& varia
   text +=
       fmt::format("cuda {}\nhost_compiler {}\ncutlass {}\n", provenance.cuda_version,
                   provenance.host_compiler_version, provenance.cutlass_version.value_or("none"));
+  if (provenance.cuda_frontend_version)
+    text += fmt::format("cuda_frontend {}\n", *provenance.cuda_frontend_version);
   return io::sha256Hex(text);
 }
 
@@ -348,6 +353,7 @@ std::string artifactFingerprint(const ArtifactMetadata& m) {
       p.kiln_version, p.arch, p.host_target, p.tag, fmt::join(archs, ","),
       fmt::join(p.compile_targets, ","), p.cuda_version, p.host_compiler_command,
       p.host_compiler_version, p.cutlass_version.value_or("none"));
+  if (p.cuda_frontend_version) text += fmt::format("cuda_frontend {}\n", *p.cuda_frontend_version);
   for (const auto& [path, sha] : m.runtime_inputs)
     text += fmt::format("runtime_input {} {}\n", path, sha);
   for (const auto& [name, v] : m.variants)
@@ -408,6 +414,11 @@ Result<void> checkMergeable(const Provenance& old_p, const Provenance& now) {
   }
   if (old_p.cuda_version != now.cuda_version)
     return differs("CUDA version", old_p.cuda_version, now.cuda_version);
+  if (old_p.cuda_frontend_version != now.cuda_frontend_version) {
+    return differs("CUDA front end (nvcc writing PTX for the CUDA 12 ptxas)",
+                   old_p.cuda_frontend_version.value_or("none"),
+                   now.cuda_frontend_version.value_or("none"));
+  }
   if (old_p.host_compiler_command != now.host_compiler_command) {
     return differs("host compiler", old_p.host_compiler_command, now.host_compiler_command);
   }

@@ -65,7 +65,10 @@ struct Provenance {
   std::string tag;
   std::vector<GpuArch> gpu_archs;            // sm_NN and compute_NN entries, ascending by SM
   std::vector<std::string> compile_targets;  // sorted, unique
-  std::string cuda_version;
+  std::string cuda_version;  // the toolkit that made the images: nvcc's, or the split ptxas'
+  // The split CUDA 12 toolchain's front end (core/toolchain.h): the nvcc that wrote the PTX the
+  // cuda_version ptxas assembled; absent (and in no fingerprint) when nvcc made the images.
+  std::optional<std::string> cuda_frontend_version;
   std::string host_compiler_command;
   std::string host_compiler_version;
   std::optional<std::string> cutlass_version;

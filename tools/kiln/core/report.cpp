@@ -101,7 +101,10 @@ std::string inspectTable(const ArtifactMetadata& m) {
   out += fmt::format("tag            {}\n", p.tag);
   out += fmt::format("arch           {} ({})\n", p.arch, p.host_target);
   out += fmt::format("compile        {}\n", fmt::join(p.compile_targets, ", "));
-  out += fmt::format("cuda           {}\n", p.cuda_version);
+  out += fmt::format("cuda           {}{}\n", p.cuda_version,
+                     p.cuda_frontend_version
+                         ? fmt::format(" (ptxas; PTX from nvcc {})", *p.cuda_frontend_version)
+                         : "");
   out += fmt::format("host compiler  {} ({})\n", p.host_compiler_command, p.host_compiler_version);
   out += fmt::format("cutlass        {}\n", p.cutlass_version.value_or("-"));
   out += fmt::format("kiln           {}\n", p.kiln_version);

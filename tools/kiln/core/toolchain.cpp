@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/registry.h"
 
@@ -114,6 +115,65 @@ Result<CudaToolchain> detectCuda(io::ProcessRunner& runner, const std::string& n
   return cuda;
 }
 
+int CudaToolchain::major() const {
+  static const std::regex leading(R"(^([0-9]{1,3})\.)");
+  std::smatch match;
+  if (!std::regex_search(version, match, leading)) return 0;
+  return std::stoi(match[1]);
+}
+
+Result<int> parseCudaMajor(const std::string& text) {
+  for (int major : kCudaMajors) {
+    if (text == std::to_string(major)) return major;
+  }
+  return makeError(fmt::format("--cuda-version {}: kiln builds with CUDA {} (allowed values: {})",
+                               text.empty() ? "''" : text, fmt::join(kCudaMajors, " or "),
+                               fmt::join(kCudaMajors, ", ")),
+                   ErrorKind::kUsage);
+}
+
+std::vector<int> parsePtxasArchList(const std::string& text) {
+  // The allowed values of --gpu-name only: the text from that option to the next one.
+  size_t begin = text.find("--gpu-name");
+  if (begin == std::string::npos) return {};
+  size_t end = text.find("\n--", begin + 1);
+  const std::string part = text.substr(begin, end == std::string::npos ? end : end - begin);
+  std::set<int> sms;
+  static const std::regex sm(R"('sm_([0-9]+)a?')");
+  for (auto it = std::sregex_iterator(part.begin(), part.end(), sm); it != std::sregex_iterator();
+       ++it)
+    sms.insert(std::stoi((*it)[1]));
+  return {sms.begin(), sms.end()};
+}
+
+std::string ptxIsaOf(const std::string& cuda_version) {
+  // PTX ISA of each CUDA 12 release (the PTX ISA document's release history).
+  static const std::pair<const char*, const char*> kIsa[] = {
+      {"12.0", "8.0"}, {"12.1", "8.1"}, {"12.2", "8.2"}, {"12.3", "8.3"}, {"12.4", "8.4"},
+      {"12.5", "8.5"}, {"12.6", "8.5"}, {"12.8", "8.7"}, {"12.9", "8.8"}};
+  for (const auto& [cuda, isa] : kIsa) {
+    const std::string prefix = std::string(cuda) + ".";
+    if (cuda_version == cuda || cuda_version.rfind(prefix, 0) == 0) return isa;
+  }
+  return {};
+}
+
+Result<std::string> retargetPtx(const std::string& text, const std::string& isa) {
+  static const std::regex directive(R"((^|\n)\.version ([0-9]+)\.([0-9]+)[ \t]*(\r?\n))");
+  std::smatch match;
+  if (!std::regex_search(text, match, directive))
+    return makeError("the PTX has no .version directive");
+  const size_t dot = isa.find('.');
+  const int want_major = std::stoi(isa.substr(0, dot));
+  const int want_minor = std::stoi(isa.substr(dot + 1));
+  const int have_major = std::stoi(match[2]);
+  const int have_minor = std::stoi(match[3]);
+  if (have_major < want_major || (have_major == want_major && have_minor <= want_minor))
+    return text;
+  return match.prefix().str() + match[1].str() + ".version " + isa + match[4].str() +
+         match.suffix().str();
+}
+
 Result<HostToolchain> detectHost(io::ProcessRunner& runner, const std::string& arch,
                                  const std::string& cxx) {
   HostToolchain host;
@@ -202,6 +262,72 @@ Result<CutlassHeaders> detectCutlass(const fs::path& root, const std::string& en
       "CUTLASS headers not found (looked in {}/.venv/lib/python3*/site-packages/cutlass_library/"
       "source/include); run scripts/setup.sh or set KILN_CUTLASS_INCLUDE",
       root.string()));
+}
+
+Result<CudaToolchain> selectCuda(io::ProcessRunner& runner, const CudaSearch& search,
+                                 const fs::path& root, int major) {
+  const auto wrongMajor = [major](const CudaToolchain& cuda, const std::string& what) {
+    return envError(fmt::format(
+        "--cuda-version {}: {} is CUDA {}; {}", major, what, cuda.version,
+        major == 12 ? "set KILN_CUDA12_HOME to a CUDA 12 toolkit, or run scripts/setup.sh"
+                    : "set KILN_NVCC or CUDA_HOME to a CUDA 13 toolkit"));
+  };
+  if (major != 12) {
+    auto cuda = detectCuda(runner, search.nvcc, search.cuda_home);
+    if (!cuda) return cuda.failure();
+    if (cuda->major() != major) return wrongMajor(*cuda, cuda->nvcc);
+    return cuda;
+  }
+  const fs::path home =
+      search.cuda12_home.empty() ? root / kCuda12Toolkit : fs::path(search.cuda12_home);
+  const std::string nvcc12 = (home / "bin" / "nvcc").string();
+  if (runner.available(nvcc12)) {
+    auto cuda = detectCuda(runner, nvcc12, "");
+    if (!cuda) return cuda.failure();
+    if (cuda->major() != 12) return wrongMajor(*cuda, nvcc12);
+    return cuda;
+  }
+  const std::string ptxas = (home / "bin" / "ptxas").string();
+  if (!runner.available(ptxas)) {
+    return envError(fmt::format(
+        "--cuda-version 12: no CUDA 12 toolkit at {} (neither bin/nvcc nor bin/ptxas); run "
+        "scripts/setup.sh (it installs nvidia-cuda-nvcc-cu12=={} into {}/) or set "
+        "KILN_CUDA12_HOME",
+        home.string(), kCuda12NvccWheelVersion, kCuda12Dir));
+  }
+  auto cuda = detectCuda(runner, search.nvcc, search.cuda_home);
+  if (!cuda) return cuda.failure();
+  auto version = query(runner, {ptxas, "--version"});
+  if (!version) return version.failure();
+  CudaToolchain split = *cuda;
+  split.ptxas = ptxas;
+  split.frontend_version = cuda->version;
+  split.version = parseNvccVersion(*version);
+  if (split.major() != 12) {
+    return envError(fmt::format("--cuda-version 12: {} is CUDA {}; {}", ptxas,
+                                split.version.empty() ? "of no readable version" : split.version,
+                                "run scripts/setup.sh or set KILN_CUDA12_HOME"));
+  }
+  split.ptx_isa = ptxIsaOf(split.version);
+  if (split.ptx_isa.empty()) {
+    return envError(fmt::format(
+        "--cuda-version 12: {} is CUDA {}, whose PTX ISA kiln does not know; use the pinned "
+        "nvidia-cuda-nvcc-cu12=={} (scripts/setup.sh)",
+        ptxas, split.version, kCuda12NvccWheelVersion));
+  }
+  auto help = query(runner, {ptxas, "--help"});
+  if (!help) return help.failure();
+  const std::vector<int> assembles = parsePtxasArchList(*help);
+  split.sms.clear();
+  for (int sm : cuda->sms) {
+    if (std::find(assembles.begin(), assembles.end(), sm) != assembles.end())
+      split.sms.push_back(sm);
+  }
+  if (split.sms.empty()) {
+    return envError(fmt::format("--cuda-version 12: {} and {} share no sm_NN target", cuda->nvcc,
+                                ptxas));
+  }
+  return split;
 }
 
 }  // namespace kiln::core
