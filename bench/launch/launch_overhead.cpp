@@ -58,7 +58,7 @@ const kiln_image kImages[] = {
     {50, 0, reinterpret_cast<const unsigned char*>(kPtx50), sizeof(kPtx50) - 1, "", 1},
     {90, 0, reinterpret_cast<const unsigned char*>(kPtx90), sizeof(kPtx90) - 1, "", 1},
 };
-const kiln_variant kVariant = {"kiln_bench_empty", "bench", kEntries, 1, kImages, 2};
+const kiln_variant kVariant = {"kiln_bench_empty", "bench", kEntries, 1, kImages, 2, 0};
 
 struct Driver {
   CUresult (*init)(unsigned);

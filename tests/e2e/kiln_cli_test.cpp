@@ -466,10 +466,55 @@ TEST_F(KilnCli, PtxBuildVerifiesAndInspects) {
       << tampered.err;
 }
 
+// CUDA 12 (--cuda-version 12): the repository's rmsnorm group for sm_87 with the split toolchain,
+// the system nvcc's PTX assembled by the pinned CUDA 12 ptxas that scripts/setup.sh installs in
+// .cuda12/ (skipped without it). The artifact records both tools, verifies, and packages as a
+// _cuda12 tarball.
+TEST_F(KilnCli, Cuda12BuildOfRmsnormVerifiesAndPackages) {
+  if (!haveNvcc()) GTEST_SKIP() << "nvcc is not installed";
+  const fs::path root = fs::path(KILN_E2E_RUNTIME).parent_path();
+  if (!fs::exists(root / ".cuda12/nvidia/cuda_nvcc/bin/ptxas"))
+    GTEST_SKIP() << "no CUDA 12 ptxas in .cuda12/ (scripts/setup.sh installs it)";
+  const fs::path artifact = work_ / "x86_64/sm_87";
+  CliRun build = kiln({"build", "--cuda-version", "12", "--gpu-arch", "sm_87", "--kernels",
+                       "rmsnorm", "--root", root.string(), "--runtime-dir", KILN_E2E_RUNTIME,
+                       "--output-dir", work_.string(), "--arch", "x86_64", "-j", "2"});
+  ASSERT_EQ(build.code, 0) << build.out << build.err;
+  EXPECT_NE(build.out.find("[16/16] "), std::string::npos) << build.out;
+  const auto metadata = nlohmann::json::parse(*kiln::io::readFile(artifact / "metadata.json"));
+  EXPECT_EQ(metadata["cuda_version"].get<std::string>().rfind("12.6.", 0), 0u)
+      << metadata["cuda_version"];
+  EXPECT_EQ(metadata["cuda_frontend_version"].get<std::string>().rfind("13.", 0), 0u);
+  for (const auto& [name, v] : metadata["variants"].items()) {
+    const auto& image = v["sms"]["87"];
+    EXPECT_EQ(image["format"], "cubin") << name;
+    EXPECT_EQ(image["kernels"].size(), 2u) << name;  // ptxas -v reported both entries
+    EXPECT_EQ(elfMachineOf(artifact / image["cubin"].get<std::string>()), 190) << name;
+  }
+  CliRun verify = kiln({"verify", artifact.string()});
+  ASSERT_EQ(verify.code, 0) << verify.out << verify.err;
+  EXPECT_NE(verify.out.find("x86_64 sm_87 (CUDA 12.6."), std::string::npos) << verify.out;
+  CliRun package = kiln({"package", artifact.string(), "--dist", (work_ / "dist").string()});
+  ASSERT_EQ(package.code, 0) << package.out << package.err;
+  EXPECT_TRUE(fs::exists(work_ / "dist/kiln_x86_64_sm_87_cuda12.tar.gz")) << package.out;
+  // A CUDA 13 build does not merge into it.
+  CliRun merge = kiln({"build", "--gpu-arch", "sm_87", "--kernels", "rmsnorm", "--root",
+                       root.string(), "--runtime-dir", KILN_E2E_RUNTIME, "--output-dir",
+                       work_.string(), "--arch", "x86_64", "-j", "2"});
+  EXPECT_EQ(merge.code, 2) << merge.out << merge.err;
+  EXPECT_NE(merge.err.find("CUDA version differs (old: 12.6."), std::string::npos) << merge.err;
+}
+
 TEST_F(KilnCli, UsageErrorsExitWithTwo) {
   EXPECT_EQ(kiln({"build"}).code, 2);  // --gpu-arch is required
   EXPECT_EQ(kiln({}).code, 2);         // a subcommand is required
   EXPECT_EQ(kiln({"frobnicate"}).code, 2);
+  CliRun cuda11 = kiln(buildArgs(work_, {"--cuda-version", "11"}));
+  EXPECT_EQ(cuda11.code, 2) << cuda11.err;
+  EXPECT_NE(cuda11.err.find("--cuda-version 11: kiln builds with CUDA 12 or 13 (allowed values: "
+                            "12, 13)"),
+            std::string::npos)
+      << cuda11.err;
   CliRun unknown = kiln(buildArgs(work_, {"--kernels", "nope"}));
   if (haveNvcc()) {
     EXPECT_EQ(unknown.code, 2) << unknown.err;

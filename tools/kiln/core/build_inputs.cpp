@@ -217,7 +217,11 @@ Result<BuildInputs> readBuildInputs(const BuildOptions& options, io::ProcessRunn
   if (auto r = resolvePaths(options, in); !r) return r.failure();
   if (auto r = detectCompilers(options, *sms, runner, in); !r) return r.failure();
 
-  auto registry = loadRegistry(in.root, in.tools.cuda.sms);
+  // kiln.toml's supported_sms are checked against CUDA 13's nvcc (a typo check); an older toolkit
+  // knows fewer SMs (CUDA 12.6: none past sm_90), which is no fault of the registry: its
+  // --gpu-arch entries were checked above, and a variant's other SMs are not built.
+  auto registry = loadRegistry(
+      in.root, in.tools.cuda.major() == kDefaultCudaMajor ? in.tools.cuda.sms : std::vector<int>{});
   if (!registry) return usage(registry.error());
   in.registry = std::move(registry).value();
   auto selection = planBuild(in.registry, parseGroupList(options.kernels), *sms);
