@@ -489,7 +489,11 @@ TEST_F(KilnCli, Cuda12BuildOfRmsnormVerifiesAndPackages) {
     const auto& image = v["sms"]["87"];
     EXPECT_EQ(image["format"], "cubin") << name;
     EXPECT_EQ(image["kernels"].size(), 2u) << name;  // ptxas -v reported both entries
-    EXPECT_EQ(elfMachineOf(artifact / image["cubin"].get<std::string>()), 190) << name;
+    const fs::path cubin = artifact / image["cubin"].get<std::string>();
+    EXPECT_EQ(elfMachineOf(cubin), 190) << name;
+    // e_ident[EI_ABIVERSION]: 7 for a CUDA 12 ptxas' cubin, 8 for CUDA 13's, which a CUDA 12
+    // driver does not load.
+    EXPECT_EQ(static_cast<int>(kiln::io::readFile(cubin)->at(8)), 7) << name;
   }
   CliRun verify = kiln({"verify", artifact.string()});
   ASSERT_EQ(verify.code, 0) << verify.out << verify.err;

@@ -64,7 +64,7 @@ TEST(DriverVersionTest, SameMajorCubinLoadsAndNewerPtxIsRefused) {
   kiln::Status s = kiln::launch(ptx.get(), 0, config(), driver.makeStream(0), nullptr);
   EXPECT_EQ(s.code(), StatusCode::kDriverTooOld);
   EXPECT_NE(s.message().find("artifact built with CUDA 12.9; driver supports 12.6; its "
-                             "compute_80 (PTX) image needs a driver of CUDA 12.9 or newer"),
+                             "compute_80 PTX image needs a driver of CUDA 12.9 or newer"),
             std::string::npos)
       << s.message();
   // Same version: loads.

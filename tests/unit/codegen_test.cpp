@@ -74,7 +74,7 @@ TEST(Codegen, TwoSmVariantSharesTheSingleSmHeader) {
            "const kiln_image* kiln_rmsnorm_h4096_bf16__arch90_image(void);\n",
            "      *kiln_rmsnorm_h4096_bf16__arch87_image(),\n"
            "      *kiln_rmsnorm_h4096_bf16__arch90_image(),\n",
-           "{\"rmsnorm_h4096_bf16\", \"rmsnorm\", kEntries, 2, images, 2}",
+           "{\"rmsnorm_h4096_bf16\", \"rmsnorm\", kEntries, 2, images, 2, 0}",
            "extern \"C\" const kiln_variant* kiln_rmsnorm_h4096_bf16_variant(void) {",
        }) {
     EXPECT_NE(shim.find(line), std::string::npos) << "missing: " << line << "in\n" << shim;
@@ -214,7 +214,7 @@ TEST(Codegen, VariantShimAndArtifactTable) {
   const std::string shim = variantShimSource(v);
   EXPECT_NE(shim.find("\"kiln_rmsnorm\", \"kiln_add_rmsnorm\""), std::string::npos) << shim;
   EXPECT_NE(shim.find("*kiln_rmsnorm_h4096_bf16__arch90_image(),"), std::string::npos);
-  EXPECT_NE(shim.find("{\"rmsnorm_h4096_bf16\", \"rmsnorm\", kEntries, 2, images, 1}"),
+  EXPECT_NE(shim.find("{\"rmsnorm_h4096_bf16\", \"rmsnorm\", kEntries, 2, images, 1, 0}"),
             std::string::npos);
 
   ArtifactMetadata m;

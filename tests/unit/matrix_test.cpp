@@ -136,7 +136,7 @@ TEST(Matrix, ErrorsNameFileLineAndRule) {
   EXPECT_EQ(parseError(head + "gpu_archs = [\"sm_90\"]\nkernels = [\"rmsnorm\", \"rmsnorm\"]\n"),
             "matrix.toml:4: kernels lists group 'rmsnorm' twice");
   EXPECT_EQ(parseError(head + "gpu_archs = [\"sm_90\"]\nkernels = \"ALL\"\nkernel = \"x\"\n"),
-            "matrix.toml:5: unknown key 'kernel' in [[entry]] (allowed: arch, description, "
+            "matrix.toml:5: unknown key 'kernel' in [[entry]] (allowed: arch, cuda, description, "
             "gpu_archs, kernels)");
   EXPECT_EQ(parseError("version = 1\n"),
             "matrix.toml:1: unknown key 'version' at the top level (allowed: [[entry]])");
@@ -149,8 +149,7 @@ TEST(Matrix, ErrorsNameFileLineAndRule) {
       "[[entry]]\narch = \"x86_64\"\ngpu_archs = [\"sm_90\", \"sm_87\"]\nkernels = [\"rmsnorm\"]\n";
   EXPECT_EQ(parseError(a + b),
             "matrix.toml:5: duplicate entry x86_64/sm_87_sm_90 (first at line 1); each (arch, "
-            "gpu_archs) is one "
-            "tarball");
+            "gpu_archs, cuda) is one tarball");
   EXPECT_NE(parseError("[[entry]\n").find("matrix.toml:1: invalid TOML"), std::string::npos);
 }
 
