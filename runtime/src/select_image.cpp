@@ -81,16 +81,16 @@ Status checkDriverVersion(const kiln_variant& variant, const kiln_image& image,
   const int built = variant.cuda_version;
   if (built <= 0 || driver_version <= 0) return Status::Ok();
   const bool newer_major = built / 1000 > driver_version / 1000;
-  const bool newer_ptx = image.ptx != 0 && built / 1000 == driver_version / 1000 &&
-                         built > driver_version;
+  const bool newer_ptx =
+      image.ptx != 0 && built / 1000 == driver_version / 1000 && built > driver_version;
   if (!newer_major && !newer_ptx) return Status::Ok();
   const int driver_major = driver_version / 1000;
   std::string message = std::string(variant.name != nullptr ? variant.name : "<unnamed variant>") +
                         ": artifact built with CUDA " + versionName(built) + "; driver supports " +
                         versionName(driver_version) + "; ";
   if (newer_ptx) {
-    message += "its " + detail::imageName(image) +
-               " image needs a driver of CUDA " + versionName(built) +
+    message += "its " + detail::imageName(image) + " image needs a driver of CUDA " +
+               versionName(built) +
                " or newer to JIT-compile it; update the driver or use a cubin for this SM";
   } else if (driver_major >= 12) {
     message += "use the cuda" + std::to_string(driver_major) + " tarball or update the driver";

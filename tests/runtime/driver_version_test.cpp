@@ -59,8 +59,7 @@ TEST(DriverVersionTest, SameMajorCubinLoadsAndNewerPtxIsRefused) {
   TestVariant cubin("rmsnorm_h1024_bf16", {"kernel_main"}, {image(87)}, "rmsnorm", 12090);
   EXPECT_TRUE(kiln::launch(cubin.get(), 0, config(), driver.makeStream(0), nullptr).ok());
   // PTX of CUDA 12.9: the 12.6 driver's JIT cannot read it.
-  TestVariant ptx("rmsnorm_h2048_bf16", {"kernel_main"}, {ptxImage(80)}, "rmsnorm",
-                  12090);
+  TestVariant ptx("rmsnorm_h2048_bf16", {"kernel_main"}, {ptxImage(80)}, "rmsnorm", 12090);
   kiln::Status s = kiln::launch(ptx.get(), 0, config(), driver.makeStream(0), nullptr);
   EXPECT_EQ(s.code(), StatusCode::kDriverTooOld);
   EXPECT_NE(s.message().find("artifact built with CUDA 12.9; driver supports 12.6; its "
@@ -68,8 +67,7 @@ TEST(DriverVersionTest, SameMajorCubinLoadsAndNewerPtxIsRefused) {
             std::string::npos)
       << s.message();
   // Same version: loads.
-  TestVariant same("rmsnorm_h3072_bf16", {"kernel_main"}, {ptxImage(80)}, "rmsnorm",
-                   kCuda126);
+  TestVariant same("rmsnorm_h3072_bf16", {"kernel_main"}, {ptxImage(80)}, "rmsnorm", kCuda126);
   EXPECT_TRUE(kiln::launch(same.get(), 0, config(), driver.makeStream(0), nullptr).ok());
 }
 

@@ -48,7 +48,7 @@ struct FakeTools {
   int object_machine = 0;  // the ELF machine g++ writes into objects (0: the right one)
   std::vector<std::string> ptx_entries = {"kiln_fake"};  // the `.entry` kernels `nvcc -ptx` writes
   std::string ptxas_release = "12.6, V12.6.85";          // what `ptxas --version` says
-  std::atomic<int> fail_ptxas{0};                         // 1: every ptxas assembly fails
+  std::atomic<int> fail_ptxas{0};                        // 1: every ptxas assembly fails
   std::mutex ptxas_mutex;
   std::vector<std::string> ptxas_read_versions;  // the .version line of every PTX ptxas read
 
@@ -116,8 +116,9 @@ struct FakeTools {
       }
     } else if (tool == "ptxas") {
       if (argv[1] == "--version") {
-        r.stdout_text = "ptxas: NVIDIA (R) Ptx optimizing assembler\nCuda compilation tools, release " +
-                        ptxas_release + "\n";
+        r.stdout_text =
+            "ptxas: NVIDIA (R) Ptx optimizing assembler\nCuda compilation tools, release " +
+            ptxas_release + "\n";
         return r;
       }
       if (argv[1] == "--help") {
@@ -145,7 +146,8 @@ struct FakeTools {
         r.stderr_text = "ptxas fatal   : Unsupported .version 9.0; current version is '8.5'\n";
         return r;
       }
-      auto w = io::writeFile(valueAfter(argv, "-o"), minimalElf(190, valueAfter(argv, "-o") + arch));
+      auto w =
+          io::writeFile(valueAfter(argv, "-o"), minimalElf(190, valueAfter(argv, "-o") + arch));
       if (!w) return w.failure();
       r.stdout_text = "ptxas info    : Compiling entry function 'kiln_fake' for '" + arch +
                       "'\nptxas info    : Function properties for kiln_fake\n"

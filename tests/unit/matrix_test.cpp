@@ -350,9 +350,8 @@ TEST(ReleaseMatrixFile, ListsTheRequiredTarballsAndAgreesWithRegistryAndDocs) {
   ASSERT_TRUE(m) << m.error();
   std::vector<std::string> ids;
   for (const auto& e : m->entries) ids.push_back(e.id());
-  for (const char* required :
-       {"x86_64/sm_90", "aarch64/sm_87", "aarch64/sm_87/cuda12", "aarch64/sm_110",
-        "x86_64/sm_80_sm_86_sm_89_sm_90"}) {
+  for (const char* required : {"x86_64/sm_90", "aarch64/sm_87", "aarch64/sm_87/cuda12",
+                               "aarch64/sm_110", "x86_64/sm_80_sm_86_sm_89_sm_90"}) {
     EXPECT_NE(std::find(ids.begin(), ids.end(), required), ids.end())
         << required << " is not in the matrix";
   }

@@ -23,7 +23,8 @@ const char* const kEntriesReversed[] = {"kiln_decodeattn_merge", "kiln_decodeatt
                                         "kiln_decodeattn"};
 const kiln_image kImages[] = {{80, 0, nullptr, 0, "", 0}, {90, 0, nullptr, 0, "", 0}};
 
-const kiln_variant kD128Bf16{"decodeattn_d128_bf16", "decodeattn", kEntriesReversed, 3, kImages, 2, 0};
+const kiln_variant kD128Bf16{
+    "decodeattn_d128_bf16", "decodeattn", kEntriesReversed, 3, kImages, 2, 0};
 const kiln_variant kD64Bf16{"decodeattn_d64_bf16", "decodeattn", kEntries, 3, kImages, 2, 0};
 const kiln_variant kD128Fp16{"decodeattn_d128_fp16", "decodeattn", kEntries, 3, kImages, 2, 0};
 const kiln_variant kNoMerge{"decodeattn_d64_fp16", "decodeattn", kEntries, 2, kImages, 2, 0};

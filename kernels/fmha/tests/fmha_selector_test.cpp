@@ -24,7 +24,8 @@ const char* const kOtherEntries[] = {"kiln_fmha_other"};
 // As a real artifact: one arch-specific sm_90a image.
 const kiln_image kImages[] = {{90, 1, nullptr, 0, "", 0}};
 
-const kiln_variant kD128Bf16Causal{"fmha_wgmma_d128_bf16_causal", "fmha", kEntries, 1, kImages, 1, 0};
+const kiln_variant kD128Bf16Causal{
+    "fmha_wgmma_d128_bf16_causal", "fmha", kEntries, 1, kImages, 1, 0};
 const kiln_variant kD64Bf16Causal{"fmha_wgmma_d64_bf16_causal", "fmha", kEntries, 1, kImages, 1, 0};
 const kiln_variant kD128Bf16Full{"fmha_wgmma_d128_bf16_full", "fmha", kEntries, 1, kImages, 1, 0};
 const kiln_variant kD64Fp16Full{"fmha_wgmma_d64_fp16_full", "fmha", kEntries, 1, kImages, 1, 0};

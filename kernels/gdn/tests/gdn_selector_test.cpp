@@ -21,8 +21,10 @@ const char* const kEntries[] = {"kiln_gdn_decode"};
 const char* const kMtpEntries[] = {"kiln_gdn_decode_mtp"};
 const kiln_image kImages[] = {{90, 0, nullptr, 0, "", 0}};
 const kiln_variant kBf16{"gdn_decode_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1, 0};
-const kiln_variant kMtpBf16{"gdn_decode_mtp_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1, 0};
-const kiln_variant kMtpFp16{"gdn_decode_mtp_dk128_dv128_fp16", "gdn", kMtpEntries, 1, kImages, 1, 0};
+const kiln_variant kMtpBf16{
+    "gdn_decode_mtp_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1, 0};
+const kiln_variant kMtpFp16{
+    "gdn_decode_mtp_dk128_dv128_fp16", "gdn", kMtpEntries, 1, kImages, 1, 0};
 const kiln_variant kGatingBf16{
     "gdn_decode_gating_dk128_dv128_bf16", "gdn", kEntries, 1, kImages, 1, 0};
 const kiln_variant kMtpGatingBf16{

@@ -114,8 +114,7 @@ Status selectImage(const kiln_variant& variant, int device_sm, const kiln_image*
 // version compatibility). Refused: kDriverTooOld, "rmsnorm_h4096_bf16: artifact built with CUDA
 // 13.0; driver supports 12.6; use the cuda12 tarball or update the driver". A version of 0
 // (unknown) on either side is not checked. Launch, preload and doctor check it before a load.
-Status checkDriverVersion(const kiln_variant& variant, const kiln_image& image,
-                          int driver_version);
+Status checkDriverVersion(const kiln_variant& variant, const kiln_image& image, int driver_version);
 
 // Launches entry `entry` (an index into variant.entries) on `target.stream` with `args` (the
 // kernel's parameter pointers, as cuLaunchKernel takes them), with the target's context current

@@ -125,10 +125,11 @@ class CudaFrontEnd final : public FrontEnd {
     if (!front) return front.failure();
     output->log = front->stdout_text + front->stderr_text;
     if (front->exit_code != 0) {
-      return makeError(fmt::format("{} for {}: nvcc {} (the CUDA {} front end) failed with exit "
-                                   "code {}:\n{}",
-                                   variant.name, output->target, cuda.frontend_version,
-                                   cuda.version, front->exit_code, output->log));
+      return makeError(
+          fmt::format("{} for {}: nvcc {} (the CUDA {} front end) failed with exit "
+                      "code {}:\n{}",
+                      variant.name, output->target, cuda.frontend_version, cuda.version,
+                      front->exit_code, output->log));
     }
     const std::filesystem::path ptx_file = splitPtxPath(request);
     auto text = io::readFile(ptx_file);
@@ -138,9 +139,8 @@ class CudaFrontEnd final : public FrontEnd {
     }
     auto lowered = retargetPtx(*text, cuda.ptx_isa);
     if (!lowered) {
-      return makeError(
-          fmt::format("{} for {}: {}: {}", variant.name, output->target, ptx_file.string(),
-                      lowered.error()));
+      return makeError(fmt::format("{} for {}: {}: {}", variant.name, output->target,
+                                   ptx_file.string(), lowered.error()));
     }
     const std::filesystem::path& written = request.ptx ? request.cubin : ptx_file;
     if (auto ok = io::writeFile(written, *lowered); !ok) return ok.failure();

@@ -324,8 +324,8 @@ Result<CudaToolchain> selectCuda(io::ProcessRunner& runner, const CudaSearch& se
       split.sms.push_back(sm);
   }
   if (split.sms.empty()) {
-    return envError(fmt::format("--cuda-version 12: {} and {} share no sm_NN target", cuda->nvcc,
-                                ptxas));
+    return envError(
+        fmt::format("--cuda-version 12: {} and {} share no sm_NN target", cuda->nvcc, ptxas));
   }
   return split;
 }
