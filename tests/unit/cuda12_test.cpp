@@ -247,6 +247,17 @@ TEST_F(Cuda12Build, PtxasFailureNamesBothToolsAndTheIsa) {
       << r.error();
 }
 
+TEST_F(Cuda12Build, PtxasOptionsInNvccFlagsAreRefusedNotDropped) {
+  kiln::testing::writeGroup(tmp_.path(), "alpha", "nvcc_flags = [\"-maxrregcount=64\"]\n");
+  auto r = build(12);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.errorKind(), ErrorKind::kUsage);
+  EXPECT_NE(r.error().find("nvcc_flags '-maxrregcount=64' is a ptxas option, which the split CUDA "
+                           "12.6.85 toolchain (nvcc's PTX, then ptxas) does not forward"),
+            std::string::npos)
+      << r.error();
+}
+
 TEST_F(Cuda12Build, AnSmTheToolkitCannotTargetIsRefusedNamingIt) {
   options_.gpu_arch = "sm_100";
   auto r = build(12);

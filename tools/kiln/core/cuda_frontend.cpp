@@ -117,6 +117,16 @@ class CudaFrontEnd final : public FrontEnd {
                                    CompileOutput* output) {
     const Variant& variant = *request.variant;
     const CudaToolchain& cuda = *request.cuda;
+    // nvcc -ptx runs no ptxas, so options meant for it would silently miss the CUDA 12 ptxas.
+    for (const auto& flag : variant.nvcc_flags) {
+      if (flag.rfind("-Xptxas", 0) == 0 || flag.rfind("--ptxas-options", 0) == 0 ||
+          flag.find("maxrregcount") != std::string::npos) {
+        return makeError(fmt::format("{}: nvcc_flags '{}' is a ptxas option, which the split CUDA "
+                                     "{} toolchain (nvcc's PTX, then ptxas) does not forward",
+                                     variant.name, flag, cuda.version),
+                         ErrorKind::kUsage);
+      }
+    }
     const auto start = std::chrono::steady_clock::now();
     const auto elapsed = [&start] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
