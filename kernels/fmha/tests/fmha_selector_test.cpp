@@ -503,9 +503,9 @@ const char* const kMmaEntries[] = {"kiln_fmha_mma", "kiln_fmha_mma_rows64"};
 // As the release artifact for Ampere to Hopper: mma images for sm_80 and sm_90.
 const kiln_image kMmaImages[] = {{80, 0, nullptr, 0, "", 0}, {90, 0, nullptr, 0, "", 0}};
 const kiln_variant kMmaD128Bf16Causal{
-    "fmha_mma_d128_bf16_causal", "fmha", kMmaEntries, 2, kMmaImages, 2};
+    "fmha_mma_d128_bf16_causal", "fmha", kMmaEntries, 2, kMmaImages, 2, 0};
 const kiln_variant kMmaD256Bf16Causal{
-    "fmha_mma_d256_bf16_causal", "fmha", kMmaEntries, 2, kMmaImages, 2};
+    "fmha_mma_d256_bf16_causal", "fmha", kMmaEntries, 2, kMmaImages, 2, 0};
 const VariantInfo kBothTable[] = {
     {"fmha_mma_d128_bf16_causal", Kernel::kMma, 128, DType::kBFloat16, Mask::kCausal,
      &fixedVariant<kMmaD128Bf16Causal>},
