@@ -107,8 +107,9 @@ void expectDoctorWorks(const fs::path& artifact, const nlohmann::json& metadata)
   for (const char* library : {"libarchive", "libfmt", "libicu", "libcudart"})
     EXPECT_FALSE(contains(bytes, library)) << library;
 
+  // A CUDA 13.0 driver: the artifact is built with CUDA 13 (an older one refuses it, below).
   const std::vector<std::pair<std::string, std::string>> fake = {
-      {"LD_LIBRARY_PATH", KILN_E2E_FAKE_LIBCUDA_DIR}};
+      {"LD_LIBRARY_PATH", KILN_E2E_FAKE_LIBCUDA_DIR}, {"KILN_FAKE_DRIVER_VERSION", "13000"}};
   auto with = [&](std::vector<std::pair<std::string, std::string>> extra) {
     extra.insert(extra.begin(), fake.begin(), fake.end());
     return extra;
@@ -118,11 +119,23 @@ void expectDoctorWorks(const fs::path& artifact, const nlohmann::json& metadata)
   EXPECT_TRUE(contains(runs.out, "kiln-doctor: artifact sm_90 (x86_64), fingerprint " +
                                      metadata["fingerprint"].get<std::string>() + ", 2 variants"))
       << runs.out;
-  EXPECT_TRUE(contains(runs.out, "device 0: kiln fake GPU (sm_90, 4 SMs), driver 12.8"))
+  EXPECT_TRUE(contains(runs.out, "device 0: kiln fake GPU (sm_90, 4 SMs), driver 13.0"))
       << runs.out;
   EXPECT_TRUE(contains(runs.out, "tiny_f2_fp32")) << runs.out;
   EXPECT_TRUE(contains(runs.out, "runnable (sm_90 image)")) << runs.out;
   EXPECT_TRUE(contains(runs.out, "device 0: 2 of 2 variants runnable")) << runs.out;
+
+  // JetPack 6's driver (CUDA 12.6) refuses the CUDA 13 artifact before loading it.
+  CliRun old_driver = doctor(artifact, {},
+                             {{"LD_LIBRARY_PATH", KILN_E2E_FAKE_LIBCUDA_DIR},
+                              {"KILN_FAKE_DRIVER_VERSION", "12060"},
+                              {"KILN_FAKE_SM", "90"}});
+  EXPECT_EQ(old_driver.code, 1) << old_driver.out << old_driver.err;
+  EXPECT_TRUE(contains(old_driver.out,
+                       "NOT runnable: driver too old: tiny_f2_fp32: artifact built "
+                       "with CUDA 13.0; driver supports 12.6; use the cuda12 "
+                       "tarball or update the driver"))
+      << old_driver.out;
 
   CliRun wrong_sm = doctor(artifact, {}, with({{"KILN_FAKE_SM", "80"}}));
   EXPECT_EQ(wrong_sm.code, 1) << wrong_sm.out << wrong_sm.err;

@@ -9,8 +9,9 @@
 // Built a third time as libcuda.so.1 (build/fake_libcuda/), for the e2e tests of an artifact's
 // bin/kiln-doctor, which finds it through LD_LIBRARY_PATH. The environment sets what it shows:
 // KILN_FAKE_SM (e.g. 90: every device is sm_90; unset, the attributes are 0 as for driver_test),
-// KILN_FAKE_DEVICES (the device count, default 1) and KILN_FAKE_LOAD_ERROR (set: every module
-// load fails with CUDA_ERROR_INVALID_IMAGE, as for a cubin the driver cannot load).
+// KILN_FAKE_DEVICES (the device count, default 1), KILN_FAKE_LOAD_ERROR (set: every module
+// load fails with CUDA_ERROR_INVALID_IMAGE, as for a cubin the driver cannot load) and
+// KILN_FAKE_DRIVER_VERSION (what cuDriverGetVersion reports, default 12080: CUDA 12.8).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -50,7 +51,8 @@ int cuInit(unsigned) {
   return kSuccess;
 }
 int cuDriverGetVersion(int* version) {
-  *version = 12080;
+  const char* forced = std::getenv("KILN_FAKE_DRIVER_VERSION");
+  *version = forced != nullptr ? std::atoi(forced) : 12080;
   return kSuccess;
 }
 int cuDeviceGet(int* device, int ordinal) {
