@@ -38,6 +38,7 @@ kiln check fails (wrong output, a run error, or a variant missing from the artif
 import argparse
 import ctypes
 import math
+import re
 import pathlib
 import sys
 
@@ -470,6 +471,9 @@ def main():
     ap.add_argument("--peer-layout", default="auto", choices=["auto", "view", "contiguous"],
                     help="the peers' q/k/v: [B, H, S, d] views of kiln's packed tensors, "
                          "contiguous copies, or auto (the view, else copies)")
+    ap.add_argument("--cases", default="",
+                    help="a regular expression: only the rows of bench cases whose name matches "
+                         "(re.search), after the other selections")
     ap.add_argument("--runs", type=int, default=30, help="timed runs per measurement")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
@@ -489,6 +493,10 @@ def main():
             ap.error(f"--seq-lens: no fa3 case has S {s} (kernels/fmha/tests/gpu/cases.h: "
                      f"{', '.join(str(x) for x in dict.fromkeys(c['seq'] for c in fa3))})")
     rows = workload_rows(kiln.cases, head_dims, dtypes, masks, seq_lens, args.quick)
+    if args.cases:
+        rows = [r for r in rows if re.search(args.cases, r["name"])]
+        if not rows:
+            ap.error(f"--cases {args.cases!r}: no bench row matches")
 
     props = torch.cuda.get_device_properties(0)
     l2_bytes = kb.l2_bytes_of(props)
