@@ -60,6 +60,9 @@ bool paged(const Problem& p) {
 // Why the wgmma kernel cannot serve `p` whatever the device ("" when it can): what it does not
 // implement.
 std::string wgmmaLacks(const Problem& p) {
+  if (p.window_left >= 0) {
+    return "window_left " + std::to_string(p.window_left) + ": the sliding window";
+  }
   if (paged(p)) return "page_table: paged K / V";
   return "";
 }
@@ -261,7 +264,6 @@ Status planWgmma(const Problem& problem, PointerChecks pointers, Plan* plan) {
   params.m_blocks = m_blocks;
   params.scale_log2 = static_cast<float>(static_cast<double>(problem.scale) * kLog2e);
   params.scale = problem.scale;
-  params.window_left = problem.window_left;
   return Status::Ok();
 }
 

@@ -198,23 +198,14 @@ TEST(FmhaRunner, PinnedWgmmaOnOtherSmsIsRefusedBeforeAnyEncodeOrLaunch) {
   EXPECT_EQ(driver.load_attempts.load(), 0);
 }
 
-// A window stays on wgmma on the H200; paged K / V take the mma kernel there too, with strides
-// that follow the layout.
-TEST(FmhaRunner, WindowOnWgmmaAndPagedKvOnMmaOnSm90) {
+// A window or paged K / V take the mma kernel on the H200 too; paged strides follow the layout.
+TEST(FmhaRunner, WindowAndPagedKvRunTheMmaKernelOnSm90) {
   fake::Driver driver({fake::h200()});
-  driver.record_first_arg_bytes = sizeof(FmhaParams);
+  driver.record_first_arg_bytes = sizeof(FmhaMmaParams);
   Problem p = validProblem();
   p.window_left = 256;
   ASSERT_TRUE(run(p, nullptr, 0, driver.makeStream(0)).ok());
-  EXPECT_EQ(driver.lastLaunch().function, "kiln_fmha");
-  {
-    FmhaParams params;
-    const std::vector<unsigned char> bytes = driver.lastLaunchFirstArg();
-    ASSERT_EQ(bytes.size(), sizeof(params));
-    std::memcpy(&params, bytes.data(), sizeof(params));
-    EXPECT_EQ(params.window_left, 256);
-  }
-  driver.record_first_arg_bytes = sizeof(FmhaMmaParams);
+  EXPECT_EQ(driver.lastLaunch().function, "kiln_fmha_mma");
   p = validProblem();
   p.total_k = 0;
   p.cu_seqlens_k = nullptr;
@@ -239,7 +230,7 @@ TEST(FmhaRunner, WindowOnWgmmaAndPagedKvOnMmaOnSm90) {
   EXPECT_EQ(params.head_stride, 64 * 128);  // a head's page_size rows
   EXPECT_EQ(params.max_pages_per_seq, 40);
   EXPECT_EQ(params.num_pages, 500);
-  EXPECT_EQ(driver.tensor_map_encodes.load(), 3);  // the windowed wgmma run's maps only
+  EXPECT_EQ(driver.tensor_map_encodes.load(), 0);
 }
 
 // run() promises the device that owns the stream, from any thread (issue 33): from a thread with

@@ -554,9 +554,6 @@ TEST(FmhaSelector, PicksWgmmaWhereItServesAndMmaOtherwise) {
   Problem window = validProblem();
   window.window_left = 4096;
   ASSERT_TRUE(select(kBothTable, window, &h100, &plan).ok());
-  EXPECT_EQ(plan.info->kernel, Kernel::kWgmma);  // both kernels skip the tiles left of the window
-  EXPECT_EQ(plan.params.window_left, 4096);
-  ASSERT_TRUE(select(kBothTable, window, &orin, &plan).ok());
   EXPECT_EQ(plan.info->kernel, Kernel::kMma);
   EXPECT_EQ(plan.mma_params.window_left, 4096);
   ASSERT_TRUE(select(kBothTable, pagedProblem(), &h100, &plan).ok());
@@ -673,10 +670,12 @@ TEST(FmhaSelector, WindowAndPagedErrorsNameTheValueAndTheLimit) {
   expectRefused(p, StatusCode::kNotSupported,
                 "fmha: kernel wgmma is not built for head_dim 256 bf16 causal; built: "
                 "fmha_mma_d256_bf16_causal");
-  p = pagedProblem();
+  p = validProblem();
+  p.window_left = 100;
   p.kernel = Kernel::kWgmma;
   expectRefused(p, StatusCode::kNotSupported,
-                "fmha: page_table: paged K / V needs the mma kernel (kernel wgmma was asked for)");
+                "fmha: window_left 100: the sliding window needs the mma kernel (kernel wgmma was "
+                "asked for)");
   p = validProblem();  // GQA 4: 600M tokens x 4 rows overflow the packed row index
   p.total_q = 600000000;
   p.max_seqlen_q = 2000;
@@ -687,14 +686,17 @@ TEST(FmhaSelector, WindowAndPagedErrorsNameTheValueAndTheLimit) {
 }
 
 // A table with wgmma only (the sm_90 artifact before the mma kernel, or a trimmed one): what only
-// mma implements is refused naming the missing variant; a window wgmma serves itself.
-TEST(FmhaSelector, WithoutMmaPagesAreNotSupported) {
+// mma implements is refused naming the missing variant.
+TEST(FmhaSelector, WithoutMmaAWindowOrPagesAreNotSupported) {
   Plan plan;
   Problem p = validProblem();
   p.window_left = 10;
-  EXPECT_TRUE(select(kTable, p, nullptr, &plan).ok());
-  EXPECT_EQ(plan.params.window_left, 10);
-  Status s = select(kTable, pagedProblem(), nullptr, &plan);
+  Status s = select(kTable, p, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_EQ(s.message(),
+            "fmha: window_left 10: the sliding window needs the mma kernel; "
+            "fmha_mma_d128_bf16_causal is not built (the wgmma kernel has no such mode)");
+  s = select(kTable, pagedProblem(), nullptr, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);
   EXPECT_EQ(s.message(),
             "fmha: page_table: paged K / V needs the mma kernel; fmha_mma_d128_bf16_causal is not "
