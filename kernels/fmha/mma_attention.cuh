@@ -5,8 +5,7 @@
 //   - A block owns kBlockM rows of one (sequence, KV head): the rows are (query token, query head
 //     of the KV head's group) pairs, token-major ("packed GQA"), so a GQA group shares every K and
 //     V tile the block loads, and 2-8 verification tokens x a group of 4-8 heads fill the mma rows
-//     that one token per block would leave empty. Each of the kWarps warps owns 16 of the rows
-//     (launch.h: 8 warps for prefill, 4 for problems of at most 64 rows).
+//     that one token per block would leave empty. Each of the kWarps warps owns 16 of the rows.
 //   - K and V tiles of kBlockN keys stream through a ring of kStages (K, V) buffers in cp.async
 //     groups: the loads of tile it + kStages - 1 are issued as tile it's compute starts, so each
 //     tile has kStages - 1 tiles of compute to land in (one barrier per tile). Key tiles are walked
@@ -63,7 +62,7 @@ struct KeyRows {
 
 // Issues the cp.async copies of a [kRows, kD] tile (rows `row0`.. of the operand) into swizzled
 // shared memory at `tile`; rows at or past `valid_rows` are zero-filled, never read.
-template <int kRows, int kD, int kThreads, typename RowOffset>
+template <int kRows, int kD, typename RowOffset>
 __device__ __forceinline__ void loadTile(unsigned tile, const unsigned short* base, int row0,
                                          int valid_rows, const RowOffset& row_offset) {
   constexpr int kChunks = kD / 8;  // 16-byte chunks per row
@@ -80,10 +79,8 @@ __device__ __forceinline__ void loadTile(unsigned tile, const unsigned short* ba
 
 // One block: rows [blockIdx.x' * kBlockM, ...) of the (token, group head) rows of KV head
 // blockIdx.y of sequence blockIdx.z (blockIdx.x reversed for causal masks: longest rows first).
-template <typename T, int kD, bool kCausal, int kWarps>
+template <typename T, int kD, bool kCausal>
 __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char* smem) {
-  constexpr int kThreads = threads(kWarps);
-  constexpr int kBlockM = blockM(kWarps);
   constexpr int kBlockN = blockN(kD);
   constexpr int kStages = stages(kD);
   constexpr int kKvTileBytes = kBlockN * kD * 2;
@@ -91,6 +88,7 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
   constexpr int kNTiles = kBlockN / 8;  // n8 tiles of S
   constexpr int kDTiles = kD / 8;       // n8 tiles of O
   constexpr bool kQInRegisters = kD <= 128;
+  static_assert(kBlockM == kWarps * 16, "16 rows per warp");
 
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -167,8 +165,8 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
   auto loadKv = [&](int it) {
     if (it < tiles) {
       const int key0 = (n_hi - 1 - it) * kBlockN;
-      loadTile<kBlockN, kD, kThreads>(kTile(it % kStages), k_base, key0, sk - key0, keyRow);
-      loadTile<kBlockN, kD, kThreads>(vTile(it % kStages), v_base, key0, sk - key0, keyRow);
+      loadTile<kBlockN, kD>(kTile(it % kStages), k_base, key0, sk - key0, keyRow);
+      loadTile<kBlockN, kD>(vTile(it % kStages), v_base, key0, sk - key0, keyRow);
     }
     common::cpAsyncCommit();
   };
@@ -180,8 +178,7 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
   float l[2] = {0.0f, 0.0f};            // this thread's part of the running sums
 
   if (tiles > 0) {
-    loadTile<kBlockM, kD, kThreads>(s_q, q_base, row0, row_end - row0,
-                                    [&](int r) { return qRow(r); });
+    loadTile<kBlockM, kD>(s_q, q_base, row0, row_end - row0, [&](int r) { return qRow(r); });
 #pragma unroll
     for (int it = 0; it < kStages - 1; ++it) loadKv(it);  // Q joins the first group
   }

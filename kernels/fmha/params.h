@@ -85,7 +85,7 @@ struct FmhaMmaParams {
   std::int32_t group_size;   // q_heads / kv_heads
   std::int32_t total_q;      // rows of q / out (lse's row stride)
   std::int32_t total_k;      // contiguous: rows of k / v
-  std::int32_t m_blocks;     // ceil(max_seqlen_q * group_size / the entry's rows): gridDim.x
+  std::int32_t m_blocks;     // ceil(max_seqlen_q * group_size / mma::kBlockM): gridDim.x
   std::int32_t window_left;  // causal: keys j >= i + sk - sq - window_left only; -1: no window
   float scale_log2;          // softmax scale * log2(e)
 };

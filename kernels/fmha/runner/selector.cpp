@@ -267,9 +267,8 @@ Status planWgmma(const Problem& problem, PointerChecks pointers, Plan* plan) {
   return Status::Ok();
 }
 
-// The mma launch: one block per blockM(w) packed (token, group head) rows of one (sequence, KV
-// head), grid (m_blocks, kv_heads, batch); the 4-warp entry where a (sequence, KV head) has at most
-// 64 rows (more, smaller blocks keep more loads in flight), else the head dim's prefill blocks.
+// The mma launch: one block per kBlockM packed (token, group head) rows of one (sequence, KV
+// head), grid (m_blocks, kv_heads, batch).
 Status planMma(const Problem& problem, Plan* plan) {
   const int head_dim = plan->info->head_dim;
   const int group = problem.q_heads / problem.kv_heads;
@@ -279,18 +278,12 @@ Status planMma(const Problem& problem, Plan* plan) {
                    " packed rows exceeds the limit " + std::to_string(kMaxKeys));
   }
   const int max_seqlen_q = problem.max_seqlen_q > 0 ? problem.max_seqlen_q : problem.total_q;
-  const long long max_rows = static_cast<long long>(max_seqlen_q) * group;
-  const bool small =
-      max_rows <= mma::blockM(mma::kSmallWarps) || mma::warps(head_dim) == mma::kSmallWarps;
-  const int warps = small ? mma::kSmallWarps : mma::warps(head_dim);
-  KILN_RETURN_IF_ERROR(runner::resolveEntry("fmha", plan->info->name, plan->info->variant,
-                                            small ? kMmaRows64Entry : kMmaEntry, &plan->variant,
-                                            &plan->entry));
-  const int m_blocks = static_cast<int>((max_rows + mma::blockM(warps) - 1) / mma::blockM(warps));
+  const int m_blocks = static_cast<int>(
+      (static_cast<long long>(max_seqlen_q) * group + mma::kBlockM - 1) / mma::kBlockM);
   plan->launch.grid = Dim3{static_cast<unsigned>(m_blocks), static_cast<unsigned>(problem.kv_heads),
                            static_cast<unsigned>(problem.batch)};
-  plan->launch.block = Dim3{static_cast<unsigned>(mma::threads(warps)), 1, 1};
-  plan->launch.shared_bytes = static_cast<unsigned>(mma::sharedBytes(head_dim, warps));
+  plan->launch.block = Dim3{static_cast<unsigned>(mma::kThreads), 1, 1};
+  plan->launch.shared_bytes = static_cast<unsigned>(mma::sharedBytes(head_dim));
   plan->tiles = static_cast<int>(std::min<long long>(
       static_cast<long long>(m_blocks) * problem.kv_heads * problem.batch, kMaxTiles));
 

@@ -161,11 +161,11 @@ TEST(FmhaRunner, OtherSmsRunTheMmaKernel) {
   const fake::LaunchRecord launch = driver.lastLaunch();
   EXPECT_EQ(launch.function, "kiln_fmha_mma");
   EXPECT_EQ(launch.device, 1);
-  EXPECT_EQ(launch.grid[0], (1500u * 8 + 127) / 128);  // max_seqlen_q x G rows, 128 per block
+  EXPECT_EQ(launch.grid[0], (1500u * 8 + mma::kBlockM - 1) / mma::kBlockM);  // max_seqlen_q x G
   EXPECT_EQ(launch.grid[1], 2u);
   EXPECT_EQ(launch.grid[2], 3u);
-  EXPECT_EQ(launch.block[0], 256u);  // 8 warps of 16 rows
-  EXPECT_EQ(launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(128, 8)));
+  EXPECT_EQ(launch.block[0], static_cast<unsigned>(mma::kThreads));
+  EXPECT_EQ(launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(128)));
   FmhaMmaParams params;
   const std::vector<unsigned char> bytes = driver.lastLaunchFirstArg();
   ASSERT_EQ(bytes.size(), sizeof(params));

@@ -499,13 +499,13 @@ TEST(FmhaSelector, SkippedPointerChecksAdmitNullTensors) {
 
 // ---- both kernels ----------------------------------------------------------------------------
 
-const char* const kMmaEntries[] = {"kiln_fmha_mma", "kiln_fmha_mma_rows64"};
+const char* const kMmaEntries[] = {"kiln_fmha_mma"};
 // As the release artifact for Ampere to Hopper: mma images for sm_80 and sm_90.
 const kiln_image kMmaImages[] = {{80, 0, nullptr, 0, "", 0}, {90, 0, nullptr, 0, "", 0}};
 const kiln_variant kMmaD128Bf16Causal{
-    "fmha_mma_d128_bf16_causal", "fmha", kMmaEntries, 2, kMmaImages, 2, 0};
+    "fmha_mma_d128_bf16_causal", "fmha", kMmaEntries, 1, kMmaImages, 2, 0};
 const kiln_variant kMmaD256Bf16Causal{
-    "fmha_mma_d256_bf16_causal", "fmha", kMmaEntries, 2, kMmaImages, 2, 0};
+    "fmha_mma_d256_bf16_causal", "fmha", kMmaEntries, 1, kMmaImages, 2, 0};
 const VariantInfo kBothTable[] = {
     {"fmha_mma_d128_bf16_causal", Kernel::kMma, 128, DType::kBFloat16, Mask::kCausal,
      &fixedVariant<kMmaD128Bf16Causal>},
@@ -547,8 +547,7 @@ TEST(FmhaSelector, PicksWgmmaWhereItServesAndMmaOtherwise) {
   ASSERT_TRUE(select(kBothTable, validProblem(), nullptr, &plan).ok());
   ASSERT_TRUE(planForDevice(kBothTable, validProblem(), orin, &plan).ok());
   EXPECT_EQ(plan.info->kernel, Kernel::kMma);
-  EXPECT_EQ(plan.launch.grid.x, (2000u * 4 + 127) / 128);  // max_seqlen_q x group 4, 128 a block
-  EXPECT_EQ(plan.launch.block.x, 256u);
+  EXPECT_EQ(plan.launch.grid.x, (2000u * 4 + 63) / 64);  // max_seqlen_q x group 4 rows of 64
   EXPECT_EQ(plan.launch.grid.y, 8u);
   EXPECT_EQ(plan.launch.grid.z, 4u);
   Problem window = validProblem();
@@ -562,8 +561,7 @@ TEST(FmhaSelector, PicksWgmmaWhereItServesAndMmaOtherwise) {
   d256.head_dim = 256;
   ASSERT_TRUE(select(kBothTable, d256, &h100, &plan).ok());
   EXPECT_STREQ(plan.info->name, "fmha_mma_d256_bf16_causal");
-  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(256, 4)));
-  EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_fmha_mma_rows64");  // d256: 4 warps
+  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(256)));
   Problem pinned = validProblem();
   pinned.kernel = Kernel::kMma;
   ASSERT_TRUE(select(kBothTable, pinned, &h100, &plan).ok());
@@ -574,24 +572,6 @@ TEST(FmhaSelector, PicksWgmmaWhereItServesAndMmaOtherwise) {
   ASSERT_TRUE(select(kBothTable, empty, &orin, &plan).ok());
   EXPECT_TRUE(plan.no_op);
   EXPECT_EQ(plan.info->kernel, Kernel::kMma);
-}
-
-// At most 64 rows per (sequence, KV head), verification-sized, take the 4-warp entry.
-TEST(FmhaSelector, SmallProblemsTakeTheRows64Entry) {
-  Plan plan;
-  Problem p = pagedProblem();
-  p.max_seqlen_q = 16;  // x group 4 = 64 rows
-  ASSERT_TRUE(select(kBothTable, p, nullptr, &plan).ok());
-  EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_fmha_mma_rows64");
-  EXPECT_EQ(plan.launch.grid.x, 1u);
-  EXPECT_EQ(plan.launch.block.x, 128u);
-  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(128, 4)));
-  EXPECT_EQ(plan.mma_params.m_blocks, 1);
-  p.max_seqlen_q = 17;  // 68 rows: the 8-warp prefill blocks
-  ASSERT_TRUE(select(kBothTable, p, nullptr, &plan).ok());
-  EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_fmha_mma");
-  EXPECT_EQ(plan.launch.block.x, 256u);
-  EXPECT_EQ(plan.mma_params.m_blocks, 1);
 }
 
 TEST(FmhaSelector, PagedStridesFollowTheLayout) {
