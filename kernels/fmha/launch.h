@@ -62,22 +62,19 @@ KILN_HOST_DEVICE constexpr int sharedBytes(int head_dim, bool causal) {
          kBarrierBytes + 1024;
 }
 
-// The portable kernel (mma_attention.cuh, every SM from sm_80): kWarps warps of 16 rows each, Q
-// resident, K and V tiles of blockN(head_dim) keys in a ring of stages(head_dim) (K, V) pairs.
-// Shared memory 56 / 80 / 96 KiB at d64 / d128 / d256: every head dim fits the 99 KiB a block
-// may have on sm_86 / 89 / 120; d256 takes 32-key tiles to keep two stages in it.
+// The portable kernel (mma_attention.cuh, every SM from sm_80): kWarps warps of 16 rows each, K and
+// V tiles of blockN(head_dim) keys, single-buffered (FlashAttention-2's overlap), Q resident.
+// Shared memory: Q + K + V tiles, 24 / 48 / 96 KiB at d64 / d128 / d256, so that every head dim
+// fits the 99 KiB a block may have on sm_86 / 89 / 120 and two d128 blocks share any SM.
 namespace mma {
 inline constexpr int kWarps = 4;
 inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kBlockM = kWarps * 16;
-KILN_HOST_DEVICE constexpr int blockN(int head_dim) {
-  return head_dim <= 128 ? 64 : 32;
-}
-KILN_HOST_DEVICE constexpr int stages(int head_dim) {
-  return head_dim <= 64 ? 3 : 2;
+KILN_HOST_DEVICE constexpr int blockN(int /*head_dim*/) {
+  return 64;
 }
 KILN_HOST_DEVICE constexpr int sharedBytes(int head_dim) {
-  return (kBlockM + 2 * stages(head_dim) * blockN(head_dim)) * head_dim * kElementBytes;
+  return (kBlockM + 2 * blockN(head_dim)) * head_dim * kElementBytes;
 }
 // Blocks per SM the kernel is compiled for (__launch_bounds__): registers grow with head_dim
 // (the O accumulator is head_dim / 2 floats per thread, Q fragments head_dim / 4 words up to d128).
