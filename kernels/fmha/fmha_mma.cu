@@ -13,13 +13,15 @@
 #include "fmha/params.h"
 
 #if !defined(KILN_CONST_HEAD_DIM) || !defined(KILN_CONST_DTYPE)
-#error "fmha_mma.cu is compiled by kiln build, which defines KILN_CONST_HEAD_DIM and KILN_CONST_DTYPE"
+#error \
+    "fmha_mma.cu is compiled by kiln build, which defines KILN_CONST_HEAD_DIM and KILN_CONST_DTYPE"
 #endif
 #if !defined(KILN_CONST_MASK_FULL) && !defined(KILN_CONST_MASK_CAUSAL)
 #error "fmha_mma.cu: kiln build defines KILN_CONST_MASK_FULL or KILN_CONST_MASK_CAUSAL"
 #endif
 #if defined(KILN_TARGET_SM)
-static_assert(KILN_TARGET_SM >= 80, "fmha mma kernel needs sm_80 or newer (mma.sync bf16, cp.async)");
+static_assert(KILN_TARGET_SM >= 80,
+              "fmha mma kernel needs sm_80 or newer (mma.sync bf16, cp.async)");
 #endif
 
 namespace {

@@ -82,9 +82,9 @@ __device__ __forceinline__ void loadTile(unsigned tile, const unsigned short* ba
 template <typename T, int kD, bool kCausal>
 __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char* smem) {
   constexpr int kBlockN = blockN(kD);
-  constexpr int kKSteps = kD / 16;       // k16 steps of Q K^T
-  constexpr int kNTiles = kBlockN / 8;   // n8 tiles of S
-  constexpr int kDTiles = kD / 8;        // n8 tiles of O
+  constexpr int kKSteps = kD / 16;      // k16 steps of Q K^T
+  constexpr int kNTiles = kBlockN / 8;  // n8 tiles of S
+  constexpr int kDTiles = kD / 8;       // n8 tiles of O
   constexpr bool kQInRegisters = kD <= 128;
   static_assert(kBlockM == kWarps * 16, "16 rows per warp");
 
@@ -143,8 +143,8 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
   const auto* k_base = static_cast<const unsigned short*>(p.k);
   const auto* v_base = static_cast<const unsigned short*>(p.v);
   const long long q_row_stride = static_cast<long long>(p.q_heads) * kD;
-  const long long q_first = static_cast<long long>(q_start) * q_row_stride +
-                            static_cast<long long>(kvh) * G * kD;
+  const long long q_first =
+      static_cast<long long>(q_start) * q_row_stride + static_cast<long long>(kvh) * G * kD;
   // Packed row r -> its q / out row: token r / G, head kvh * G + r % G.
   auto qRow = [&](int r) {
     const int i = r / G;
@@ -163,8 +163,7 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
   float l[2] = {0.0f, 0.0f};            // this thread's part of the running sums
 
   if (n_hi > n_lo) {
-    loadTile<kBlockM, kD>(s_q, q_base, row0, row_end - row0,
-                          [&](int r) { return qRow(r); });
+    loadTile<kBlockM, kD>(s_q, q_base, row0, row_end - row0, [&](int r) { return qRow(r); });
     loadTile<kBlockN, kD>(s_k, k_base, (n_hi - 1) * kBlockN, sk - (n_hi - 1) * kBlockN, keyRow);
     common::cpAsyncCommit();
   }
