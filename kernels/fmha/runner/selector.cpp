@@ -284,8 +284,6 @@ Status planMma(const Problem& problem, Plan* plan) {
                            static_cast<unsigned>(problem.batch)};
   plan->launch.block = Dim3{static_cast<unsigned>(mma::kThreads), 1, 1};
   plan->launch.shared_bytes = static_cast<unsigned>(mma::sharedBytes(head_dim));
-  plan->tiles = static_cast<int>(std::min<long long>(
-      static_cast<long long>(m_blocks) * problem.kv_heads * problem.batch, kMaxTiles));
 
   FmhaMmaParams& params = plan->mma_params;
   params.out = problem.out;
@@ -322,10 +320,12 @@ Status planMma(const Problem& problem, Plan* plan) {
   return Status::Ok();
 }
 
+}  // namespace
+
 // The device step: checkDevice on the plan, except that a plan the runner chose wgmma for (not
 // asked for) on a device wgmma cannot serve is planned again on the mma variant, when it is built.
-Status settleDevice(std::span<const VariantInfo> table, const Problem& problem,
-                    const DeviceQuery& device, Plan* plan) {
+Status planForDevice(std::span<const VariantInfo> table, const Problem& problem,
+                     const DeviceQuery& device, Plan* plan) {
   Status s = checkDevice(*plan, device);
   if (s.ok() || problem.kernel.has_value() || plan->info == nullptr ||
       plan->info->kernel != Kernel::kWgmma) {
@@ -342,8 +342,6 @@ Status settleDevice(std::span<const VariantInfo> table, const Problem& problem,
   *plan = fresh;
   return checkDevice(*plan, device);
 }
-
-}  // namespace
 
 Status select(std::span<const VariantInfo> table, const Problem& problem, const DeviceQuery* device,
               Plan* plan, PointerChecks pointers) {
@@ -413,7 +411,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
                     "fmha: " + lacks + " needs the mma kernel (kernel wgmma was asked for)");
     }
   } else {
-    // The device is asked last (settleDevice): a device wgmma cannot serve moves the plan to mma.
+    // The device is asked last (planForDevice): a device wgmma cannot serve moves the plan to mma.
     info = wgmma != nullptr && lacks.empty() ? wgmma : mma_info;
   }
   if (info == nullptr) {
@@ -434,18 +432,13 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   if (problem.batch < 0) return invalid("batch " + std::to_string(problem.batch) + " is negative");
   if (problem.batch == 0) {
     plan->no_op = true;
-    return device != nullptr ? settleDevice(table, problem, *device, plan) : Status::Ok();
+    return device != nullptr ? planForDevice(table, problem, *device, plan) : Status::Ok();
   }
   KILN_RETURN_IF_ERROR(checkShape(problem, pointers));
   KILN_RETURN_IF_ERROR(is_wgmma ? planWgmma(problem, pointers, plan) : planMma(problem, plan));
   // Last, so that select(device) == select(host) followed by planForDevice, which is what run()
   // does.
-  return device != nullptr ? settleDevice(table, problem, *device, plan) : Status::Ok();
-}
-
-Status planForDevice(std::span<const VariantInfo> table, const Problem& problem,
-                     const DeviceQuery& device, Plan* plan) {
-  return settleDevice(table, problem, device, plan);
+  return device != nullptr ? planForDevice(table, problem, *device, plan) : Status::Ok();
 }
 
 void persistentGrid(Plan* plan, int multiprocessors) {

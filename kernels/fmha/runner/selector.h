@@ -36,7 +36,7 @@ struct Plan {
   bool no_op = false;               // batch == 0
   std::size_t workspace_bytes = 0;  // the group needs none (the contract is uniform)
   int entry = -1;
-  int tiles = 0;        // wgmma: m_blocks * q_heads * batch, the kernel's work items; mma: blocks
+  int tiles = 0;        // wgmma: m_blocks * q_heads * batch, the kernel's work items; mma: 0
   LaunchConfig launch;  // wgmma: grid (tiles) until persistentGrid(), block kThreads,
                         // sharedBytes(head_dim, causal); mma: grid (m_blocks, kv_heads, batch),
                         // block mma::kThreads, mma::sharedBytes(head_dim)
