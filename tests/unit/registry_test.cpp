@@ -1,5 +1,6 @@
 // Registry rules: every invalid kiln.toml fails with file, line and the rule broken; families
 // expand into typed variants; names are unique across groups. Also checks the real rmsnorm group.
+#include "core/naming.h"
 #include "core/registry.h"
 
 #include <fmt/format.h>
