@@ -356,15 +356,15 @@ TEST_F(VerifyDir, NamesAndRecordedInputsAreWhatKilnWrites) {
   auto report = verifyArtifactDir(dir);
   ASSERT_FALSE(report);
   std::string e = report.error();
-  for (const char* expected : {
-           "variants.rmsnorm_h1024_fp16.inputs path '../../../../../../../dev/zero': '..' "
-           "component; expected a path in a kiln checkout",
-           "variants.rmsnorm_h1024_fp16.inputs path 'kernels/decodeattn/kernel.cu': not under "
-           "kernels/rmsnorm/ or kernels/common/",
-           "variants.rmsnorm_h1024_fp16.inputs 'kernels/common/x.cuh': 'ZZ' is not a sha256",
-           "runtime_inputs path 'runtime/src/../../../etc/passwd': '..' component",
-           "runtime_inputs path '/etc/passwd': absolute path",
-           "fingerprint 'fixture' is not a sha256"}) {
+  for (const char* expected :
+       {"variants.rmsnorm_h1024_fp16.inputs path '../../../../../../../dev/zero': '..' "
+        "component; expected a path in a kiln checkout",
+        "variants.rmsnorm_h1024_fp16.inputs path 'kernels/decodeattn/kernel.cu': not under "
+        "kernels/rmsnorm/ or kernels/common/",
+        "variants.rmsnorm_h1024_fp16.inputs 'kernels/common/x.cuh': 'ZZ' is not a sha256",
+        "runtime_inputs path 'runtime/src/../../../etc/passwd': '..' component",
+        "runtime_inputs path '/etc/passwd': absolute path",
+        "fingerprint 'fixture' is not a sha256"}) {
     EXPECT_NE(e.find(expected), std::string::npos) << expected << "\n" << e;
   }
 

@@ -721,7 +721,6 @@ class Parser {
 
 }  // namespace
 
-
 Result<Group> parseGroup(const fs::path& toml_path, const std::vector<int>& nvcc_sms) {
   // Errors name the file as kernels/<group>/kiln.toml when it sits in a kiln tree.
   std::string display = toml_path.string();

@@ -369,15 +369,13 @@ void checkRecordedInputs(const std::map<std::string, std::string>& inputs,
   for (const auto& [path, sha256] : inputs) {
     std::vector<std::string> parts;
     std::string reason = checkEntryPath(path, false, parts, limits);
-    if (reason.empty() && std::none_of(allowed.begin(), allowed.end(), [&](const std::string& a) {
-          return startsWith(path, a);
-        })) {
+    if (reason.empty() && std::none_of(allowed.begin(), allowed.end(),
+                                       [&](const std::string& a) { return startsWith(path, a); })) {
       reason = fmt::format("not under {}", fmt::join(allowed, " or "));
     }
     if (!reason.empty()) {
-      problems.push_back(
-          fmt::format("{}: {} path '{}': {}; expected a path in a kiln checkout", meta, field,
-                      path.substr(0, 200), reason));
+      problems.push_back(fmt::format("{}: {} path '{}': {}; expected a path in a kiln checkout",
+                                     meta, field, path.substr(0, 200), reason));
     } else if (!isSha256Hex(sha256)) {
       problems.push_back(fmt::format("{}: {} '{}': '{}' is not a sha256 (64 lower-case hex digits)",
                                      meta, field, path, sha256.substr(0, 80)));
@@ -392,8 +390,7 @@ void checkNames(const ArtifactMetadata& m, const std::string& meta, Problems& pr
   std::vector<std::string> runtime_dirs = {"runtime/"};
   for (const auto& [name, group] : m.groups) {
     if (const std::string rule = checkGroupName(name); !rule.empty()) {
-      problems.push_back(
-          fmt::format("{}: group name '{}' {}", meta, name.substr(0, 200), rule));
+      problems.push_back(fmt::format("{}: group name '{}' {}", meta, name.substr(0, 200), rule));
       continue;
     }
     runtime_dirs.push_back(fmt::format("kernels/{}/runner/", name));
@@ -401,8 +398,7 @@ void checkNames(const ArtifactMetadata& m, const std::string& meta, Problems& pr
   for (const auto& [name, v] : m.variants) {
     if (!checkGroupName(v.group).empty()) continue;  // reported with the groups, or unlisted
     if (const std::string rule = checkVariantName(name, v.group); !rule.empty()) {
-      problems.push_back(
-          fmt::format("{}: variant name '{}' {}", meta, name.substr(0, 200), rule));
+      problems.push_back(fmt::format("{}: variant name '{}' {}", meta, name.substr(0, 200), rule));
       continue;
     }
     checkRecordedInputs(v.inputs, {fmt::format("kernels/{}/", v.group), "kernels/common/"},
@@ -410,8 +406,9 @@ void checkNames(const ArtifactMetadata& m, const std::string& meta, Problems& pr
   }
   checkRecordedInputs(m.runtime_inputs, runtime_dirs, "runtime_inputs", meta, problems);
   if (!isSha256Hex(m.fingerprint)) {
-    problems.push_back(fmt::format("{}: fingerprint '{}' is not a sha256 (64 lower-case hex digits)",
-                                   meta, m.fingerprint.substr(0, 80)));
+    problems.push_back(
+        fmt::format("{}: fingerprint '{}' is not a sha256 (64 lower-case hex digits)", meta,
+                    m.fingerprint.substr(0, 80)));
   }
 }
 
@@ -544,9 +541,9 @@ Result<VerifyReport> verifyPath(const fs::path& target) {
   if (fs::is_regular_file(target, ec) && target.filename().string().ends_with(".tar.gz"))
     return verifyTarball(target);
   if (fs::is_directory(target, ec)) return verifyArtifactDir(target);
-  return makeError(fmt::format("{} is neither a .tar.gz file nor an artifact directory",
-                               target.string()),
-                   ErrorKind::kUsage);
+  return makeError(
+      fmt::format("{} is neither a .tar.gz file nor an artifact directory", target.string()),
+      ErrorKind::kUsage);
 }
 
 std::string verifiedLine(const std::string& target, const VerifyReport& r) {
