@@ -9,9 +9,10 @@
 #                         [DIST_DIR dir])                default: ${KILN_DIST_DIR}
 #
 # Resolves <ARTIFACTS_DIR>/<arch>/<tag>/, extracting it from the prebuilt tarball
-# <DIST_DIR>/kiln_<arch>_<tag>_cuda<major>.tar.gz when the directory is missing (KilnPrebuilt.cmake),
-# refuses it unless kiln-verify (KilnVerify.cmake: the rules of `kiln verify`, from the same code)
-# accepts it, its tarball's fingerprint and the recorded input fingerprints agree, creates the imported
+# <DIST_DIR>/kiln_<arch>_<tag>_cuda<major>.tar.gz when the directory is missing
+# (KilnPrebuilt.cmake), refuses it unless kiln-verify (KilnVerify.cmake: the rules of
+# `kiln verify`, from the same code) accepts it and its tarball's fingerprint and the recorded
+# input fingerprints agree, creates the imported
 # target kiln::artifact, links it to every TARGET and emits the KILN_*_ENABLED defines by one
 # gating rule. Every refusal is a FATAL_ERROR at configure time that names the offending value
 # and, where one exists, the `kiln build` command that fixes it. docs/cmake.md is the user's

@@ -10,7 +10,7 @@
 include_guard(GLOBAL)
 
 set(KILN_VERIFY_EXECUTABLE "" CACHE FILEPATH
-    "kiln-verify of this kiln checkout, run on artifacts and tarballs; empty: built at configure time")
+    "kiln-verify of this checkout, run on artifacts and tarballs; empty: built at configure time")
 
 # kiln's version, from the one place it is written (KilnConfigVersion.cmake reads it).
 function(_kiln_version out)
@@ -43,10 +43,12 @@ function(_kiln_build_verifier out version)
       list(APPEND args "-DCMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}")
     endif()
   endif()
-  set(how "the dependencies of tools/kiln-verify are fmt, nlohmann_json, OpenSSL (libcrypto) and "
-          "libarchive (Debian/Ubuntu, also JetPack: apt-get install libfmt-dev nlohmann-json3-dev "
-          "libssl-dev libarchive-dev); or point -DKILN_VERIFY_EXECUTABLE= at a kiln-verify built "
-          "from this checkout (kiln's own build has one: build/release/tools/kiln-verify/kiln-verify)")
+  string(CONCAT how
+         "the dependencies of tools/kiln-verify are fmt, nlohmann_json, OpenSSL (libcrypto) and "
+         "libarchive (Debian/Ubuntu, also JetPack: apt-get install libfmt-dev "
+         "nlohmann-json3-dev libssl-dev libarchive-dev); or point -DKILN_VERIFY_EXECUTABLE= at a "
+         "kiln-verify built from this checkout (kiln's own build has one: "
+         "build/release/tools/kiln-verify/kiln-verify)")
   if(NOT EXISTS "${bin}/CMakeCache.txt")
     message(STATUS "kiln: building kiln-verify from ${src}")
     execute_process(COMMAND "${CMAKE_COMMAND}" -S "${src}" -B "${bin}" ${args}
