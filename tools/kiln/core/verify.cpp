@@ -369,8 +369,10 @@ void checkRecordedInputs(const std::map<std::string, std::string>& inputs,
   for (const auto& [path, sha256] : inputs) {
     std::vector<std::string> parts;
     std::string reason = checkEntryPath(path, false, parts, limits);
-    if (reason.empty() && std::none_of(allowed.begin(), allowed.end(),
-                                       [&](const std::string& a) { return startsWith(path, a); })) {
+    const std::string_view recorded = path;  // clang before 16 cannot capture a structured binding
+    if (reason.empty() && std::none_of(allowed.begin(), allowed.end(), [&](const std::string& a) {
+          return startsWith(recorded, a);
+        })) {
       reason = fmt::format("not under {}", fmt::join(allowed, " or "));
     }
     if (!reason.empty()) {
