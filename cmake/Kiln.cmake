@@ -9,9 +9,10 @@
 #                         [DIST_DIR dir])                default: ${KILN_DIST_DIR}
 #
 # Resolves <ARTIFACTS_DIR>/<arch>/<tag>/, extracting it from the prebuilt tarball
-# <DIST_DIR>/kiln_<arch>_<tag>_cuda<major>.tar.gz when the directory is missing (after its sha256
-# and entries check out; KilnPrebuilt.cmake), refuses it unless metadata.json, the library hash,
-# the tarball's fingerprint and the recorded input fingerprints all agree, creates the imported
+# <DIST_DIR>/kiln_<arch>_<tag>_cuda<major>.tar.gz when the directory is missing
+# (KilnPrebuilt.cmake), refuses it unless kiln-verify (KilnVerify.cmake: the rules of
+# `kiln verify`, from the same code) accepts it and its tarball's fingerprint and the recorded
+# input fingerprints agree, creates the imported
 # target kiln::artifact, links it to every TARGET and emits the KILN_*_ENABLED defines by one
 # gating rule. Every refusal is a FATAL_ERROR at configure time that names the offending value
 # and, where one exists, the `kiln build` command that fixes it. docs/cmake.md is the user's
@@ -20,7 +21,6 @@ include_guard(GLOBAL)
 
 set(_KILN_MODULE_DIR "${CMAKE_CURRENT_LIST_DIR}")
 get_filename_component(_KILN_REPO_DIR "${_KILN_MODULE_DIR}/.." ABSOLUTE)
-set(_KILN_SCHEMA_VERSION 1)
 # kiln's SM range starts at Ampere: the runtime and kernels assume sm_80 features.
 set(_KILN_MIN_SM 80)
 # An artifact tag: its gpu_archs joined by '_', each sm_NN (a cubin) or compute_NN (PTX that the
@@ -38,6 +38,7 @@ set(KILN_SOURCE_ROOT "${_KILN_REPO_DIR}" CACHE PATH
 
 # Embedded platforms by name -> SM. Names whose SM is below kiln's range are listed so that the
 # refusal says why instead of "unknown platform".
+include("${_KILN_MODULE_DIR}/KilnVerify.cmake")
 include("${_KILN_MODULE_DIR}/KilnPrebuilt.cmake")
 
 set(_KILN_PLATFORMS
@@ -48,21 +49,13 @@ set(_KILN_PLATFORMS
 # ---------------------------------------------------------------------------------------------
 # Small helpers. Each sets its result in the caller's scope through `out`.
 
-# message(FATAL_ERROR) with the arguments concatenated, that first removes _KILN_CLEANUP_DIR
-# when a caller up the stack set it (an extraction's staging directory), so that a refusal never
-# leaves a half-checked artifact behind, and appends _KILN_FATAL_CONTEXT when set.
+# message(FATAL_ERROR) with the arguments concatenated.
 function(_kiln_fatal)
   set(text "")
   math(EXPR last "${ARGC} - 1")
   foreach(i RANGE ${last})
     string(APPEND text "${ARGV${i}}")
   endforeach()
-  if(DEFINED _KILN_CLEANUP_DIR AND NOT _KILN_CLEANUP_DIR STREQUAL "")
-    file(REMOVE_RECURSE "${_KILN_CLEANUP_DIR}")
-  endif()
-  if(DEFINED _KILN_FATAL_CONTEXT AND NOT _KILN_FATAL_CONTEXT STREQUAL "")
-    string(APPEND text "\n(${_KILN_FATAL_CONTEXT})")
-  endif()
   message(FATAL_ERROR "${text}")
 endfunction()
 
@@ -219,63 +212,17 @@ function(_kiln_json_list out mode json file)
   set(${out} "${items}" PARENT_SCOPE)
 endfunction()
 
-# Reads <dir>/metadata.json and checks what identifies the artifact: schema, arch, tag, SMs.
-function(_kiln_read_metadata out dir arch tag)
+# <dir>/metadata.json, which kiln-verify accepted, for an artifact requested for `arch` (the one
+# import rule that is not the artifact's own: which arch the project asked for).
+function(_kiln_read_metadata out dir arch)
   set(file "${dir}/metadata.json")
-  if(NOT EXISTS "${file}")
-    _kiln_fatal("kiln: ${dir} has no metadata.json; it is not a kiln artifact (or its "
-                "build was interrupted). Rebuild it with --clean.")
-  endif()
   file(READ "${file}" json)
-  string(JSON type ERROR_VARIABLE err TYPE "${json}")
-  if(err OR NOT type STREQUAL "OBJECT")
-    _kiln_fatal("kiln: ${file} is not a JSON object (${err})")
-  endif()
-  _kiln_json(schema "${json}" "${file}" schema_version)
-  if(NOT schema STREQUAL "${_KILN_SCHEMA_VERSION}")
-    _kiln_fatal("kiln: ${file}: schema_version ${schema} is not supported; this kiln "
-                "reads schema_version ${_KILN_SCHEMA_VERSION}. Rebuild the artifact with "
-                "this checkout's kiln, or use the kiln that built it.")
-  endif()
   _kiln_json(meta_arch "${json}" "${file}" arch)
   if(NOT meta_arch STREQUAL arch)
     _kiln_fatal("kiln: ${file}: arch is '${meta_arch}' but the artifact was requested "
                 "for '${arch}' (directory ${dir})")
   endif()
-  _kiln_json(meta_tag "${json}" "${file}" tag)
-  if(NOT meta_tag STREQUAL tag)
-    _kiln_fatal("kiln: ${file}: tag is '${meta_tag}' but the directory is '${tag}'; "
-                "the directory was renamed or copied by hand. Rebuild it with --clean.")
-  endif()
-  _kiln_json_list(gpu_archs GET "${json}" "${file}" gpu_archs)
-  list(JOIN gpu_archs "_" joined)
-  if(NOT joined STREQUAL tag)
-    _kiln_fatal("kiln: ${file}: gpu_archs (${gpu_archs}) do not make the tag '${tag}'")
-  endif()
   set(${out} "${json}" PARENT_SCOPE)
-endfunction()
-
-# The library named by metadata `library`, checked against its recorded sha256.
-function(_kiln_check_library out json dir)
-  set(file "${dir}/metadata.json")
-  _kiln_json(path "${json}" "${file}" library path)
-  _kiln_json(expected "${json}" "${file}" library sha256)
-  if(IS_ABSOLUTE "${path}" OR path MATCHES "(^|/)\\.\\.(/|$)")
-    _kiln_fatal("kiln: ${file}: library.path '${path}' must be relative to the artifact")
-  endif()
-  set(lib "${dir}/${path}")
-  if(NOT EXISTS "${lib}")
-    _kiln_fatal("kiln: ${lib} is missing (named by ${file}); rebuild the artifact with "
-                "--clean")
-  endif()
-  file(SHA256 "${lib}" actual)
-  string(TOLOWER "${expected}" expected)
-  if(NOT actual STREQUAL expected)
-    _kiln_fatal("kiln: ${lib}: sha256 ${actual} does not match metadata.json "
-                "library.sha256 ${expected}; the library was modified or replaced after "
-                "the build. Rebuild the artifact with --clean.")
-  endif()
-  set(${out} "${lib}" PARENT_SCOPE)
 endfunction()
 
 # One recorded input: `path` (relative to the checkout `root`) must still hash to `expected`.
@@ -398,7 +345,6 @@ function(_kiln_gate out_defines out_groups out_variants json dir arch tag reques
   set(file "${dir}/metadata.json")
   _kiln_json(groups_json "${json}" "${file}" groups)
   _kiln_json_list(groups MEMBER "${groups_json}" "${file}")
-  _kiln_json(variants_json "${json}" "${file}" variants)
 
   set(missing "")
   foreach(group IN LISTS requested)
@@ -441,11 +387,6 @@ function(_kiln_gate out_defines out_groups out_variants json dir arch tag reques
     list(APPEND enabled_groups "${group}")
     _kiln_json_list(members GET "${groups_json}" "${file}" "${group}" variants)
     foreach(variant IN LISTS members)
-      _kiln_json(variant_group "${variants_json}" "${file}" "${variant}" group)
-      if(NOT variant_group STREQUAL group)
-        _kiln_fatal("kiln: ${file}: groups.${group} lists ${variant}, whose group is "
-                    "'${variant_group}'")
-      endif()
       string(TOUPPER "${variant}" upper)
       list(APPEND defines "KILN_${upper}_ENABLED=1")
       list(APPEND enabled_variants "${variant}")
@@ -554,17 +495,25 @@ function(kiln_import_artifacts)
       _kiln_missing_artifact("${dir}" "${dist}" "${arch}" "${tag}" "${arg_GROUPS}"
                              "${artifacts_dir}")
     endif()
-    _kiln_extract_tarball("${tarball}" "${artifacts_dir}/${arch}" "${tag}" "${arch}")
+    _kiln_extract_tarball("${tarball}" "${artifacts_dir}")
     set(extracted ON)
   endif()
 
-  _kiln_read_metadata(json "${dir}" "${arch}" "${tag}")
-  _kiln_check_library(lib "${json}" "${dir}")
+  # Every configure, before anything of the artifact is read or linked: every rule of
+  # `kiln verify` (metadata, tag, cubins, library, doctor, headers, names, recorded inputs).
+  set(advice "(kiln-verify refused the artifact ${dir}; rebuild it with --clean, or delete it")
+  string(APPEND advice " to re-extract its tarball)")
+  _kiln_verify(verified "${advice}" "${dir}")
+  message(STATUS "kiln: ${verified}")
+  _kiln_read_metadata(json "${dir}" "${arch}")
+  _kiln_json(lib_path "${json}" "${dir}/metadata.json" library path)
+  set(lib "${dir}/${lib_path}")
   _kiln_json(all_groups_json "${json}" "${dir}/metadata.json" groups)
   _kiln_json_list(all_groups MEMBER "${all_groups_json}" "${dir}/metadata.json")
   _kiln_build_command(rebuild "${tag}" "${arch}" "${all_groups}" "${artifacts_dir}" ON)
   if(NOT extracted)  # just extracted from it: equal by construction
-    _kiln_check_against_tarball("${json}" "${dir}" "${dist}" "${arch}" "${tag}" "${rebuild}")
+    _kiln_check_against_tarball("${json}" "${verified}" "${dir}" "${dist}" "${arch}" "${tag}"
+                                "${rebuild}")
   endif()
   _kiln_check_inputs("${json}" "${dir}" "${arch}" "${tag}" "${all_groups}" "${artifacts_dir}")
   _kiln_gate(defines groups variants "${json}" "${dir}" "${arch}" "${tag}" "${arg_GROUPS}"

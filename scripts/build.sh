@@ -53,7 +53,8 @@ fi
 step "numeric self-test on $(nvidia-smi -L | head -n 1)"
 "$KILN" doctor "$ARTIFACT" || true   # a report, not a gate: the self-test below decides
 cmake -S tests/gpu -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DKiln_DIR="$ROOT/cmake" -DKILN_ARTIFACTS_DIR="$ROOT/artifacts" -DKILN_TAG="$TAG"
+  -DKiln_DIR="$ROOT/cmake" -DKILN_ARTIFACTS_DIR="$ROOT/artifacts" -DKILN_TAG="$TAG" \
+  -DKILN_VERIFY_EXECUTABLE="$ROOT/build/release/tools/kiln-verify/kiln-verify"
 cmake --build build/gpu -j "$JOBS"
 log="build/gpu/selftest.log"
 set +e

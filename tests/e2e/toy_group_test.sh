@@ -34,7 +34,8 @@ step "kiln build --kernels toy"
 grep -q '"toy_fp16_plain"' "$WORK/artifacts/x86_64/sm_90/metadata.json"
 
 common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DKiln_DIR="$WORK/src/cmake"
-        -DKILN_ARTIFACTS_DIR="$WORK/artifacts" -DKILN_DIST_DIR="$WORK/dist" -DKILN_TAG=sm_90)
+        -DKILN_ARTIFACTS_DIR="$WORK/artifacts" -DKILN_DIST_DIR="$WORK/dist" -DKILN_TAG=sm_90
+        -DKILN_VERIFY_EXECUTABLE="$(dirname "$KILN")/../kiln-verify/kiln-verify")
 step "tests/gpu builds toy_numerics_test"
 cmake -S "$WORK/src/tests/gpu" -B "$WORK/gpu" "${common[@]}" >"$WORK/gpu.log"
 cmake --build "$WORK/gpu" --target toy_numerics_test >>"$WORK/gpu.log"

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/fingerprint.h"
 #include "core/metadata.h"
 #include "core/naming.h"
 #include "io/fs.h"

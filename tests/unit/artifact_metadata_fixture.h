@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/fingerprint.h"
 #include "core/metadata.h"
 #include "core/naming.h"
 #include "io/fs.h"

@@ -9,6 +9,7 @@
 
 #include "core/artifact_plan.h"
 #include "core/cute_dsl_frontend.h"
+#include "core/fingerprint.h"
 
 namespace kiln::core {
 namespace {

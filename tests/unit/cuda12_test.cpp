@@ -11,6 +11,7 @@
 
 #include "core/builder.h"
 #include "core/codegen.h"
+#include "core/fingerprint.h"
 #include "core/frontend.h"
 #include "core/metadata.h"
 #include "core/toolchain.h"

@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "core/builder.h"
+#include "core/fingerprint.h"
 #include "core/library_recipe.h"
 #include "core/metadata.h"
 #include "io/fs.h"

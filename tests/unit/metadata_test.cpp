@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/fingerprint.h"
 #include "core/metadata.h"
 
 namespace kiln::core {

@@ -1,6 +1,7 @@
 // Registry rules: every invalid kiln.toml fails with file, line and the rule broken; families
 // expand into typed variants; names are unique across groups. Also checks the real rmsnorm group.
 #include "core/registry.h"
+#include "core/naming.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -335,6 +335,67 @@ TEST_F(VerifyDir, HeadersAreCoveredByTheirHashes) {
       << report.error();
 }
 
+// Names become paths, symbols and defines on the consumer's side, and recorded inputs are hashed
+// again in the consumer's checkout by kiln_import_artifacts: a group name that walks out of
+// kernels/, an input path that escapes the checkout or names another group, and values that are
+// not sha256s are refused (issue 32: the CMake import hashed `../../dev/zero` forever).
+TEST_F(VerifyDir, NamesAndRecordedInputsAreWhatKilnWrites) {
+  REQUIRE_TOOLS("x86_64");
+  const fs::path dir = makeArtifact(tmp_.path(), {});
+  ASSERT_TRUE(verifyArtifactDir(dir));
+  const std::string sha(64, 'a');
+  editMetadata(dir, [&](ArtifactMetadata& m) {
+    auto& v = m.variants.at("rmsnorm_h1024_fp16");
+    v.inputs["../../../../../../../dev/zero"] = sha;
+    v.inputs["kernels/decodeattn/kernel.cu"] = sha;
+    v.inputs["kernels/common/x.cuh"] = "ZZ";
+    m.runtime_inputs["runtime/src/../../../etc/passwd"] = sha;
+    m.runtime_inputs["/etc/passwd"] = sha;
+    m.fingerprint = "fixture";
+  });
+  auto report = verifyArtifactDir(dir);
+  ASSERT_FALSE(report);
+  std::string e = report.error();
+  for (const char* expected :
+       {"variants.rmsnorm_h1024_fp16.inputs path '../../../../../../../dev/zero': '..' "
+        "component; expected a path in a kiln checkout",
+        "variants.rmsnorm_h1024_fp16.inputs path 'kernels/decodeattn/kernel.cu': not under "
+        "kernels/rmsnorm/ or kernels/common/",
+        "variants.rmsnorm_h1024_fp16.inputs 'kernels/common/x.cuh': 'ZZ' is not a sha256",
+        "runtime_inputs path 'runtime/src/../../../etc/passwd': '..' component",
+        "runtime_inputs path '/etc/passwd': absolute path",
+        "fingerprint 'fixture' is not a sha256"}) {
+    EXPECT_NE(e.find(expected), std::string::npos) << expected << "\n" << e;
+  }
+
+  const fs::path renamed = makeArtifact(tmp_.path() / "renamed", {});
+  editMetadata(renamed, [](ArtifactMetadata& m) {
+    const std::string evil = "../../../../usr/include";
+    m.groups[evil] = m.groups.at("rmsnorm");
+    m.groups.erase("rmsnorm");
+    for (auto& [name, v] : m.variants) v.group = evil;
+  });
+  report = verifyArtifactDir(renamed);
+  ASSERT_FALSE(report);
+  e = report.error();
+  EXPECT_NE(e.find("group name '../../../../usr/include' must match [a-z][a-z0-9]*"),
+            std::string::npos)
+      << e;
+
+  const fs::path bad_variant = makeArtifact(tmp_.path() / "bad_variant", {});
+  editMetadata(bad_variant, [](ArtifactMetadata& m) {
+    m.variants["rmsnorm_h1024_fp16"].inputs.clear();
+    m.variants["rmsnorm_evil;x"] = m.variants.at("rmsnorm_h1024_fp16");
+    m.groups.at("rmsnorm").variants.push_back("rmsnorm_evil;x");
+  });
+  report = verifyArtifactDir(bad_variant);
+  ASSERT_FALSE(report);
+  EXPECT_NE(report.error().find("variant name 'rmsnorm_evil;x' may contain only lower-case "
+                                "letters, digits and '_'"),
+            std::string::npos)
+      << report.error();
+}
+
 // ---- PTX images ------------------------------------------------------------------------
 
 // A compute_80 artifact: two PTX images (nvcc -ptx -arch=compute_80), no cubin.

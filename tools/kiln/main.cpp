@@ -1,9 +1,5 @@
 // kiln: the command-line shell over kiln_core. It only parses the command line, dispatches to
 // the subcommand table (cli/commands.cpp) and returns the handler's exit code (docs/cli.md).
-#include <cstdio>
-#include <exception>
-#include <new>
-
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -30,19 +26,10 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kiln::cli::kExitUsage;
   }
-  // The library reports errors as Results; an exception reaching here is a bound that was not
-  // enforced or the machine running out of memory. Either way: one error line and an exit code
-  // of docs/cli.md, never an abort.
-  try {
+  return kiln::cli::runGuarded("kiln", [&] {
     for (auto& [sub, handler] : handlers) {
       if (sub->parsed()) return handler();
     }
-  } catch (const std::bad_alloc&) {
-    std::fputs("kiln: error: out of memory\n", stderr);
-    return kiln::cli::kExitEnvironment;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kiln: error: %s\n", e.what());
-    return kiln::cli::kExitFailure;
-  }
-  return kiln::cli::kExitUsage;
+    return kiln::cli::kExitUsage;
+  });
 }

@@ -2,11 +2,16 @@
 #
 # Each case configures a consumer project in its own WORK_DIR and checks the outcome and the
 # exact lines the module printed: the real example against an artifact built by the real kiln
-# (cases example, missing_group), and the small probe project against hand-made fixture artifacts
-# whose metadata.json this script writes (every other case).
+# (cases example, missing_group, ...), the small probe project against that artifact copied,
+# packaged by `kiln package` or made hostile (tarball_*, hostile: refused by the real
+# kiln-verify), and the probe against hand-made fixture artifacts whose metadata.json this script
+# writes (fixture_*, tarball_tags), which test locating, gating and staleness with a verifier
+# that accepts everything (accept_all_verifier.sh): the real one refuses their fake libraries.
 #
 # Inputs: CASE, REPO_DIR (the kiln checkout), WORK_DIR (scratch, wiped), GENERATOR, CXX,
-# and for the real cases ARTIFACTS_DIR (where the shared fixture test built the artifact).
+# VERIFIER (the KILN_VERIFY_EXECUTABLE every configure gets; empty: the module builds its own),
+# and for the real cases ARTIFACTS_DIR (where the shared fixture test built the artifact) and
+# KILN (the kiln binary).
 cmake_minimum_required(VERSION 3.25)
 foreach(var CASE REPO_DIR WORK_DIR GENERATOR CXX)
   if("${${var}}" STREQUAL "")
@@ -27,7 +32,8 @@ function(configure source)
   file(REMOVE_RECURSE "${WORK_DIR}/build")
   execute_process(
     COMMAND "${CMAKE_COMMAND}" -S "${source}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
-            "-DCMAKE_CXX_COMPILER=${CXX}" "-DKiln_DIR=${REPO_DIR}/cmake" ${ARGN}
+            "-DCMAKE_CXX_COMPILER=${CXX}" "-DKiln_DIR=${REPO_DIR}/cmake"
+            "-DKILN_VERIFY_EXECUTABLE=${VERIFIER}" ${ARGN}
     RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
   set(OUTPUT "${out}${err}" PARENT_SCOPE)
   set(RESULT "${result}" PARENT_SCOPE)
@@ -77,9 +83,8 @@ endfunction()
 # ---------------------------------------------------------------------------------------------
 # Fixture artifacts: a metadata.json written here, a library of a few bytes. Two groups, so that
 # GROUPS gating shows: rmsnorm (whose inputs are the checkout's kernels/rmsnorm/ and
-# kernels/common/ files, as kiln records them) and softmax (absent from the checkout). Each of
-# FX_SCHEMA, FX_LIB_SHA, FX_META_TAG, FX_FINGERPRINT, FX_CUDA_VERSION, FX_BUILD_DATE overrides
-# one field; FX_INPUT_SHA the recorded sha256 of
+# kernels/common/ files, as kiln records them) and softmax (absent from the checkout).
+# FX_CUDA_VERSION overrides cuda_version; FX_INPUT_SHA the recorded sha256 of
 # kernels/rmsnorm/kiln.toml; FX_DROP_INPUT leaves one path out of the inputs. The runtime_inputs
 # are the checkout's runtime/include/, runtime/src/, runtime/doctor/ and kernels/rmsnorm/runner/
 # files, as kiln
@@ -120,17 +125,10 @@ function(write_fixture root arch tag)
   file(MAKE_DIRECTORY "${dir}/include/kiln" "${dir}/cubins")
   file(WRITE "${dir}/lib/libkiln.a" "!<arch>\nfixture ${arch} ${tag}\n")
   file(SHA256 "${dir}/lib/libkiln.a" lib_sha)
-  set(schema 1)
-  set(meta_tag "${tag}")
-  set(fingerprint "fixture-${arch}-${tag}")
   set(cuda_version "13.0.88")
-  set(build_date "2025-01-01T00:00:00Z")
-  foreach(field SCHEMA LIB_SHA META_TAG FINGERPRINT CUDA_VERSION BUILD_DATE)
-    string(TOLOWER "${field}" lower)
-    if(DEFINED FX_${field})
-      set(${lower} "${FX_${field}}")
-    endif()
-  endforeach()
+  if(DEFINED FX_CUDA_VERSION)
+    set(cuda_version "${FX_CUDA_VERSION}")
+  endif()
   fixture_inputs(rmsnorm_inputs kernels/rmsnorm kernels/common)
   fixture_inputs(softmax_inputs kernels/common)
   fixture_inputs(runtime_inputs runtime/include runtime/src runtime/doctor kernels/rmsnorm/runner)
@@ -167,16 +165,16 @@ function(write_fixture root arch tag)
   list(JOIN variants ",\n    " variants)
 
   file(WRITE "${dir}/metadata.json" "{
-  \"schema_version\": ${schema},
+  \"schema_version\": 1,
   \"kiln_version\": \"0.1.0\",
   \"arch\": \"${arch}\",
   \"host_target\": \"${arch}-linux-gnu\",
   \"cuda_version\": \"${cuda_version}\",
-  \"build_date\": \"${build_date}\",
-  \"tag\": \"${meta_tag}\",
+  \"build_date\": \"2025-01-01T00:00:00Z\",
+  \"tag\": \"${tag}\",
   \"gpu_archs\": [${gpu_archs}],
   \"library\": {\"path\": \"lib/libkiln.a\", \"sha256\": \"${lib_sha}\", \"size\": 1},
-  \"fingerprint\": \"${fingerprint}\",${runtime_field}
+  \"fingerprint\": \"fixture-${arch}-${tag}\",${runtime_field}
   \"groups\": {
     \"rmsnorm\": {\"kind\": \"cuda\",
                  \"variants\": [\"rmsnorm_h1024_bf16\", \"rmsnorm_h4096_bf16\"]},
@@ -414,20 +412,6 @@ function(case_fixture_ok)
                 "kiln: imported x86_64/sm_90: 2 groups, 3 variants, SMs 90")
 endfunction()
 
-function(case_fixture_bad_sha)
-  set(FX_LIB_SHA "0000000000000000000000000000000000000000000000000000000000000000")
-  write_fixture("${FIXTURES}" x86_64 sm_90)
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
-  expect_failure("libkiln.a: sha256" "does not match metadata.json library.sha256 ${FX_LIB_SHA}")
-endfunction()
-
-function(case_fixture_schema)
-  set(FX_SCHEMA 2)
-  write_fixture("${FIXTURES}" x86_64 sm_90)
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
-  expect_failure("schema_version 2 is not supported; this kiln reads schema_version 1")
-endfunction()
-
 function(case_fixture_stale)
   set(FX_INPUT_SHA "1111111111111111111111111111111111111111111111111111111111111111")
   write_fixture("${FIXTURES}" x86_64 sm_90)
@@ -471,14 +455,6 @@ function(case_fixture_runtime_new_input)
   expect_success()
   expect_output("records no runtime_inputs (an older kiln wrote it); the runtime's staleness is "
                 "not checked")
-endfunction()
-
-# metadata.json whose tag disagrees with its directory (a renamed directory).
-function(case_fixture_tag_mismatch)
-  set(FX_META_TAG sm_80)
-  write_fixture("${FIXTURES}" x86_64 sm_90)
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
-  expect_failure("tag is 'sm_80' but the directory is 'sm_90'")
 endfunction()
 
 # Two artifacts and no TAG: both listed. A platform name resolves by the table; one below
@@ -546,63 +522,104 @@ endfunction()
 # ---------------------------------------------------------------------------------------------
 # Prebuilt tarballs (DIST_DIR).
 
-# No directory, a good tarball: extracted (checksum and entries checked), imported, no staging
-# left; the next configure finds the directory and checks it against its tarball. A CUDA major
-# that no tarball has is refused with what is there.
+# The real artifact (ARTIFACTS_DIR, built by the shared fixture test) copied to
+# <root>/<arch>/<tag>; REAL_ARCH and REAL_TAG in the caller.
+function(copy_real_artifact root)
+  file(GLOB metadata "${ARTIFACTS_DIR}/*/*/metadata.json")
+  list(LENGTH metadata n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "FAIL (${CASE}): expected one artifact under ${ARTIFACTS_DIR}, found ${n}")
+  endif()
+  get_filename_component(dir "${metadata}" DIRECTORY)
+  get_filename_component(tag "${dir}" NAME)
+  get_filename_component(arch_dir "${dir}" DIRECTORY)
+  get_filename_component(arch "${arch_dir}" NAME)
+  file(REMOVE_RECURSE "${root}/${arch}/${tag}")
+  file(MAKE_DIRECTORY "${root}/${arch}")
+  file(COPY "${dir}" DESTINATION "${root}/${arch}")
+  set(REAL_ARCH "${arch}" PARENT_SCOPE)
+  set(REAL_TAG "${tag}" PARENT_SCOPE)
+endfunction()
+
+# The real artifact packaged by `kiln package` into DIST, with no expanded directory;
+# REAL_ARCH, REAL_TAG and TARBALL in the caller.
+function(package_real_artifact)
+  copy_real_artifact("${WORK_DIR}/pack")
+  execute_process(COMMAND "${KILN}" package "${WORK_DIR}/pack/${REAL_ARCH}/${REAL_TAG}"
+                          --dist "${DIST}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "FAIL (${CASE}): kiln package failed:\n${out}${err}")
+  endif()
+  set(REAL_ARCH "${REAL_ARCH}" PARENT_SCOPE)
+  set(REAL_TAG "${REAL_TAG}" PARENT_SCOPE)
+  set(TARBALL "${DIST}/kiln_${REAL_ARCH}_${REAL_TAG}_cuda13.tar.gz" PARENT_SCOPE)
+endfunction()
+
+# metadata.json of the artifact directory `dir` with string(JSON SET) applied: ARGN is the path
+# of the member and, last, its new JSON value.
+function(set_metadata dir)
+  file(READ "${dir}/metadata.json" json)
+  string(JSON json SET "${json}" ${ARGN})
+  file(WRITE "${dir}/metadata.json" "${json}")
+endfunction()
+
+# No directory, the tarball `kiln package` wrote: verified and extracted by kiln-verify,
+# imported, no staging left; the next configure verifies the directory and checks it against its
+# tarball. A CUDA major that no tarball has is refused with what is there.
 function(case_tarball_ok)
-  pack_fixture(x86_64 sm_90)
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  package_real_artifact()
+  set(args "${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=${REAL_ARCH}")
+  set(dir "${FIXTURES}/${REAL_ARCH}/${REAL_TAG}")
+  configure(${args})
   expect_success()
-  expect_output("kiln: extracted ${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz -> ${FIXTURES}/x86_64/sm_90"
-                "kiln: KILN_RMSNORM_ENABLED set" "kiln: KILN_ARTIFACT_SM_90 set"
-                "kiln: imported x86_64/sm_90: 2 groups, 3 variants, SMs 90"
-                "probe: dir=${FIXTURES}/x86_64/sm_90")
-  file(GLOB leftovers "${FIXTURES}/x86_64/.*")
-  if(NOT EXISTS "${FIXTURES}/x86_64/sm_90/metadata.json" OR NOT leftovers STREQUAL "")
-    fail("expected ${FIXTURES}/x86_64/sm_90 and nothing else (left: ${leftovers})")
+  expect_output("kiln: extracted ${TARBALL} -> ${dir} (verified by kiln-verify)"
+                "kiln: ok: ${dir}: ${REAL_ARCH} ${REAL_TAG} (CUDA 13." "kiln: KILN_RMSNORM_ENABLED set"
+                "kiln: imported ${REAL_ARCH}/${REAL_TAG}: 1 groups" "probe: dir=${dir}")
+  file(GLOB leftovers "${FIXTURES}/${REAL_ARCH}/.*")
+  if(NOT EXISTS "${dir}/metadata.json" OR NOT leftovers STREQUAL "")
+    fail("expected ${dir} and nothing else (left: ${leftovers})")
   endif()
 
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  configure(${args})
   expect_success()
-  expect_output("kiln: ${FIXTURES}/x86_64/sm_90 is the artifact of "
-                "${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz (fingerprint fixture-x86_64-sm_90)")
+  expect_output("kiln: ${dir} is the artifact of ${TARBALL} (fingerprint ")
   expect_no_output("kiln: extracted")
 
-  file(REMOVE_RECURSE "${FIXTURES}/x86_64/sm_90")
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64" "-DKILN_CUDA_MAJOR=12")
-  expect_failure("no ${DIST}/kiln_x86_64_sm_90_cuda12.tar.gz (CUDA 12, from KILN_CUDA_MAJOR)"
-                 "has kiln_x86_64_sm_90_cuda13.tar.gz")
-  expect_nothing_extracted(x86_64 sm_90)
+  file(REMOVE_RECURSE "${dir}")
+  configure(${args} "-DKILN_CUDA_MAJOR=12")
+  expect_failure("no ${DIST}/kiln_${REAL_ARCH}_${REAL_TAG}_cuda12.tar.gz (CUDA 12, from "
+                 "KILN_CUDA_MAJOR)" "has kiln_${REAL_ARCH}_${REAL_TAG}_cuda13.tar.gz")
+  expect_nothing_extracted(${REAL_ARCH} ${REAL_TAG})
 endfunction()
 
-# One flipped byte: the sha256 disagrees with the sidecar; nothing is extracted.
-function(case_tarball_flipped_byte)
-  pack_fixture(x86_64 sm_90)
-  set(tarball "${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz")
-  file(STRINGS "${tarball}.sha256" line)
+# One flipped byte, no sidecar, a sidecar naming another file: refused by kiln-verify before the
+# tarball is read; nothing is extracted.
+function(case_tarball_checksum)
+  package_real_artifact()
+  set(args "${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=${REAL_ARCH}")
+  file(STRINGS "${TARBALL}.sha256" line)
   string(SUBSTRING "${line}" 0 64 recorded)
-  flip_byte("${tarball}" 40)
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
-  expect_failure("kiln: ${tarball}: sha256" "does not match ${tarball}.sha256 (expected ${recorded})"
-                 "Nothing was extracted")
-  expect_nothing_extracted(x86_64 sm_90)
-endfunction()
+  file(COPY_FILE "${TARBALL}" "${WORK_DIR}/good.tar.gz")
+  flip_byte("${TARBALL}" 40)
+  configure(${args})
+  set(refused "kiln-verify: error: refusing to extract ${TARBALL}; nothing was written")
+  expect_failure("${refused}" "${TARBALL}: sha256"
+                 "but kiln_${REAL_ARCH}_${REAL_TAG}_cuda13.tar.gz.sha256 records ${recorded}"
+                 "nothing was extracted")
+  expect_nothing_extracted(${REAL_ARCH} ${REAL_TAG})
 
-# No sidecar, or one that names another file: refused before the tarball is read.
-function(case_tarball_no_sidecar)
-  pack_fixture(x86_64 sm_90)
-  set(tarball "${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz")
-  file(REMOVE "${tarball}.sha256")
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
-  expect_failure("kiln: ${tarball} has no checksum file ${tarball}.sha256"
-                 "Nothing was extracted")
-  expect_nothing_extracted(x86_64 sm_90)
+  file(COPY_FILE "${WORK_DIR}/good.tar.gz" "${TARBALL}")
+  file(REMOVE "${TARBALL}.sha256")
+  configure(${args})
+  expect_failure("${refused}" "${TARBALL}: checksum file ${TARBALL}.sha256 is missing")
+  expect_nothing_extracted(${REAL_ARCH} ${REAL_TAG})
 
-  file(SHA256 "${tarball}" sha)
-  file(WRITE "${tarball}.sha256" "${sha}  kiln_x86_64_sm_87_cuda13.tar.gz\n")
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
-  expect_failure("is not in sha256sum format for kiln_x86_64_sm_90_cuda13.tar.gz")
-  expect_nothing_extracted(x86_64 sm_90)
+  file(WRITE "${TARBALL}.sha256" "${recorded}  kiln_${REAL_ARCH}_sm_87_cuda13.tar.gz\n")
+  configure(${args})
+  expect_failure("${refused}" "${TARBALL}.sha256: names "
+                 "'kiln_${REAL_ARCH}_sm_87_cuda13.tar.gz', expected")
+  expect_nothing_extracted(${REAL_ARCH} ${REAL_TAG})
 endfunction()
 
 # A committed hostile tarball (fixtures/), with a valid sidecar: refused for `why`, nothing written.
@@ -612,72 +629,226 @@ function(refuse_committed name why)
                  COPYONLY)
   write_sidecar("${tarball}")
   configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
-  expect_failure("kiln: ${tarball}: ${why}" "Nothing was extracted.")
+  expect_failure("kiln-verify: error: refusing to extract ${tarball}; nothing was written"
+                 "kiln_x86_64_sm_90_cuda13.tar.gz: entry '${why}")
   expect_nothing_extracted(x86_64 sm_90)
 endfunction()
 
-# Hostile entries, each with a valid sidecar so that the entry check is what refuses them:
-# `../x`, `<tag>/../x` and a symlink (made here), an absolute path, a hard link and a fifo
-# (committed fixtures, see fixtures/README.md). Nothing is extracted, anywhere.
+# The real artifact in WORK_DIR/pack/<arch>/<tag>, edited by the caller, tarred by `cmake -E tar`
+# (kiln package would refuse it) with `extra` entries (relative to pack/<arch>), as `name` in DIST
+# with a matching sidecar, so the checksum passes and what follows must refuse it.
+function(pack_hostile name)
+  set(tarball "${DIST}/${name}")
+  file(MAKE_DIRECTORY "${DIST}")
+  execute_process(COMMAND "${CMAKE_COMMAND}" -E tar czf "${tarball}" "${REAL_TAG}" ${ARGN}
+                  WORKING_DIRECTORY "${WORK_DIR}/pack/${REAL_ARCH}" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "FAIL (${CASE}): cmake -E tar could not write ${tarball}")
+  endif()
+  write_sidecar("${tarball}")
+endfunction()
+
+# Hostile entries: `../x`, `<tag>/../x` and a symlink (made here from the real artifact), an
+# absolute path, a hard link and a fifo (committed fixtures, see fixtures/README.md). kiln-verify
+# refuses each before anything is written, anywhere.
 function(case_tarball_entries)
-  set(tarball "${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz")
+  copy_real_artifact("${WORK_DIR}/pack")
+  set(name "kiln_${REAL_ARCH}_${REAL_TAG}_cuda13.tar.gz")
+  set(tarball "${DIST}/${name}")
+  set(args "${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=${REAL_ARCH}")
   file(WRITE "${WORK_DIR}/pack/evil" "outside\n")
-  pack_fixture(x86_64 sm_90 ../evil)
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
-  expect_failure("kiln: ${tarball}: entry '../evil' has a '..' component. Nothing was extracted.")
-  expect_nothing_extracted(x86_64 sm_90)
-  if(EXISTS "${FIXTURES}/evil" OR EXISTS "${FIXTURES}/x86_64/evil")
+  pack_hostile("${name}" ../evil)
+  configure(${args})
+  expect_failure("kiln-verify: error: refusing to extract ${tarball}; nothing was written"
+                 "${name}: entry '../evil': '..' component")
+  expect_nothing_extracted(${REAL_ARCH} ${REAL_TAG})
+  if(EXISTS "${FIXTURES}/evil" OR EXISTS "${FIXTURES}/${REAL_ARCH}/evil")
     fail("../evil was written")
   endif()
 
-  pack_fixture(x86_64 sm_90 sm_90/../../evil)
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
-  expect_failure("entry 'sm_90/../../evil' has a '..' component")
-  expect_nothing_extracted(x86_64 sm_90)
+  pack_hostile("${name}" ${REAL_TAG}/../../evil)
+  configure(${args})
+  expect_failure("entry '${REAL_TAG}/../../evil': '..' component")
+  expect_nothing_extracted(${REAL_ARCH} ${REAL_TAG})
 
-  file(REMOVE_RECURSE "${WORK_DIR}/pack/x86_64/sm_90")
-  write_fixture("${WORK_DIR}/pack" x86_64 sm_90)
-  file(CREATE_LINK /etc/passwd "${WORK_DIR}/pack/x86_64/sm_90/include/kiln/passwd" SYMBOLIC)
-  execute_process(COMMAND "${CMAKE_COMMAND}" -E tar czf "${tarball}" sm_90
-                  WORKING_DIRECTORY "${WORK_DIR}/pack/x86_64")
-  write_sidecar("${tarball}")
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
-  expect_failure("entry 'sm_90/include/kiln/passwd' is a symbolic link")
-  expect_nothing_extracted(x86_64 sm_90)
+  file(CREATE_LINK /etc/passwd "${WORK_DIR}/pack/${REAL_ARCH}/${REAL_TAG}/include/kiln/passwd"
+       SYMBOLIC)
+  pack_hostile("${name}")
+  configure(${args})
+  expect_failure("entry '${REAL_TAG}/include/kiln/passwd' is a symlink to '/etc/passwd'")
+  expect_nothing_extracted(${REAL_ARCH} ${REAL_TAG})
 
   set(absolute /tmp/kiln-e2e-absolute-entry)
   file(REMOVE "${absolute}")
-  refuse_committed(absolute_path "entry '${absolute}' is an absolute path")
-  refuse_committed(hardlink "entry 'sm_90/lib/libkiln.a' is a hard link")
-  refuse_committed(fifo "entry 'sm_90/fifo' is a special file")
+  file(REMOVE_RECURSE "${DIST}")
+  refuse_committed(absolute_path "${absolute}': absolute path")
+  refuse_committed(hardlink "sm_90/lib/libkiln.a' is a hardlink")
+  refuse_committed(fifo "sm_90/fifo' is a fifo")
   if(EXISTS "${absolute}")
     fail("${absolute} was written")
   endif()
 endfunction()
 
 # An expanded directory whose fingerprint disagrees with its tarball: refused, naming both and
-# the fixes; the existing check against the sources still runs when they agree.
+# the fixes; the check against the sources still runs on a just-extracted tarball.
 function(case_tarball_stale_dir)
-  set(FX_FINGERPRINT "fp-of-the-tarball")
-  set(FX_BUILD_DATE "2025-02-02T00:00:00Z")
-  pack_fixture(x86_64 sm_90)
-  unset(FX_FINGERPRINT)
-  unset(FX_BUILD_DATE)
-  write_fixture("${FIXTURES}" x86_64 sm_90)
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  package_real_artifact()
+  copy_real_artifact("${FIXTURES}")
+  set(dir "${FIXTURES}/${REAL_ARCH}/${REAL_TAG}")
+  set(other "1111111111111111111111111111111111111111111111111111111111111111")
+  set_metadata("${dir}" fingerprint "\"${other}\"")
+  set_metadata("${dir}" build_date "\"2025-02-02T00:00:00Z\"")
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=${REAL_ARCH}")
   expect_failure(
-    "kiln: expanded artifact ${FIXTURES}/x86_64/sm_90 disagrees with its tarball "
-    "${DIST}/kiln_x86_64_sm_90_cuda13.tar.gz"
-    "directory metadata.json fingerprint fixture-x86_64-sm_90 (built 2025-01-01T00:00:00Z)"
-    "tarball metadata.json fingerprint fp-of-the-tarball (built 2025-02-02T00:00:00Z)"
-    "use the tarball: delete ${FIXTURES}/x86_64/sm_90"
-    "kiln build --gpu-arch sm_90 --arch x86_64 --kernels rmsnorm,softmax --clean")
+    "kiln: expanded artifact ${dir} disagrees with its tarball ${TARBALL}"
+    "directory metadata.json fingerprint ${other} (built 2025-02-02T00:00:00Z)"
+    "tarball metadata.json fingerprint "
+    "use the tarball: delete ${dir}"
+    "kiln build --gpu-arch ${REAL_TAG} --arch ${REAL_ARCH} --kernels rmsnorm --clean")
 
-  set(FX_INPUT_SHA "1111111111111111111111111111111111111111111111111111111111111111")
-  file(REMOVE_RECURSE "${FIXTURES}/x86_64/sm_90")
-  pack_fixture(x86_64 sm_90)
-  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=x86_64")
+  # Extracted, then stale against a checkout whose kiln.toml differs from the recorded one.
+  file(REMOVE_RECURSE "${dir}")
+  set(root "${WORK_DIR}/checkout")
+  file(COPY "${REPO_DIR}/runtime" DESTINATION "${root}")
+  file(COPY "${REPO_DIR}/kernels/common" "${REPO_DIR}/kernels/rmsnorm"
+       DESTINATION "${root}/kernels")
+  file(APPEND "${root}/kernels/rmsnorm/kiln.toml" "# edited\n")
+  configure("${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=${REAL_ARCH}" "-DKILN_SOURCE_ROOT=${root}")
   expect_failure("kiln: extracted" "is stale: input kernels/rmsnorm/kiln.toml of variant")
+endfunction()
+
+# Issue 32: tarballs and directories that `kiln verify` refuses and the import once took, each
+# made from the real artifact. A tarball: the configure fails with kiln-verify's message and
+# nothing appears in the artifacts tree. A directory: the configure fails with its message.
+function(case_hostile)
+  set(args "${PROBE_DIR}" ${PROBE_ARGS})
+  # Tarballs: the edit (a CMake snippet run on the pack copy `d`), what kiln-verify says, and the
+  # tarball's name when it is not kiln's own.
+  set(cases
+    "swapped_cubins|swap|.sm_90.cubin: sha256 "
+    "extra_executable|chmod|kiln_all.h' is executable"
+    "trailing_garbage|garbage|metadata.json is not valid JSON"
+    "invalid_utf8|utf8|metadata.json is not valid JSON"
+    "deep_json|deep|metadata.json nests more than 64 levels deep"
+    "group_outside|group|group name '../../usr/include' must match [a-z][a-z0-9]*"
+    "input_outside|input|path '../../../../../../../dev/zero': '..' component"
+    "library_size|size|lib/libkiln.a: "
+    "header_edited|header|include/kiln/kiln_all.h: sha256 "
+    "doctor_edited|doctor|bin/kiln-doctor: "
+    "thin_archive|thin|thin archive"
+    "cuda_major|none|file name says cuda12, metadata.json's cuda_version is 13.")
+  foreach(entry IN LISTS cases)
+    string(REPLACE "|" ";" entry "${entry}")
+    list(GET entry 0 what)
+    list(GET entry 1 edit)
+    list(GET entry 2 says)
+    copy_real_artifact("${WORK_DIR}/pack")
+    set(d "${WORK_DIR}/pack/${REAL_ARCH}/${REAL_TAG}")
+    set(major 13)
+    file(GLOB cubins "${d}/cubins/*.cubin")
+    list(GET cubins 0 first)
+    list(GET cubins 1 second)
+    file(READ "${d}/metadata.json" json)
+    if(edit STREQUAL "swap")
+      file(RENAME "${first}" "${d}/swap")
+      file(RENAME "${second}" "${first}")
+      file(RENAME "${d}/swap" "${second}")
+    elseif(edit STREQUAL "chmod")
+      file(CHMOD "${d}/include/kiln/kiln_all.h" PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE)
+    elseif(edit STREQUAL "garbage")
+      file(APPEND "${d}/metadata.json" "}\n{\"schema_version\": 2}")
+    elseif(edit STREQUAL "utf8")
+      string(ASCII 255 byte)
+      string(REPLACE "\"build_date\": \"" "\"build_date\": \"${byte}" json "${json}")
+      file(WRITE "${d}/metadata.json" "${json}")
+    elseif(edit STREQUAL "deep")
+      string(REPEAT "[" 1000 open)
+      string(REPEAT "]" 1000 close)
+      file(WRITE "${d}/metadata.json" "{\"schema_version\": 1, \"x\": ${open}${close}}")
+    elseif(edit STREQUAL "group")
+      string(JSON group MEMBER "${json}" groups 0)
+      string(JSON members GET "${json}" groups ${group})
+      string(JSON json REMOVE "${json}" groups ${group})
+      string(JSON json SET "${json}" groups "../../usr/include" "${members}")
+      string(JSON n LENGTH "${json}" variants)
+      math(EXPR last "${n} - 1")
+      foreach(i RANGE ${last})
+        string(JSON variant MEMBER "${json}" variants ${i})
+        string(JSON json SET "${json}" variants ${variant} group "\"../../usr/include\"")
+      endforeach()
+      file(WRITE "${d}/metadata.json" "${json}")
+    elseif(edit STREQUAL "input")
+      string(JSON variant MEMBER "${json}" variants 0)
+      set(zero "0000000000000000000000000000000000000000000000000000000000000000")
+      set_metadata("${d}" variants ${variant} inputs "../../../../../../../dev/zero" "\"${zero}\"")
+    elseif(edit STREQUAL "size")
+      string(JSON size GET "${json}" library size)
+      math(EXPR size "${size} + 1")
+      set_metadata("${d}" library size ${size})
+    elseif(edit STREQUAL "header")
+      file(APPEND "${d}/include/kiln/kiln_all.h" "#define KILN_EVIL 1\n")
+    elseif(edit STREQUAL "doctor")
+      file(APPEND "${d}/bin/kiln-doctor" "x")
+    elseif(edit STREQUAL "thin")
+      file(WRITE "${d}/lib/libkiln.a" "!<thin>\n")
+      file(SHA256 "${d}/lib/libkiln.a" sha)
+      set_metadata("${d}" library sha256 "\"${sha}\"")
+      set_metadata("${d}" library size 8)
+    elseif(edit STREQUAL "none")
+      set(major 12)
+    endif()
+
+    # As a directory: refused by the verifier, before anything of it is read (a file name and
+    # execute bits are a tarball's alone).
+    file(REMOVE_RECURSE "${FIXTURES}" "${DIST}")
+    if(NOT edit MATCHES "^(none|chmod)$")
+      file(MAKE_DIRECTORY "${FIXTURES}/${REAL_ARCH}")
+      file(COPY "${d}" DESTINATION "${FIXTURES}/${REAL_ARCH}")
+      configure(${args} "-DPROBE_ARCH=${REAL_ARCH}")
+      expect_failure("kiln-verify: error: " "${says}"
+                     "(kiln-verify refused the artifact ${FIXTURES}/${REAL_ARCH}/${REAL_TAG}")
+      file(REMOVE_RECURSE "${FIXTURES}")
+    endif()
+
+    # As a tarball: refused, and nothing is written into the artifacts tree.
+    set(name "kiln_${REAL_ARCH}_${REAL_TAG}_cuda${major}.tar.gz")
+    pack_hostile("${name}")
+    configure(${args} "-DPROBE_ARCH=${REAL_ARCH}")
+    expect_failure("kiln-verify: error: refusing to extract ${DIST}/${name}; nothing was written"
+                   "${says}" "(kiln-verify refused ${DIST}/${name}; nothing was extracted)")
+    expect_nothing_extracted(${REAL_ARCH} ${REAL_TAG})
+    message(STATUS "${what}: refused as a directory and as a tarball")
+  endforeach()
+endfunction()
+
+# No KILN_VERIFY_EXECUTABLE: the module builds kiln-verify from this checkout's sources into the
+# build tree, runs it on the real artifact, and a second configure reuses it.
+function(case_verifier_from_sources)
+  copy_real_artifact("${FIXTURES}")
+  set(VERIFIER "")
+  set(args "${PROBE_DIR}" ${PROBE_ARGS} "-DPROBE_ARCH=${REAL_ARCH}")
+  find_program(ccache ccache)
+  if(ccache)
+    list(APPEND args "-DCMAKE_CXX_COMPILER_LAUNCHER=${ccache}")
+  endif()
+  configure(${args})
+  expect_success()
+  expect_output("kiln: building kiln-verify from ${REPO_DIR}/tools/kiln-verify"
+                "kiln: ok: ${FIXTURES}/${REAL_ARCH}/${REAL_TAG}: ")
+  if(NOT EXISTS "${WORK_DIR}/build/CMakeFiles/kiln-verify/kiln-verify")
+    fail("no kiln-verify in ${WORK_DIR}/build/CMakeFiles/kiln-verify")
+  endif()
+  execute_process(COMMAND "${CMAKE_COMMAND}" "${WORK_DIR}/build"
+                  RESULT_VARIABLE RESULT OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(OUTPUT "${out}${err}")
+  expect_success()
+  expect_no_output("kiln: building kiln-verify")
+  expect_output("kiln: ok: ${FIXTURES}/${REAL_ARCH}/${REAL_TAG}: ")
+
+  set(VERIFIER "${WORK_DIR}/not-a-verifier")
+  file(WRITE "${VERIFIER}" "")
+  configure(${args})
+  expect_failure("--version said" "expected 'kiln-verify ")
 endfunction()
 
 # Tag resolution over tarballs: two tags and no TAG lists both; a platform name picks one; two
@@ -769,7 +940,8 @@ function(case_cross_aarch64)
   execute_process(
     COMMAND "${CMAKE_COMMAND}" -S "${EXAMPLE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
             "-DCMAKE_TOOLCHAIN_FILE=${REPO_DIR}/cmake/toolchains/aarch64-linux-gnu.cmake"
-            "-DKiln_DIR=${REPO_DIR}/cmake" "-DKILN_ARTIFACTS_DIR=${artifacts}"
+            "-DKiln_DIR=${REPO_DIR}/cmake" "-DKILN_VERIFY_EXECUTABLE=${VERIFIER}"
+            "-DKILN_ARTIFACTS_DIR=${artifacts}"
             "-DKILN_DIST_DIR=${dist}" -DKILN_TAG=jetson-orin -DKILN_CONSUMER_CUDART=OFF
     RESULT_VARIABLE RESULT OUTPUT_VARIABLE out ERROR_VARIABLE err)
   set(OUTPUT "${out}${err}")

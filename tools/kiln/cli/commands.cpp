@@ -25,16 +25,7 @@ const std::vector<Command>& commands() {
 }
 
 int reportError(const std::string& message, core::ErrorKind kind) {
-  fmt::print(stderr, "kiln: error: {}\n", message);
-  switch (kind) {
-    case core::ErrorKind::kUsage:
-      return kExitUsage;
-    case core::ErrorKind::kEnvironment:
-      return kExitEnvironment;
-    case core::ErrorKind::kFailure:
-      break;
-  }
-  return kExitFailure;
+  return printError("kiln", message, kind);
 }
 
 std::string defaultRoot() {

@@ -9,15 +9,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/exit.h"
 #include "core/result.h"
 
 namespace kiln::cli {
-
-// Exit codes (docs/cli.md).
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;      // a build, compile, verify or coverage check failed
-inline constexpr int kExitUsage = 2;        // bad command line or registry
-inline constexpr int kExitEnvironment = 3;  // a tool, header set, driver or device is missing
 
 using Handler = std::function<int()>;
 

@@ -152,18 +152,9 @@ Handler setupVerify(CLI::App& app) {
                  "a dist/kiln_<arch>_<tag>_cuda<major>.tar.gz or artifacts/<arch>/<tag>")
       ->required();
   return [target]() -> int {
-    std::error_code ec;
-    const fs::path path(*target);
-    const bool tarball =
-        fs::is_regular_file(path, ec) && path.filename().string().ends_with(".tar.gz");
-    if (!tarball && !fs::is_directory(path, ec))
-      return reportError(
-          fmt::format("{} is neither a .tar.gz file nor an artifact directory", *target),
-          core::ErrorKind::kUsage);
-    auto report = tarball ? core::verifyTarball(path) : core::verifyArtifactDir(path);
+    auto report = core::verifyPath(*target);
     if (!report) return reportError(report);
-    fmt::print("ok: {}: {}{}\n", *target, core::summarize(*report),
-               report->tarball_sha256.empty() ? "" : ", sha256 " + report->tarball_sha256);
+    fmt::print("{}\n", core::verifiedLine(*target, *report));
     return kExitOk;
   };
 }
@@ -180,10 +171,8 @@ Handler setupExtract(CLI::App& app) {
                  "(default: <root>/artifacts)");
   app.add_option("--root", *root, "the repository")->capture_default_str();
   return [=]() -> int {
-    auto name = core::parseTarballFileName(fs::path(*tarball).filename().string());
-    if (!name) return reportError(name.error(), core::ErrorKind::kUsage);
     const fs::path artifacts = into->empty() ? fs::path(*root) / "artifacts" : fs::path(*into);
-    auto dest = core::extractTarball(*tarball, artifacts / name->arch);
+    auto dest = core::extractInto(*tarball, artifacts);
     if (!dest) return reportError(dest);
     fmt::print("artifact: {}\n", dest->string());
     return kExitOk;

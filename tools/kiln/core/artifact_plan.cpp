@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/cute_dsl_frontend.h"
+#include "core/fingerprint.h"
 #include "core/naming.h"
 
 namespace kiln::core {

@@ -117,14 +117,6 @@ std::string toJson(const ArtifactMetadata& metadata);
 // no recursive copy or destructor ever sees it; so is one larger than kMaxMetadataBytes.
 Result<ArtifactMetadata> parseMetadata(const std::string& json_text);
 
-// sha256 over the variant's inputs, constants, entries, targets, flags and tool versions.
-std::string variantFingerprint(const VariantRecord& record, const Variant& variant,
-                               const Provenance& provenance);
-// sha256 over the provenance fields, the runtime inputs, every variant's fingerprint (by name)
-// and this kiln's library recipe (library_recipe.h: host compile and archive flags, the code
-// generator): every input of lib/libkiln.a.
-std::string artifactFingerprint(const ArtifactMetadata& metadata);
-
 // The tag is the gpu_archs joined ("sm_87_sm_90", "compute_80"), and gpu_archs are ascending
 // and unique by SM. The
 // builder writes them so; this rejects metadata (an old artifact to merge into) that disagrees.

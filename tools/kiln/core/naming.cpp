@@ -9,6 +9,41 @@
 
 namespace kiln::core {
 
+namespace {
+
+bool lowerAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+}  // namespace
+
+std::string checkGroupName(const std::string& name) {
+  constexpr std::size_t kMaxLength = 64;
+  if (name.size() > kMaxLength)
+    return fmt::format("is {} characters long; the limit is {}", name.size(), kMaxLength);
+  if (name.empty() || name.front() < 'a' || name.front() > 'z' ||
+      !std::all_of(name.begin(), name.end(), lowerAlnum))
+    return "must match [a-z][a-z0-9]*";
+  return {};
+}
+
+std::string checkVariantName(const std::string& name, const std::string& group) {
+  constexpr std::size_t kMaxLength = 64;
+  if (name.size() > kMaxLength)
+    return fmt::format("is {} characters long; the limit is {}", name.size(), kMaxLength);
+  if (name.empty() ||
+      !std::all_of(name.begin(), name.end(), [](char c) { return lowerAlnum(c) || c == '_'; }))
+    return "may contain only lower-case letters, digits and '_'";
+  if (name.rfind(group + "_", 0) != 0)
+    return fmt::format("must start with the group name and '_' ('{}_')", group);
+  if (name.size() == group.size() + 1)
+    return "needs at least one distinguishing field after the group name";
+  if (name.find("__") != std::string::npos)
+    return "must not contain '__' (reserved for the per-SM suffix __arch<NN>)";
+  if (name.back() == '_') return "must not end with '_'";
+  return {};
+}
+
 std::string upperCase(const std::string& text) {
   std::string out = text;
   std::transform(out.begin(), out.end(), out.begin(),
@@ -102,6 +137,14 @@ std::string variantHeaderPath(const std::string& variant) {
 }
 std::string groupHeaderPath(const std::string& group) {
   return fmt::format("include/kiln/groups/{}.h", group);
+}
+
+int parseSm(const std::string& text) {
+  std::string s = text;
+  if (s.rfind("sm_", 0) == 0) s = s.substr(3);
+  if (!s.empty() && s.back() == 'a') s.pop_back();
+  if (s.empty() || s.size() > 3 || !std::all_of(s.begin(), s.end(), ::isdigit)) return 0;
+  return std::stoi(s);
 }
 
 }  // namespace kiln::core

@@ -22,6 +22,12 @@ struct GpuArch {
   auto operator<=>(const GpuArch&) const = default;
 };
 
+// The grammar of docs/naming.md, for the registry (kiln.toml) and for verify (metadata.json, whose
+// names become paths, symbols and defines): an empty string when `name` is valid, else the rule
+// it breaks. A group name matches [a-z][a-z0-9]*; a variant name is `<group>_<fields>`.
+std::string checkGroupName(const std::string& name);
+std::string checkVariantName(const std::string& name, const std::string& group);
+
 std::string upperCase(const std::string& text);
 // "head_dim" -> "HeadDim"
 std::string camelCase(const std::string& text);
@@ -48,6 +54,8 @@ std::string nvccTarget(int sm, bool arch_specific, bool ptx = false);
 // "sm_90" / "compute_80" -> the entry; sm 0 when malformed ("sm_90a" included: arch-specific
 // targets come from kiln.toml, not from the tag).
 GpuArch parseGpuArch(const std::string& text);
+// "sm_90" -> 90, "90" -> 90 ("sm_90a" -> 90); 0 when malformed.
+int parseSm(const std::string& text);
 // The artifact tag: the entries ascending by SM, joined: "sm_87_sm_90", "compute_80",
 // "sm_80_compute_90".
 std::string artifactTag(const std::vector<GpuArch>& archs);

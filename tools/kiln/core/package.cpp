@@ -220,4 +220,10 @@ Result<fs::path> extractTarball(const fs::path& tarball, const fs::path& dest_ro
   return dest;
 }
 
+Result<fs::path> extractInto(const fs::path& tarball, const fs::path& artifacts_root) {
+  auto name = parseTarballFileName(tarball.filename().string());
+  if (!name) return makeError(name.error(), ErrorKind::kUsage);
+  return extractTarball(tarball, artifacts_root / name->arch);
+}
+
 }  // namespace kiln::core

@@ -36,4 +36,11 @@ Result<PackageResult> packageArtifact(const std::filesystem::path& artifact_dir,
 Result<std::filesystem::path> extractTarball(const std::filesystem::path& tarball,
                                              const std::filesystem::path& dest_root);
 
+// extractTarball into the artifacts tree `artifacts_root`: the artifact lands in
+// <artifacts_root>/<arch>/<tag>, the arch taken from the tarball's file name (a name that does not
+// follow kiln_<arch>_<tag>_cuda<major>.tar.gz is a usage error). What `kiln extract` and
+// tools/kiln-verify --extract run.
+Result<std::filesystem::path> extractInto(const std::filesystem::path& tarball,
+                                          const std::filesystem::path& artifacts_root);
+
 }  // namespace kiln::core

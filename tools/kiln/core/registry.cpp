@@ -5,6 +5,7 @@
 // so everything downstream sees plain variants with every constant set and typed.
 #include "core/registry.h"
 
+#include "core/naming.h"
 #include "io/fs.h"
 
 #include <fmt/format.h>
@@ -385,9 +386,8 @@ class Parser {
     const int at = line(g);
     if (!check(g, kGroupKeys, "[group]")) return false;
     if (!getString(g, "name", group.name, true, at)) return false;
-    if (!std::regex_match(group.name, std::regex("[a-z][a-z0-9]*")))
-      return failed(line(*g.get("name")),
-                    fmt::format("group name '{}' must match [a-z][a-z0-9]*", group.name));
+    if (std::string rule = checkGroupName(group.name); !rule.empty())
+      return failed(line(*g.get("name")), fmt::format("group name '{}' {}", group.name, rule));
     if (group.name != group.dir.filename().string())
       return failed(line(*g.get("name")),
                     fmt::format("group name '{}' must equal its directory name '{}'", group.name,
@@ -721,23 +721,6 @@ class Parser {
 
 }  // namespace
 
-std::string checkVariantName(const std::string& name, const std::string& group) {
-  constexpr std::size_t kMaxLength = 64;
-  if (name.size() > kMaxLength)
-    return fmt::format("is {} characters long; the limit is {}", name.size(), kMaxLength);
-  static const std::regex kNameCharacters("[a-z0-9_]+");
-  if (!std::regex_match(name, kNameCharacters))
-    return "may contain only lower-case letters, digits and '_'";
-  if (name.rfind(group + "_", 0) != 0)
-    return fmt::format("must start with the group name and '_' ('{}_')", group);
-  if (name.size() == group.size() + 1)
-    return "needs at least one distinguishing field after the group name";
-  if (name.find("__") != std::string::npos)
-    return "must not contain '__' (reserved for the per-SM suffix __arch<NN>)";
-  if (name.back() == '_') return "must not end with '_'";
-  return {};
-}
-
 Result<Group> parseGroup(const fs::path& toml_path, const std::vector<int>& nvcc_sms) {
   // Errors name the file as kernels/<group>/kiln.toml when it sits in a kiln tree.
   std::string display = toml_path.string();
@@ -861,14 +844,6 @@ const char* constantTypeName(ConstantType type) {
 
 const char* sourceKindName(SourceKind kind) {
   return kind == SourceKind::kCuda ? "cuda" : "cute_dsl";
-}
-
-int parseSm(const std::string& text) {
-  std::string s = text;
-  if (s.rfind("sm_", 0) == 0) s = s.substr(3);
-  if (!s.empty() && s.back() == 'a') s.pop_back();
-  if (s.empty() || s.size() > 3 || !std::all_of(s.begin(), s.end(), ::isdigit)) return 0;
-  return std::stoi(s);
 }
 
 const char* dtypeCxxType(const std::string& dtype) {

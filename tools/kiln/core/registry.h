@@ -93,18 +93,12 @@ Result<Group> parseGroup(const std::filesystem::path& toml_path, const std::vect
 // throws: an unreadable kernels/ or group directory is an error (ErrorKind::kUsage) naming it.
 Result<Registry> loadRegistry(const std::filesystem::path& root, const std::vector<int>& nvcc_sms);
 
-// Checks a variant name against the grammar of docs/naming.md for group `group`;
-// returns an empty string when valid, else the rule broken.
-std::string checkVariantName(const std::string& name, const std::string& group);
-
 // `text` with every control character (U+0000-U+001F, U+007F-U+009F) written as \xNN or \uNNNN,
 // so that a message quoting untrusted text cannot drive the terminal.
 std::string escapeControl(std::string_view text);
 
 const char* constantTypeName(ConstantType type);
 const char* sourceKindName(SourceKind kind);
-// "sm_90" -> 90, "90" -> 90; 0 when malformed.
-int parseSm(const std::string& text);
 // The C++ type nvcc gets for a dtype constant: "bf16" -> "__nv_bfloat16".
 const char* dtypeCxxType(const std::string& dtype);
 

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/naming.h"
 #include "core/registry.h"
 
 namespace fs = std::filesystem;

@@ -324,6 +324,96 @@ void checkHeaders(const ArtifactMetadata& m, const ArtifactTree& tree, const std
   }
 }
 
+// A tar entry path, split into components, if it is relative and has no "..", "." or empty
+// component (a directory's trailing '/' excepted) and no component longer than NAME_MAX; else
+// the reason it is refused.
+std::string checkEntryPath(const std::string& path, bool is_dir, std::vector<std::string>& parts,
+                           const TarLimits& limits) {
+  if (path.empty()) return "empty path";
+  if (path.front() == '/') return "absolute path";
+  std::string_view rest = path;
+  if (is_dir && rest.back() == '/') rest.remove_suffix(1);
+  size_t start = 0;
+  for (;;) {
+    const size_t slash = rest.find('/', start);
+    const std::string_view part =
+        rest.substr(start, slash == std::string_view::npos ? rest.npos : slash - start);
+    if (part == "..") return "'..' component";
+    if (part.empty()) return "empty path component ('//' or a trailing '/')";
+    if (part == ".") return "'.' component";
+    if (part.size() > limits.max_name) {
+      return fmt::format("a {}-byte name component (the limit is {} bytes)", part.size(),
+                         limits.max_name);
+    }
+    parts.emplace_back(part);
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return {};
+}
+
+bool isSha256Hex(const std::string& text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// The source paths metadata records (a variant's `inputs`, the artifact's `runtime_inputs`) are
+// what kiln_import_artifacts hashes again in the consumer's checkout, so each must be a clean
+// relative path inside what kiln records: a variant's under kernels/<group>/ or kernels/common/,
+// the runtime's under runtime/ or kernels/<group>/runner/ of one of its groups; with a sha256.
+void checkRecordedInputs(const std::map<std::string, std::string>& inputs,
+                         const std::vector<std::string>& allowed, const std::string& field,
+                         const std::string& meta, Problems& problems) {
+  const TarLimits limits;
+  for (const auto& [path, sha256] : inputs) {
+    std::vector<std::string> parts;
+    std::string reason = checkEntryPath(path, false, parts, limits);
+    const std::string_view recorded = path;  // clang before 16 cannot capture a structured binding
+    if (reason.empty() && std::none_of(allowed.begin(), allowed.end(), [&](const std::string& a) {
+          return startsWith(recorded, a);
+        })) {
+      reason = fmt::format("not under {}", fmt::join(allowed, " or "));
+    }
+    if (!reason.empty()) {
+      problems.push_back(fmt::format("{}: {} path '{}': {}; expected a path in a kiln checkout",
+                                     meta, field, path.substr(0, 200), reason));
+    } else if (!isSha256Hex(sha256)) {
+      problems.push_back(fmt::format("{}: {} '{}': '{}' is not a sha256 (64 lower-case hex digits)",
+                                     meta, field, path, sha256.substr(0, 80)));
+    }
+  }
+}
+
+// Group and variant names become paths, symbols and defines (the consumer's KILN_<NAME>_ENABLED,
+// its staleness check's kernels/<group>/): each follows the grammar of docs/naming.md, and every
+// recorded input lies where kiln records it.
+void checkNames(const ArtifactMetadata& m, const std::string& meta, Problems& problems) {
+  std::vector<std::string> runtime_dirs = {"runtime/"};
+  for (const auto& [name, group] : m.groups) {
+    if (const std::string rule = checkGroupName(name); !rule.empty()) {
+      problems.push_back(fmt::format("{}: group name '{}' {}", meta, name.substr(0, 200), rule));
+      continue;
+    }
+    runtime_dirs.push_back(fmt::format("kernels/{}/runner/", name));
+  }
+  for (const auto& [name, v] : m.variants) {
+    if (!checkGroupName(v.group).empty()) continue;  // reported with the groups, or unlisted
+    if (const std::string rule = checkVariantName(name, v.group); !rule.empty()) {
+      problems.push_back(fmt::format("{}: variant name '{}' {}", meta, name.substr(0, 200), rule));
+      continue;
+    }
+    checkRecordedInputs(v.inputs, {fmt::format("kernels/{}/", v.group), "kernels/common/"},
+                        fmt::format("variants.{}.inputs", name), meta, problems);
+  }
+  checkRecordedInputs(m.runtime_inputs, runtime_dirs, "runtime_inputs", meta, problems);
+  if (!isSha256Hex(m.fingerprint)) {
+    problems.push_back(
+        fmt::format("{}: fingerprint '{}' is not a sha256 (64 lower-case hex digits)", meta,
+                    m.fingerprint.substr(0, 80)));
+  }
+}
+
 // Every rule on an artifact's contents. `dir_name` is the directory (or the tarball's top-level
 // directory) the tag must equal; `at` prefixes every file name in messages.
 bool checkArtifact(const ArtifactTree& tree, const std::string& dir_name, const std::string& at,
@@ -346,6 +436,8 @@ bool checkArtifact(const ArtifactTree& tree, const std::string& dir_name, const 
   report.tag = p.tag;
   for (const GpuArch& arch : p.gpu_archs) report.sms.push_back(arch.sm);
   report.cuda_version = p.cuda_version;
+  report.fingerprint = m.fingerprint;
+  report.build_date = m.build_date;
   report.variants = static_cast<int>(m.variants.size());
 
   if (expectedMachine(p.arch) == 0) {
@@ -404,6 +496,7 @@ bool checkArtifact(const ArtifactTree& tree, const std::string& dir_name, const 
     }
   }
 
+  checkNames(m, meta, problems);
   checkCubins(m, tree, at, problems, report);
   checkLibrary(m, tree, at, problems, report);
   checkDoctor(m, tree, at, problems);
@@ -433,34 +526,6 @@ std::string dirName(const fs::path& dir) {
   return normal.filename().string();
 }
 
-// A tar entry path, split into components, if it is relative and has no "..", "." or empty
-// component (a directory's trailing '/' excepted) and no component longer than NAME_MAX; else
-// the reason it is refused.
-std::string checkEntryPath(const std::string& path, bool is_dir, std::vector<std::string>& parts,
-                           const TarLimits& limits) {
-  if (path.empty()) return "empty path";
-  if (path.front() == '/') return "absolute path";
-  std::string_view rest = path;
-  if (is_dir && rest.back() == '/') rest.remove_suffix(1);
-  size_t start = 0;
-  for (;;) {
-    const size_t slash = rest.find('/', start);
-    const std::string_view part =
-        rest.substr(start, slash == std::string_view::npos ? rest.npos : slash - start);
-    if (part == "..") return "'..' component";
-    if (part.empty()) return "empty path component ('//' or a trailing '/')";
-    if (part == ".") return "'.' component";
-    if (part.size() > limits.max_name) {
-      return fmt::format("a {}-byte name component (the limit is {} bytes)", part.size(),
-                         limits.max_name);
-    }
-    parts.emplace_back(part);
-    if (slash == std::string_view::npos) break;
-    start = slash + 1;
-  }
-  return {};
-}
-
 }  // namespace
 
 std::string summarize(const VerifyReport& r) {
@@ -471,6 +536,21 @@ std::string summarize(const VerifyReport& r) {
                      r.arch, r.tag, r.cuda_version, r.variants, r.variants == 1 ? "" : "s",
                      r.cubins, r.cubins == 1 ? "" : "s", ptx, r.library_members,
                      r.library_members == 1 ? "" : "s");
+}
+
+Result<VerifyReport> verifyPath(const fs::path& target) {
+  std::error_code ec;
+  if (fs::is_regular_file(target, ec) && target.filename().string().ends_with(".tar.gz"))
+    return verifyTarball(target);
+  if (fs::is_directory(target, ec)) return verifyArtifactDir(target);
+  return makeError(
+      fmt::format("{} is neither a .tar.gz file nor an artifact directory", target.string()),
+      ErrorKind::kUsage);
+}
+
+std::string verifiedLine(const std::string& target, const VerifyReport& r) {
+  return fmt::format("ok: {}: {}, fingerprint {}, built {}{}", target, summarize(r), r.fingerprint,
+                     r.build_date, r.tarball_sha256.empty() ? "" : ", sha256 " + r.tarball_sha256);
 }
 
 std::string tarballFileName(const std::string& arch, const std::string& tag, int cuda_major) {

@@ -29,6 +29,8 @@ struct VerifyReport {
   std::vector<int> sms;      // {87, 90}: the SM of each gpu_archs entry (sm_NN or compute_NN)
   std::string cuda_version;  // "13.0.88"
   int cuda_major = 0;        // 13
+  std::string fingerprint;   // metadata.json's, which kiln_import_artifacts compares
+  std::string build_date;    // "2025-01-31T12:00:00Z"
   int variants = 0;
   int cubins = 0;
   int ptx_images = 0;
@@ -46,6 +48,14 @@ Result<VerifyReport> verifyArtifactDir(const std::filesystem::path& dir);
 // The same rules on dist/kiln_<arch>_<tag>_cuda<major>.tar.gz, after its .sha256 sidecar and its
 // entry headers; reads the tarball in memory and writes nothing.
 Result<VerifyReport> verifyTarball(const std::filesystem::path& tarball);
+
+// verifyTarball for a path ending in .tar.gz that is a file, else verifyArtifactDir for a
+// directory; anything else is a usage error. What `kiln verify` and tools/kiln-verify run.
+Result<VerifyReport> verifyPath(const std::filesystem::path& target);
+
+// The line both print on success: "ok: <target>: <summary>, fingerprint <hex>, built <date>"
+// and, for a tarball, ", sha256 <hex>". kiln_import_artifacts reads the fingerprint from it.
+std::string verifiedLine(const std::string& target, const VerifyReport& report);
 
 // verifyTarball without the sidecar: `bytes` is the tarball and `file_name` its name, which must
 // follow the kiln_<arch>_<tag>_cuda<major>.tar.gz convention. For the fuzzer and for package's
