@@ -152,7 +152,7 @@ TEST(RunnerSupport, CheckDtypeRefusesValuesOutsideTheEnum) {
   EXPECT_TRUE(runner::checkDtype("grp", DType::kFloat16).ok());
   const Status s = runner::checkDtype("grp", static_cast<DType>(7));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "grp: dtype 7 is not a DType value (fp16 or bf16)");
+  EXPECT_EQ(s.message(), "grp: dtype 7 is not a DType value (fp16, bf16 or fp32)");
 }
 
 // The generated variant tables check a runner's row type with fieldCount (codegen.cpp).

@@ -125,6 +125,8 @@ std::string toJson(const ArtifactMetadata& m) {
   if (p.cuda_frontend_version) j["cuda_frontend_version"] = *p.cuda_frontend_version;
   j["host_compiler"] = {{"command", p.host_compiler_command}, {"version", p.host_compiler_version}};
   j["cutlass_version"] = p.cutlass_version ? Json(*p.cutlass_version) : Json(nullptr);
+  if (p.cute_dsl_version) j["cute_dsl_version"] = *p.cute_dsl_version;
+  if (p.cute_dsl_cuda) j["cute_dsl_cuda"] = *p.cute_dsl_cuda;
   j["build_date"] = m.build_date;
   j["library"] = {{"path", m.library.path}, {"sha256", m.library.sha256}, {"size", m.library.size}};
   j["doctor"] = {{"path", m.doctor.path}, {"sha256", m.doctor.sha256}, {"size", m.doctor.size}};
@@ -227,6 +229,14 @@ Result<ArtifactMetadata> parseMetadata(const std::string& json_text) {
     p.host_compiler_version = j.at(field).at("version").get<std::string>();
     field = "cutlass_version";
     if (!j.at(field).is_null()) p.cutlass_version = j.at(field).get<std::string>();
+    field = "cute_dsl_version";
+    if (j.contains(field)) p.cute_dsl_version = j.at(field).get<std::string>();
+    field = "cute_dsl_cuda";
+    if (j.contains(field)) p.cute_dsl_cuda = j.at(field).get<std::string>();
+    if (p.cute_dsl_version.has_value() != p.cute_dsl_cuda.has_value()) {
+      return makeError(
+          "metadata.json: cute_dsl_version and cute_dsl_cuda must be given together or not at all");
+    }
     field = "build_date";
     m.build_date = j.at(field).get<std::string>();
     field = "library";
@@ -354,6 +364,7 @@ std::string artifactFingerprint(const ArtifactMetadata& m) {
       fmt::join(p.compile_targets, ","), p.cuda_version, p.host_compiler_command,
       p.host_compiler_version, p.cutlass_version.value_or("none"));
   if (p.cuda_frontend_version) text += fmt::format("cuda_frontend {}\n", *p.cuda_frontend_version);
+  if (p.cute_dsl_version) text += fmt::format("cute_dsl {}\n", cuteDslProvenance(p));
   for (const auto& [path, sha] : m.runtime_inputs)
     text += fmt::format("runtime_input {} {}\n", path, sha);
   for (const auto& [name, v] : m.variants)
@@ -429,7 +440,18 @@ Result<void> checkMergeable(const Provenance& old_p, const Provenance& now) {
       *old_p.cutlass_version != *now.cutlass_version) {
     return differs("CUTLASS version", *old_p.cutlass_version, *now.cutlass_version);
   }
+  if (old_p.cute_dsl_version && now.cute_dsl_version) {
+    const std::string old_dsl = cuteDslProvenance(old_p), now_dsl = cuteDslProvenance(now);
+    if (old_dsl != now_dsl) return differs("CuTe DSL version", old_dsl, now_dsl);
+  }
   return {};
+}
+
+std::string cuteDslProvenance(const Provenance& provenance) {
+  if (!provenance.cute_dsl_version) return "-";
+  return provenance.cute_dsl_cuda
+             ? fmt::format("{} ({})", *provenance.cute_dsl_version, *provenance.cute_dsl_cuda)
+             : *provenance.cute_dsl_version;
 }
 
 std::string utcNow() {
