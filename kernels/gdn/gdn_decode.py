@@ -37,11 +37,7 @@ _DTYPES = {"fp16": cutlass.Float16, "bf16": cutlass.BFloat16}
 
 
 def kiln_export(kiln):
-    dk = kiln.constants["head_dim_k"]
-    dv = kiln.constants["head_dim_v"]
-    tile_v = kiln.constants["tile_v"]
-    row_split = kiln.constants["row_split"]
-    tiles = kiln.constants["tiles_per_block"]
+    dk, dv, tile_v, row_split, tiles = rule.layout_constants(kiln)
     dtype = _DTYPES[kiln.constants["dtype"]]
     fused = kiln.constants["fused_gating"]
     f32 = cutlass.Float32

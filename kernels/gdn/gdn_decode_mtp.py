@@ -55,11 +55,7 @@ def _fetch(nxt, ins, t, dk, dv):
 
 
 def kiln_export(kiln):
-    dk = kiln.constants["head_dim_k"]
-    dv = kiln.constants["head_dim_v"]
-    tile_v = kiln.constants["tile_v"]
-    row_split = kiln.constants["row_split"]
-    tiles = kiln.constants["tiles_per_block"]
+    dk, dv, tile_v, row_split, tiles = rule.layout_constants(kiln)
     dtype = _DTYPES[kiln.constants["dtype"]]
     fused = kiln.constants["fused_gating"]
     gate_dtype = dtype if fused else cutlass.Float32  # gdn_rule.gate_inputs' pair

@@ -34,6 +34,13 @@ CHAINS = 4  # independent partial sums per thread and dot product (a power of 2)
 F32 = cutlass.Float32
 
 
+def layout_constants(kiln):
+    """The kiln.toml constants every gdn script's layout comes from (launch.h reads the same):
+    d_k, d_v, tile_v, row_split, tiles_per_block."""
+    c = kiln.constants
+    return c["head_dim_k"], c["head_dim_v"], c["tile_v"], c["row_split"], c["tiles_per_block"]
+
+
 def check_tile(tile_v, row_split, tiles, dk, dv):
     """The layout every function below assumes."""
     rows = dk // row_split if row_split > 0 else 0

@@ -1,7 +1,8 @@
 // The gdn launch shape (every family) from the baked constants: grid (d_v / (tile_v x
 // tiles_per_block), Hv, batch), block (tile_v, row_split, tiles_per_block): lane j of warp w of
 // tile z owns rows w * d_k / row_split .. of state column (x * tiles_per_block + z) * tile_v + j;
-// no dynamic shared memory. gdn_decode.py and gdn_decode_mtp.py launch the same
+// no dynamic shared memory. gdn_decode.py, gdn_decode_mtp.py and gdn_mtp_commit.py (which copies
+// each head's d_k x d_v floats in grid_x contiguous chunks, one per block) launch the same
 // shape when they trace the kernels (the block size is baked into the cubin as .reqntid), from the
 // same kiln.toml constants, so neither side types a number of its own.
 #pragma once

@@ -1,7 +1,8 @@
 // Gated DeltaNet decode, float64 host reference: the ground truth for tests/gpu/gdn_* and itself
 // checked on hand-computed cases in kernels/gdn/tests/gdn_reference_test.cpp. Written for reading,
 // not speed; the formulas are those of gdn_rule.py's header, step by step. The multi-token form
-// (gdn_decode_mtp) is the one-token form applied token after token, with each state recorded.
+// (gdn_decode_mtp) is the one-token form applied token after token, with each state recorded; the
+// commit (gdn_mtp_commit) copies the accepted one into the pool.
 #pragma once
 
 #include <cmath>
@@ -137,6 +138,29 @@ inline void decodeMtp(int batch, int tokens, int heads_qk, int heads_v, int dk, 
         for (std::size_t i = 0; i < head; ++i) cache[c + i] = hcache[t * head + i];
       }
     }
+  }
+}
+
+// Whether the MTP commit writes sequence b's slot: a live slot and 1 <= accepted <= tokens (0: no
+// draft accepted; a negative count or one above tokens is out of contract and writes nothing).
+inline bool commits(std::int32_t slot, std::int32_t accepted, int tokens) {
+  return slot >= 0 && accepted >= 1 && accepted <= tokens;
+}
+
+// The MTP commit (gdn_mtp_commit): per sequence b that commits(), state[slots[b]] = cache[b,
+// accepted[b] - 1] (every value head); every other slot left as it was. cache [batch, tokens, Hv,
+// dk, dv] (decodeMtp's), state [num_slots, Hv, dk, dv]. A copy, so T is the element type of both:
+// double for the reference, float for the exact expectation of the GPU test.
+template <typename T>
+void commitMtp(int batch, int tokens, int heads_v, int dk, int dv, const std::vector<T>& cache,
+               const std::vector<std::int32_t>& slots, const std::vector<std::int32_t>& accepted,
+               std::vector<T>& state) {
+  const std::size_t entry = static_cast<std::size_t>(heads_v) * dk * dv;  // one token's states
+  for (int b = 0; b < batch; ++b) {
+    if (!commits(slots[b], accepted[b], tokens)) continue;
+    const std::size_t from = (static_cast<std::size_t>(b) * tokens + accepted[b] - 1) * entry;
+    const std::size_t to = static_cast<std::size_t>(slots[b]) * entry;
+    for (std::size_t i = 0; i < entry; ++i) state[to + i] = cache[from + i];
   }
 }
 

@@ -42,7 +42,7 @@ Status checkDtype(const char* group, DType dtype) {
   if (dtypeName(dtype) != nullptr) return Status::Ok();
   return Status(StatusCode::kInvalidArgument, std::string(group) + ": dtype " +
                                                   std::to_string(static_cast<int>(dtype)) +
-                                                  " is not a DType value (fp16 or bf16)");
+                                                  " is not a DType value (fp16, bf16 or fp32)");
 }
 
 int findEntry(const kiln_variant& variant, const char* entry) {

@@ -20,14 +20,15 @@ using kiln::fake::TestVariant;
 namespace runner = kiln::runner;
 
 TEST(DType, NamesRoundTripAndOthersAreRefused) {
-  for (const DType d : {DType::kFloat16, DType::kBFloat16}) {
+  for (const DType d : {DType::kFloat16, DType::kBFloat16, DType::kFloat32}) {
     ASSERT_NE(kiln::dtypeName(d), nullptr);
     EXPECT_EQ(kiln::dtypeFromName(kiln::dtypeName(d)), d);
   }
   EXPECT_STREQ(kiln::dtypeName(DType::kFloat16), "fp16");
   EXPECT_STREQ(kiln::dtypeName(DType::kBFloat16), "bf16");
+  EXPECT_STREQ(kiln::dtypeName(DType::kFloat32), "fp32");  // kiln.toml's fp32 (gdn's commit)
   EXPECT_EQ(kiln::dtypeName(static_cast<DType>(7)), nullptr);
-  EXPECT_FALSE(kiln::dtypeFromName("fp32").has_value());
+  EXPECT_FALSE(kiln::dtypeFromName("fp64").has_value());
   EXPECT_FALSE(kiln::dtypeFromName("").has_value());
   EXPECT_FALSE(kiln::dtypeFromName("BF16").has_value());
 }
@@ -152,7 +153,7 @@ TEST(RunnerSupport, CheckDtypeRefusesValuesOutsideTheEnum) {
   EXPECT_TRUE(runner::checkDtype("grp", DType::kFloat16).ok());
   const Status s = runner::checkDtype("grp", static_cast<DType>(7));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "grp: dtype 7 is not a DType value (fp16 or bf16)");
+  EXPECT_EQ(s.message(), "grp: dtype 7 is not a DType value (fp16, bf16 or fp32)");
 }
 
 // The generated variant tables check a runner's row type with fieldCount (codegen.cpp).

@@ -42,6 +42,7 @@ BuildInputs makeInputs(const std::vector<GpuArch>& sms, const std::string& kerne
   in.tools.cuda.version = "13.0.88";
   in.tools.host = {"x86_64", "g++", "g++ 12.2.0", "x86_64-linux-gnu", "ar"};
   in.tools.cute_dsl.version = "4.8.1";
+  in.tools.cute_dsl.cuda_major = 13;
   in.registry.groups = {makeGroup("dsl", SourceKind::kCuteDsl, {"dsl_h1024"}),
                         makeGroup("rms", SourceKind::kCuda, {"rms_h1024", "rms_h2048"})};
   auto selection = planBuild(in.registry, parseGroupList(kernels), sms);
@@ -113,6 +114,42 @@ TEST(ArtifactPlanTest, CuteDslVariantsCoverTheDslVersion) {
             cuteDslFingerprint(variantFingerprint(v, *in.registry.findVariant("dsl_h1024"),
                                                   plan->metadata.provenance),
                                in.tools.cute_dsl));
+}
+
+// Issue 28: the artifact records the CuTe DSL (version and CUDA flavour) when it has DSL
+// variants, and not otherwise (the tools' DSL is detected only for a DSL variant in a real build,
+// but the rule is the selection's: rms alone records none, whatever was detected).
+TEST(ArtifactPlanTest, RecordsTheCuteDslOnlyWithDslVariants) {
+  auto dsl = planArtifact(makeInputs({90}));
+  ASSERT_TRUE(dsl) << dsl.error();
+  EXPECT_EQ(dsl->metadata.provenance.cute_dsl_version, "4.8.1");
+  EXPECT_EQ(dsl->metadata.provenance.cute_dsl_cuda, "cu13");
+  auto rms = planArtifact(makeInputs({90}, "rms"));
+  ASSERT_TRUE(rms) << rms.error();
+  EXPECT_FALSE(rms->metadata.provenance.cute_dsl_version);
+  EXPECT_FALSE(rms->metadata.provenance.cute_dsl_cuda);
+}
+
+// A merge keeps the old artifact's DSL when this build has none, and refuses another DSL.
+TEST(ArtifactPlanTest, MergeKeepsTheOldCuteDslAndRefusesAnother) {
+  BuildInputs in = makeInputs({90}, "rms");
+  in.old = oldArtifact(makeInputs({90}, "dsl"));
+  auto plan = planArtifact(in);
+  ASSERT_TRUE(plan) << plan.error();
+  EXPECT_EQ(plan->metadata.provenance.cute_dsl_version, "4.8.1");
+  EXPECT_EQ(plan->metadata.provenance.cute_dsl_cuda, "cu13");
+  EXPECT_EQ(plan->metadata.fingerprint, artifactFingerprint(plan->metadata));
+
+  BuildInputs again = makeInputs({90}, "dsl");
+  again.tools.cute_dsl.version = "4.9.0";
+  again.old = oldArtifact(makeInputs({90}, "dsl"));
+  auto refused = planArtifact(again);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.errorKind(), ErrorKind::kUsage);
+  EXPECT_NE(refused.error().find("CuTe DSL version differs (old: 4.8.1 (cu13), new: 4.9.0 (cu13)); "
+                                 "re-run with --clean"),
+            std::string::npos)
+      << refused.error();
 }
 
 // The runtime enters the artifact's fingerprint, and no variant's.

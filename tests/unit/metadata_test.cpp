@@ -65,6 +65,8 @@ TEST(Metadata, HasEveryDocumentedField) {
   }
   EXPECT_EQ(j["gpu_archs"][0], "sm_90");
   EXPECT_TRUE(j["cutlass_version"].is_null());
+  EXPECT_FALSE(j.contains("cute_dsl_version"));  // no CuTe DSL variant: no DSL fields
+  EXPECT_FALSE(j.contains("cute_dsl_cuda"));
   EXPECT_EQ(j["runtime_inputs"]["runtime/src/loader.cpp"], "ee");
   const auto& v = j["variants"]["rmsnorm_h4096_bf16"];
   for (const char* field : {"group", "kind", "object", "header", "entries", "constants", "inputs",
@@ -168,12 +170,52 @@ TEST(Metadata, FingerprintDependsOnVariantsAndProvenance) {
   EXPECT_NE(artifactFingerprint(m), before);
 }
 
+// Issue 28: an artifact with CuTe DSL variants records the DSL (version and CUDA flavour) as
+// fields of their own, which survive a round trip, enter the artifact's fingerprint (not a
+// variant's: cuteDslFingerprint covers the DSL variants) and must come together.
+TEST(Metadata, CuteDslProvenanceRoundTripsAndIsFingerprinted) {
+  ArtifactMetadata m = makeMetadata();
+  const std::string without = artifactFingerprint(m);
+  m.provenance.cute_dsl_version = "4.8.1";
+  m.provenance.cute_dsl_cuda = "cu13";
+  const auto j = nlohmann::json::parse(toJson(m));
+  EXPECT_EQ(j["cute_dsl_version"], "4.8.1");
+  EXPECT_EQ(j["cute_dsl_cuda"], "cu13");
+  auto back = parseMetadata(toJson(m));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(back->provenance.cute_dsl_version, "4.8.1");
+  EXPECT_EQ(back->provenance.cute_dsl_cuda, "cu13");
+  EXPECT_EQ(toJson(*back), toJson(m));
+  const std::string with = artifactFingerprint(m);
+  EXPECT_NE(with, without);
+  m.provenance.cute_dsl_cuda = "cu12";
+  EXPECT_NE(artifactFingerprint(m), with);
+  EXPECT_EQ(cuteDslProvenance(m.provenance), "4.8.1 (cu12)");
+  EXPECT_EQ(cuteDslProvenance(makeMetadata().provenance), "-");
+  // Metadata without the fields (no DSL variant, or an older kiln) reads as none.
+  back = parseMetadata(toJson(makeMetadata()));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_FALSE(back->provenance.cute_dsl_version);
+  EXPECT_FALSE(back->provenance.cute_dsl_cuda);
+  auto half = nlohmann::json::parse(toJson(m));
+  half.erase("cute_dsl_cuda");
+  const auto r = parseMetadata(half.dump());
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("cute_dsl_version and cute_dsl_cuda must be given together"),
+            std::string::npos)
+      << r.error();
+}
+
 TEST(Merge, AcceptsMatchingProvenance) {
   const Provenance p = makeMetadata().provenance;
   Provenance now = p;
   now.compile_targets = {"sm_90", "sm_90a"};  // a new arch-specific group may join
   now.cutlass_version = "4.2.0";              // a group using CUTLASS may join
+  now.cute_dsl_version = "4.8.1";             // a CuTe DSL group may join
+  now.cute_dsl_cuda = "cu13";
   EXPECT_TRUE(checkMergeable(p, now));
+  EXPECT_TRUE(checkMergeable(now, p));  // a build without DSL variants may merge into one with
+  EXPECT_TRUE(checkMergeable(now, now));
 }
 
 TEST(Merge, RefusesAnyProvenanceDifferenceNamingBothValues) {
@@ -192,11 +234,24 @@ TEST(Merge, RefusesAnyProvenanceDifferenceNamingBothValues) {
       {[](Provenance& n) { n.host_compiler_version = "g++ 13"; },
        "host compiler version differs (old: g++ 12.2.0, new: g++ 13)"},
       {[](Provenance& n) { n.gpu_archs = {87}; }, "gpu archs differs (old: 90, new: 87)"},
+      {[](Provenance& n) {
+         n.cute_dsl_version = "4.9.0";
+         n.cute_dsl_cuda = "cu13";
+       },
+       "CuTe DSL version differs (old: 4.8.1 (cu13), new: 4.9.0 (cu13))"},
+      {[](Provenance& n) {
+         n.cute_dsl_version = "4.8.1";
+         n.cute_dsl_cuda = "cu12";
+       },
+       "CuTe DSL version differs (old: 4.8.1 (cu13), new: 4.8.1 (cu12))"},
   };
+  Provenance with_dsl = p;  // the old artifact has CuTe DSL variants
+  with_dsl.cute_dsl_version = "4.8.1";
+  with_dsl.cute_dsl_cuda = "cu13";
   for (const auto& c : cases) {
-    Provenance now = p;
+    Provenance now = with_dsl;
     c.mutate(now);
-    auto r = checkMergeable(p, now);
+    auto r = checkMergeable(with_dsl, now);
     ASSERT_FALSE(r) << c.message;
     EXPECT_EQ(r.errorKind(), ErrorKind::kUsage);
     EXPECT_NE(r.error().find(c.message), std::string::npos) << r.error();

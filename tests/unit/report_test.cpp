@@ -1,7 +1,7 @@
 // The read-only reports on artifacts built by hand: the build's resource table and inspect's
 // table (a PTX image's resources read "ptx (JIT)" and "-", the size column is the "image"'s, the
-// runtime inputs counted or "not recorded"). `kiln doctor`, which needs the runtime, is the CLI's:
-// run_doctor_test.cpp.
+// runtime inputs counted or "not recorded", the CuTe DSL shown or "-"). `kiln doctor`, which needs
+// the runtime, is the CLI's: run_doctor_test.cpp.
 #include <gtest/gtest.h>
 
 #include "core/report.h"
@@ -39,6 +39,17 @@ TEST(Report, InspectCountsTheRuntimeInputs) {
   m.runtime_inputs = {{"runtime/src/status.cpp", "aa"}, {"runtime/src/loader.cpp", "bb"}};
   EXPECT_NE(inspectTable(m).find("runtime        2 input files (runtime_inputs)\n"),
             std::string::npos);
+}
+
+TEST(Report, InspectShowsTheCuteDsl) {
+  ArtifactMetadata m =
+      kiln::testing::twoImageMetadata(std::string(2048, 'c'), std::string(1024, 'p'));
+  EXPECT_NE(inspectTable(m).find("cutlass        -\ncute dsl       -\n"), std::string::npos)
+      << inspectTable(m);
+  m.provenance.cute_dsl_version = "4.8.1";
+  m.provenance.cute_dsl_cuda = "cu13";
+  EXPECT_NE(inspectTable(m).find("cute dsl       4.8.1 (cu13)\n"), std::string::npos)
+      << inspectTable(m);
 }
 
 }  // namespace

@@ -254,7 +254,7 @@ TEST(FmhaSelector, OutOfRangeEnums) {
   Plan plan;
   Status s = select(kTable, p, nullptr, &plan);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "fmha: dtype 7 is not a DType value (fp16 or bf16)");
+  EXPECT_EQ(s.message(), "fmha: dtype 7 is not a DType value (fp16, bf16 or fp32)");
   p = validProblem();
   p.mask = static_cast<Mask>(3);
   s = select(kTable, p, nullptr, &plan);

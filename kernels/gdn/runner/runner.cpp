@@ -1,8 +1,8 @@
-// The gdn runner (kiln/runners/gdn.h) over the artifact's generated variant table: both problems
-// (decode in place, multi-token into a cache) go through the one selector and the common entry
-// points (kiln/runner_entry.h). Compiled by `kiln build` into the artifact's library; kiln's own
-// CMake builds only selector.cpp. The variant's cubin came from CuTe DSL, which changes nothing
-// here: it is launched like any image.
+// The gdn runner (kiln/runners/gdn.h) over the artifact's generated variant table: the three
+// problems (decode in place, multi-token into a cache, the commit of the accepted states) go
+// through the one selector and the common entry points (kiln/runner_entry.h). Compiled by `kiln
+// build` into the artifact's library; kiln's own CMake builds only selector.cpp. The variant's
+// cubin came from CuTe DSL, which changes nothing here: it is launched like any image.
 #include "kiln/runners/gdn.h"
 
 #include <cstddef>
@@ -36,7 +36,14 @@ Status launchArgs(const StreamTarget& target, MtpPlan& plan) {
   return launch(target, *plan.variant, plan.entry, plan.config, args);
 }
 
-// The traits of one of the two problems; the state stays in the caller's pool: no workspace.
+// The same for the commit (CommitArgs).
+Status launchArgs(const StreamTarget& target, CommitPlan& plan) {
+  CommitArgs& a = plan.args;
+  void* args[] = {&a.cache, &a.state, &a.slots, &a.accepted, &a.tokens, &a.heads_v};
+  return launch(target, *plan.variant, plan.entry, plan.config, args);
+}
+
+// The traits of one of the three problems; the state stays in the caller's pool: no workspace.
 template <typename P, typename PlanT>
 struct Traits {
   using Problem = P;
@@ -54,6 +61,7 @@ struct Traits {
 };
 using Entry = runner::Entry<Traits<Problem, Plan>>;
 using MtpEntry = runner::Entry<Traits<MtpProblem, MtpPlan>>;
+using CommitEntry = runner::Entry<Traits<CommitProblem, CommitPlan>>;
 
 }  // namespace
 
@@ -81,6 +89,20 @@ std::size_t workspaceSize(const MtpProblem& problem) {
 }
 Status run(const MtpProblem& problem, void* workspace, std::size_t workspace_bytes, Stream stream) {
   return MtpEntry::run(problem, workspace, workspace_bytes, stream);
+}
+
+Status canImplement(const CommitProblem& problem) {
+  return CommitEntry::canImplement(problem);
+}
+Status canImplement(const CommitProblem& problem, int device_sm) {
+  return CommitEntry::canImplement(problem, device_sm);
+}
+std::size_t workspaceSize(const CommitProblem& problem) {
+  return CommitEntry::workspaceSize(problem);
+}
+Status run(const CommitProblem& problem, void* workspace, std::size_t workspace_bytes,
+           Stream stream) {
+  return CommitEntry::run(problem, workspace, workspace_bytes, stream);
 }
 
 }  // namespace kiln::gdn

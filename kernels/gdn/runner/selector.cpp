@@ -1,13 +1,14 @@
-// The gdn selector (see selector.h): admission checks, variant choice and launch planning for both
-// problems. What the two share (dtype, head dims, heads, batch, scale, grid, pointers of the
-// common inputs) is one function over the fields they have in common, so they refuse the same
-// problem with the same words.
+// The gdn selector (see selector.h): admission checks, variant choice and launch planning for the
+// three problems. What they share (dtype, head dims, heads, batch, scale, grid, tokens, pointers of
+// the common inputs, the [batch, T] cache apart from the pool) is one function over the fields they
+// have in common, so they refuse the same problem with the same words.
 #include "selector.h"
 
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "gdn/launch.h"
@@ -33,14 +34,58 @@ const char* gateForm(bool fused) {
   return fused ? " (fused gating)" : "";
 }
 
-std::string builtList(std::span<const VariantInfo> table, const char* entry) {
+// The head dims built with `entry`, with the dtype and gate form of each unless `dims_only` (the
+// commit, which is matched by head dims alone).
+std::string builtList(std::span<const VariantInfo> table, const char* entry, bool dims_only) {
   std::string list;
   for (const VariantInfo& v : table) {
     if (!hasEntry(v, entry)) continue;
     list += (list.empty() ? "" : ", ") + std::to_string(v.head_dim_k) + "x" +
-            std::to_string(v.head_dim_v) + " " + dtypeName(v.dtype) + gateForm(v.fused_gating);
+            std::to_string(v.head_dim_v);
+    if (!dims_only) list += std::string(" ") + dtypeName(v.dtype) + gateForm(v.fused_gating);
   }
   return list.empty() ? "none" : list;
+}
+
+// The first variant with `entry` and head dims dk x dv, and, when `dtype` is given, that dtype and
+// gate form; kNotSupported listing what is built otherwise.
+Status findVariant(std::span<const VariantInfo> table, const char* entry, const char* what,
+                   std::optional<DType> dtype, bool fused_gating, std::int64_t dk, std::int64_t dv,
+                   const VariantInfo** info) {
+  *info = nullptr;
+  for (const VariantInfo& v : table) {
+    if (v.head_dim_k == dk && v.head_dim_v == dv && hasEntry(v, entry) &&
+        (!dtype || (v.dtype == *dtype && v.fused_gating == fused_gating))) {
+      *info = &v;
+      return Status::Ok();
+    }
+  }
+  const std::string form =
+      dtype ? std::string(" for ") + dtypeName(*dtype) + gateForm(fused_gating) : std::string();
+  return Status(StatusCode::kNotSupported,
+                std::string("gdn: ") + what + "head dims " + std::to_string(dk) + "x" +
+                    std::to_string(dv) + " are not built" + form + "; built (d_k x d_v" +
+                    (dtype ? " dtype" : "") + "): " + builtList(table, entry, !dtype));
+}
+
+// batch >= 0, and batch and Hv within the grid's y / z limit.
+Status checkGrid(std::int64_t batch, std::int64_t heads_v) {
+  if (batch < 0) return invalid("batch " + std::to_string(batch) + " must be >= 0");
+  if (heads_v > kMaxGridYZ || batch > kMaxGridYZ) {
+    return invalid("batch " + std::to_string(batch) + " and heads_v " + std::to_string(heads_v) +
+                   " must each be <= " + std::to_string(kMaxGridYZ) + " (grid y/z limit)");
+  }
+  return Status::Ok();
+}
+
+// 1 <= tokens <= the variant's max_tokens (the multi-token kernel's T, the commit's cache's T).
+Status checkTokens(std::int64_t tokens, const VariantInfo& info) {
+  if (tokens < 1) return invalid("tokens " + std::to_string(tokens) + " must be >= 1");
+  if (tokens > info.max_tokens) {
+    return invalid("tokens " + std::to_string(tokens) + " exceeds max_tokens " +
+                   std::to_string(info.max_tokens) + " of " + info.name);
+  }
+  return Status::Ok();
 }
 
 // The fields both problems have, and which kernel they need.
@@ -73,22 +118,8 @@ Status checkGateForm(const P& p) {
 // dtype, head dims, heads, batch, scale and grid; on success *info is the variant.
 Status admitShape(std::span<const VariantInfo> table, const Shape& p, const VariantInfo** info) {
   KILN_RETURN_IF_ERROR(runner::checkDtype("gdn", p.dtype));
-  const char* dtype = dtypeName(p.dtype);
-  *info = nullptr;
-  for (const VariantInfo& v : table) {
-    if (v.dtype == p.dtype && v.head_dim_k == p.head_dim_k && v.head_dim_v == p.head_dim_v &&
-        v.fused_gating == p.fused_gating && hasEntry(v, p.entry)) {
-      *info = &v;
-      break;
-    }
-  }
-  if (*info == nullptr) {
-    return Status(StatusCode::kNotSupported,
-                  std::string("gdn: ") + p.what + "head dims " + std::to_string(p.head_dim_k) +
-                      "x" + std::to_string(p.head_dim_v) + " are not built for " + dtype +
-                      gateForm(p.fused_gating) +
-                      "; built (d_k x d_v dtype): " + builtList(table, p.entry));
-  }
+  KILN_RETURN_IF_ERROR(findVariant(table, p.entry, p.what, p.dtype, p.fused_gating, p.head_dim_k,
+                                   p.head_dim_v, info));
   if (p.heads_qk < 1) return invalid("heads_qk " + std::to_string(p.heads_qk) + " must be >= 1");
   if (p.heads_v < p.heads_qk || p.heads_v % p.heads_qk != 0) {
     return invalid("heads_v " + std::to_string(p.heads_v) + " must be a multiple of heads_qk " +
@@ -96,24 +127,21 @@ Status admitShape(std::span<const VariantInfo> table, const Shape& p, const Vari
   }
   if (p.batch < 0) return invalid("batch " + std::to_string(p.batch) + " must be >= 0");
   if (!std::isfinite(p.scale)) return invalid("scale is not finite");
-  if (p.heads_v > kMaxGridYZ || p.batch > kMaxGridYZ) {
-    return invalid("batch " + std::to_string(p.batch) + " and heads_v " +
-                   std::to_string(p.heads_v) + " must each be <= " + std::to_string(kMaxGridYZ) +
-                   " (grid y/z limit)");
-  }
-  return Status::Ok();
+  return checkGrid(p.batch, p.heads_v);
 }
 
-// The variant, its entry, and the launch shape of a batch > 0.
+// The variant, its entry, and the launch shape of a batch > 0 (every kernel of the group has the
+// decode shape, launch.h).
 template <typename Args>
-Status plan(const VariantInfo& info, const Shape& p, LaunchPlan<Args>* out) {
+Status plan(const VariantInfo& info, const char* entry, std::int64_t batch, std::int64_t heads_v,
+            LaunchPlan<Args>* out) {
   out->info = &info;
   KILN_RETURN_IF_ERROR(
-      runner::resolveEntry("gdn", info.name, info.variant, p.entry, &out->variant, &out->entry));
-  out->no_op = p.batch == 0;
+      runner::resolveEntry("gdn", info.name, info.variant, entry, &out->variant, &out->entry));
+  out->no_op = batch == 0;
   if (out->no_op) return Status::Ok();
   const LaunchShape shape = launchShape(info.head_dim_k, info.head_dim_v, info.tile_v,
-                                        info.row_split, info.tiles_per_block, p.heads_v, p.batch);
+                                        info.row_split, info.tiles_per_block, heads_v, batch);
   if (!shape.valid)
     return Status(StatusCode::kInternal, std::string("gdn: no launch shape for ") + info.name);
   out->config.grid = {shape.grid_x, shape.grid_y, shape.grid_z};
@@ -121,10 +149,15 @@ Status plan(const VariantInfo& info, const Shape& p, LaunchPlan<Args>* out) {
   return Status::Ok();
 }
 
-// The inputs both problems read, for a batch > 0.
+Status checkNumSlots(std::int64_t num_slots) {
+  if (num_slots < 1) return invalid("num_slots " + std::to_string(num_slots) + " must be >= 1");
+  return Status::Ok();
+}
+
+// The inputs both decode problems read, for a batch > 0.
 template <typename P>
 Status checkInputs(const P& p) {
-  if (p.num_slots < 1) return invalid("num_slots " + std::to_string(p.num_slots) + " must be >= 1");
+  KILN_RETURN_IF_ERROR(checkNumSlots(p.num_slots));
   KILN_RETURN_IF_ERROR(checkPointer("q", p.q, kActivationAlignment));
   KILN_RETURN_IF_ERROR(checkPointer("k", p.k, kActivationAlignment));
   KILN_RETURN_IF_ERROR(checkPointer("v", p.v, kActivationAlignment));
@@ -167,27 +200,35 @@ bool overlaps(const void* a, std::uintptr_t a_bytes, const void* b, std::uintptr
   return pa < b_end && pb < a_end;
 }
 
+// A cache by batch position, [batch, tokens, Hv, d_k, d_v], apart from the pool [num_slots, Hv,
+// d_k, d_v] (MtpProblem without cache_slots, CommitProblem); `why` says which is read while the
+// other is written.
+template <typename P>
+Status checkBatchCacheApart(const P& p, const char* why) {
+  const std::uintptr_t pool_bytes =
+      floatBytes({p.num_slots, p.heads_v, p.head_dim_k, p.head_dim_v});
+  const std::uintptr_t cache_bytes =
+      floatBytes({p.batch, p.tokens, p.heads_v, p.head_dim_k, p.head_dim_v});
+  if (overlaps(p.cache, cache_bytes, p.state, pool_bytes)) {
+    return invalid("cache [batch " + std::to_string(p.batch) + ", tokens " +
+                   std::to_string(p.tokens) + ", ...] overlaps the state pool [num_slots " +
+                   std::to_string(p.num_slots) + ", ...]; " + why);
+  }
+  return Status::Ok();
+}
+
 // The multi-token cache, for a batch > 0: where the states go, sized and apart from the pool that
 // is read (or, with cache_slots, the pool itself).
 Status checkCache(const MtpProblem& p) {
   KILN_RETURN_IF_ERROR(checkPointer("cache", p.cache, kActivationAlignment));
-  const std::uintptr_t pool_bytes =
-      floatBytes({p.num_slots, p.heads_v, p.head_dim_k, p.head_dim_v});
   if (p.cache_slots == nullptr) {
     if (p.cache_entries != 0) {
       return invalid("cache_entries " + std::to_string(p.cache_entries) +
                      " is given without cache_slots (the cache is then [batch, tokens, ...])");
     }
-    const std::uintptr_t cache_bytes =
-        floatBytes({p.batch, p.tokens, p.heads_v, p.head_dim_k, p.head_dim_v});
-    if (overlaps(p.cache, cache_bytes, p.state, pool_bytes)) {
-      return invalid("cache [batch " + std::to_string(p.batch) + ", tokens " +
-                     std::to_string(p.tokens) + ", ...] overlaps the state pool [num_slots " +
-                     std::to_string(p.num_slots) +
-                     ", ...]; the pool is read while the cache is written (with cache_slots the "
-                     "cache may be the pool)");
-    }
-    return Status::Ok();
+    return checkBatchCacheApart(p,
+                                "the pool is read while the cache is written (with cache_slots the "
+                                "cache may be the pool)");
   }
   KILN_RETURN_IF_ERROR(checkPointer("cache_slots", p.cache_slots, alignof(std::int32_t)));
   if (p.cache_entries < 1) {
@@ -202,6 +243,8 @@ Status checkCache(const MtpProblem& p) {
     }
     return Status::Ok();
   }
+  const std::uintptr_t pool_bytes =
+      floatBytes({p.num_slots, p.heads_v, p.head_dim_k, p.head_dim_v});
   const std::uintptr_t cache_bytes =
       floatBytes({p.cache_entries, p.heads_v, p.head_dim_k, p.head_dim_v});
   if (overlaps(p.cache, cache_bytes, p.state, pool_bytes)) {
@@ -222,7 +265,7 @@ Status select(std::span<const VariantInfo> table, const Problem& p, const Device
   const Shape shape = shapeOf(p, kDecodeEntry, "");
   const VariantInfo* info = nullptr;
   KILN_RETURN_IF_ERROR(admitShape(table, shape, &info));
-  KILN_RETURN_IF_ERROR(plan(*info, shape, out));
+  KILN_RETURN_IF_ERROR(plan(*info, shape.entry, p.batch, p.heads_v, out));
   if (!out->no_op) {
     KILN_RETURN_IF_ERROR(checkInputs(p));
     out->args = DecodeArgs{p.q,
@@ -252,12 +295,8 @@ Status select(std::span<const VariantInfo> table, const MtpProblem& p, const Dev
   const Shape shape = shapeOf(p, kDecodeMtpEntry, "multi-token decode: ");
   const VariantInfo* info = nullptr;
   KILN_RETURN_IF_ERROR(admitShape(table, shape, &info));
-  if (p.tokens < 1) return invalid("tokens " + std::to_string(p.tokens) + " must be >= 1");
-  if (p.tokens > info->max_tokens) {
-    return invalid("tokens " + std::to_string(p.tokens) + " exceeds max_tokens " +
-                   std::to_string(info->max_tokens) + " of " + info->name);
-  }
-  KILN_RETURN_IF_ERROR(plan(*info, shape, out));
+  KILN_RETURN_IF_ERROR(checkTokens(p.tokens, *info));
+  KILN_RETURN_IF_ERROR(plan(*info, shape.entry, p.batch, p.heads_v, out));
   if (!out->no_op) {
     KILN_RETURN_IF_ERROR(checkInputs(p));
     KILN_RETURN_IF_ERROR(checkCache(p));
@@ -280,6 +319,35 @@ Status select(std::span<const VariantInfo> table, const MtpProblem& p, const Dev
                               static_cast<std::int32_t>(p.heads_v),
                               static_cast<std::int32_t>(p.tokens),
                               p.cache_slots != nullptr ? 1 : 0};
+  }
+  return checkDevice(device, out->variant);
+}
+
+Status select(std::span<const VariantInfo> table, const CommitProblem& p, const DeviceQuery* device,
+              CommitPlan* out) {
+  if (out == nullptr) return Status(StatusCode::kInternal, "gdn: select without a plan");
+  *out = CommitPlan{};
+  const VariantInfo* info = nullptr;
+  KILN_RETURN_IF_ERROR(findVariant(table, kMtpCommitEntry, "mtp commit: ", std::nullopt, false,
+                                   p.head_dim_k, p.head_dim_v, &info));
+  KILN_RETURN_IF_ERROR(checkTokens(p.tokens, *info));
+  if (p.heads_v < 1) return invalid("heads_v " + std::to_string(p.heads_v) + " must be >= 1");
+  KILN_RETURN_IF_ERROR(checkGrid(p.batch, p.heads_v));
+  KILN_RETURN_IF_ERROR(plan(*info, kMtpCommitEntry, p.batch, p.heads_v, out));
+  if (!out->no_op) {
+    KILN_RETURN_IF_ERROR(checkNumSlots(p.num_slots));
+    KILN_RETURN_IF_ERROR(checkPointer("cache", p.cache, kActivationAlignment));
+    KILN_RETURN_IF_ERROR(checkPointer("state", p.state, kActivationAlignment));
+    KILN_RETURN_IF_ERROR(checkPointer("slots", p.slots, alignof(std::int32_t)));
+    KILN_RETURN_IF_ERROR(checkPointer("accepted", p.accepted, alignof(std::int32_t)));
+    KILN_RETURN_IF_ERROR(
+        checkBatchCacheApart(p, "the commit reads the cache while it writes the pool"));
+    out->args = CommitArgs{p.cache,
+                           p.state,
+                           p.slots,
+                           p.accepted,
+                           static_cast<std::int32_t>(p.tokens),
+                           static_cast<std::int32_t>(p.heads_v)};
   }
   return checkDevice(device, out->variant);
 }

@@ -16,6 +16,7 @@ namespace kiln::gdn {
 
 inline constexpr const char kDecodeEntry[] = "kiln_gdn_decode";         // gdn_decode_*
 inline constexpr const char kDecodeMtpEntry[] = "kiln_gdn_decode_mtp";  // gdn_decode_mtp_*
+inline constexpr const char kMtpCommitEntry[] = "kiln_gdn_mtp_commit";  // gdn_mtp_commit_*
 inline constexpr unsigned kActivationAlignment = 16;  // q, k, v, out, state: 16-byte aligned rows
 inline constexpr unsigned kGateAlignment = 2;  // gating.a, gating.b: one 16-bit element per read
 
@@ -68,8 +69,18 @@ struct DecodeMtpArgs {
   std::int32_t slotted;  // 1: token t's state goes to cache[cache_slots[b, t]], 0: cache[b, t]
 };
 
+// The commit kernel's parameters, in the order of its entry (gdn_mtp_commit.py's `commit`).
+struct CommitArgs {
+  const float* cache;
+  float* state;
+  const std::int32_t* slots;
+  const std::int32_t* accepted;
+  std::int32_t tokens;
+  std::int32_t heads_v;
+};
+
 // A planned launch: the variant, its entry, the grid and the kernel's arguments (DecodeArgs for
-// Problem, DecodeMtpArgs for MtpProblem).
+// Problem, DecodeMtpArgs for MtpProblem, CommitArgs for CommitProblem).
 template <typename Args>
 struct LaunchPlan {
   const VariantInfo* info = nullptr;
@@ -82,6 +93,7 @@ struct LaunchPlan {
 };
 using Plan = LaunchPlan<DecodeArgs>;
 using MtpPlan = LaunchPlan<DecodeMtpArgs>;
+using CommitPlan = LaunchPlan<CommitArgs>;
 
 // Admits `problem` against the variants of `table` that have its entry (kDecodeEntry) and its
 // gate form (fused_gating when problem.gating is given) and plans its launch; checks in order:
@@ -97,5 +109,12 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
 // [cache_entries, Hv, d_k, d_v] either the pool itself (cache_entries == num_slots) or apart.
 Status select(std::span<const VariantInfo> table, const MtpProblem& problem,
               const DeviceQuery* device, MtpPlan* plan);
+// The commit, against the variants with kMtpCommitEntry (matched by head dims alone: the commit
+// has no activation dtype or gate form); checks in order: head dims built, 1 <= tokens <= the
+// variant's max_tokens, Hv >= 1, batch >= 0, grid limits, then (batch > 0) num_slots >= 1,
+// pointers non-null and aligned, the cache [batch, tokens, Hv, d_k, d_v] not overlapping the pool
+// [num_slots, Hv, d_k, d_v]; then `device` when given.
+Status select(std::span<const VariantInfo> table, const CommitProblem& problem,
+              const DeviceQuery* device, CommitPlan* plan);
 
 }  // namespace kiln::gdn

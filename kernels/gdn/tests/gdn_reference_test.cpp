@@ -184,5 +184,57 @@ TEST(GdnReference, MtpIsDecodeTokenAfterToken) {
   }
 }
 
+// The commit by hand: a [batch 6, T 3, Hv 2] cache of d_k = d_v = 1 whose value names its (b, t,
+// hv) as 100 b + 10 t + hv, a pool of 8 slots holding -slot. Sequence 0 accepts 2 tokens (slot 5
+// gets t = 1), 1 accepts all 3 (slot 0 gets t = 2), 2 accepts 1 (slot 7 gets t = 0), 3 accepts 0,
+// 4 is skipped (slot -1) though it accepted 2, 5 accepted 4 > T and -1: out of contract, nothing
+// written. Every slot no committing sequence names keeps its value.
+TEST(GdnReference, MtpCommitCopiesTheLastAcceptedState) {
+  const int batch = 6, tokens = 3, hv = 2;
+  std::vector<double> cache;
+  for (int b = 0; b < batch; ++b)
+    for (int t = 0; t < tokens; ++t)
+      for (int h = 0; h < hv; ++h) cache.push_back(100 * b + 10 * t + h);
+  std::vector<double> state;
+  for (int slot = 0; slot < 8; ++slot)
+    for (int h = 0; h < hv; ++h) state.push_back(-slot);
+  const std::vector<std::int32_t> slots = {5, 0, 7, 3, -1, 2};
+  const std::vector<std::int32_t> accepted = {2, 3, 1, 0, 2, 4};
+  reference::commitMtp(batch, tokens, hv, 1, 1, cache, slots, accepted, state);
+  const std::vector<double> expected = {120, 121, -1, -1, -2, -2, -3,  -3,
+                                        -4,  -4,  10, 11, -6, -6, 200, 201};
+  EXPECT_EQ(state, expected);
+  std::vector<std::int32_t> negative = {-1, 0, 0, 0, 0, 0};  // a negative count: nothing either
+  std::vector<double> again = expected;
+  reference::commitMtp(batch, tokens, hv, 1, 1, cache, slots, negative, again);
+  EXPECT_EQ(again, expected);
+  EXPECT_TRUE(reference::commits(0, 1, 1));
+  EXPECT_FALSE(reference::commits(0, 2, 1));
+  EXPECT_FALSE(reference::commits(-3, 1, 1));
+}
+
+// A decode step from the committed state is the decode over the accepted tokens: decodeMtp's
+// cache entry n - 1, committed, is the pool decode() leaves after the first n tokens one by one.
+TEST(GdnReference, MtpCommitThenDecodeContinuesTheAcceptedTokens) {
+  const int tokens = 3, hq = 1, hv = 1, dk = 2, dv = 2;
+  const std::vector<double> q = {1, 0.5, -1, 2, 0.25, 1}, k = {0.5, 1, 1, -1, 2, 0.5};
+  const std::vector<double> v = {1, -1, 0.5, 2, -0.5, 1}, g = {-0.1, -0.2, -0.3},
+                            beta = {0.5, 0.75, 0.25};
+  const std::vector<std::int32_t> slots = {1};
+  const std::vector<double> state0 = {0, 0, 0, 0, 0.5, -0.5, 1, 0.25};
+  std::vector<double> cache(static_cast<std::size_t>(tokens) * dk * dv), out(tokens * dv);
+  reference::decodeMtp(1, tokens, hq, hv, dk, dv, q, k, v, g, beta, slots, 1.0, state0, cache, out);
+  for (std::int32_t n = 1; n <= tokens; ++n) {
+    std::vector<double> committed = state0;
+    reference::commitMtp(1, tokens, hv, dk, dv, cache, slots, {n}, committed);
+    std::vector<double> pool = state0, o(dv);
+    for (int t = 0; t < n; ++t) {
+      reference::decode(1, hq, hv, dk, dv, {q[2 * t], q[2 * t + 1]}, {k[2 * t], k[2 * t + 1]},
+                        {v[2 * t], v[2 * t + 1]}, {g[t]}, {beta[t]}, slots, 1.0, pool, o);
+    }
+    EXPECT_EQ(committed, pool) << n;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::gdn

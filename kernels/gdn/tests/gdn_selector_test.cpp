@@ -1,6 +1,7 @@
 // The gdn selector on a fake variant table: admission errors name the value and the limit, the
-// launch plan matches launch.h, and a no-op batch touches nothing; for both problems (decode in
-// place, multi-token into a cache), each served only by the variants with its entry.
+// launch plan matches launch.h, and a no-op batch touches nothing; for the three problems (decode
+// in place, multi-token into a cache, the commit of the accepted states), each served only by the
+// variants with its entry.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -479,6 +480,152 @@ TEST(GdnSelector, GatingErrorsNameTheFormAndThePointer) {
   MtpPlan mtp;
   s = select(kGating, m, nullptr, &mtp);
   EXPECT_NE(s.message().find("both gate forms are given"), std::string::npos) << s.message();
+}
+
+// ---- MTP commit -------------------------------------------------------------------------------
+
+const char* const kCommitEntries[] = {"kiln_gdn_mtp_commit"};
+const kiln_variant kCommit{"gdn_mtp_commit_dk128_dv128", "gdn", kCommitEntries, 1, kImages, 1, 0};
+// The artifact's shape: decode and multi-token bf16, and the commit (dtype fp32: kiln.toml's).
+const VariantInfo kWithCommit[] = {{"gdn_mtp_commit_dk128_dv128", 128, 128, 32, 4, 1, 8, false,
+                                    DType::kFloat32, &fixedVariant<kCommit>},
+                                   {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false,
+                                    DType::kBFloat16, &fixedVariant<kBf16>},
+                                   {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false,
+                                    DType::kBFloat16, &fixedVariant<kMtpBf16>}};
+
+CommitProblem validCommit() {
+  CommitProblem p;
+  p.batch = 8;
+  p.tokens = 4;
+  p.heads_v = 32;
+  p.num_slots = 64;
+  p.state = reinterpret_cast<float*>(kPoolAddress);
+  p.cache = reinterpret_cast<const float*>(kCacheAddress);
+  p.slots = reinterpret_cast<const std::int32_t*>(kBuffer);
+  p.accepted = reinterpret_cast<const std::int32_t*>(kBuffer + 64);
+  return p;
+}
+
+TEST(GdnSelector, CommitPlansTheDecodeGridAndPassesTheArguments) {
+  CommitPlan plan;
+  const CommitProblem p = validCommit();
+  const Status s = select(kWithCommit, p, nullptr, &plan);
+  ASSERT_TRUE(s.ok()) << s.toString();
+  EXPECT_EQ(plan.info, &kWithCommit[0]);
+  EXPECT_EQ(plan.entry, 0);
+  const LaunchShape shape = launchShape(128, 128, 32, 4, 1, 32, 8);
+  EXPECT_EQ(plan.config.grid.x, shape.grid_x);  // 4 chunks of each head's 128 x 128 floats
+  EXPECT_EQ(plan.config.grid.y, 32u);
+  EXPECT_EQ(plan.config.grid.z, 8u);
+  EXPECT_EQ(plan.config.block.x * plan.config.block.y * plan.config.block.z, 128u);
+  EXPECT_EQ(plan.config.shared_bytes, 0u);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  EXPECT_EQ(plan.args.cache, p.cache);
+  EXPECT_EQ(plan.args.state, p.state);
+  EXPECT_EQ(plan.args.slots, p.slots);
+  EXPECT_EQ(plan.args.accepted, p.accepted);
+  EXPECT_EQ(plan.args.tokens, 4);
+  EXPECT_EQ(plan.args.heads_v, 32);
+}
+
+// The commit is matched by head dims alone, and the decode problems never take it: its fp32 row
+// is no activation dtype of theirs.
+TEST(GdnSelector, CommitAndDecodeTakeOnlyTheirOwnVariants) {
+  Plan plan;
+  ASSERT_TRUE(select(kWithCommit, valid(), nullptr, &plan).ok());
+  EXPECT_EQ(plan.info, &kWithCommit[1]);
+  MtpPlan mtp;
+  ASSERT_TRUE(select(kWithCommit, validMtp(), nullptr, &mtp).ok());
+  EXPECT_EQ(mtp.info, &kWithCommit[2]);
+  Problem fp32 = valid();
+  fp32.dtype = DType::kFloat32;
+  const Status s = select(kWithCommit, fp32, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_NE(s.message().find(
+                "head dims 128x128 are not built for fp32; built (d_k x d_v dtype): 128x128 bf16"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(s.message().find("fp32", s.message().find("built (")), std::string::npos)
+      << s.message();  // the commit's row is not listed
+  CommitPlan commit;
+  const Status none = select(kMixed, validCommit(), nullptr, &commit);
+  EXPECT_EQ(none.code(), StatusCode::kNotSupported);
+  EXPECT_EQ(none.message(),
+            "gdn: mtp commit: head dims 128x128 are not built; built (d_k x d_v): none");
+}
+
+TEST(GdnSelector, CommitErrorsNameTheValueAndTheLimit) {
+  struct Bad {
+    const char* what;
+    void (*mutate)(CommitProblem&);
+    const char* message;  // the whole message
+    StatusCode code = StatusCode::kInvalidArgument;
+  };
+  const Bad cases[] = {
+      {"head dims",
+       [](CommitProblem& p) {
+         p.head_dim_k = 64;
+         p.head_dim_v = 64;
+       },
+       "gdn: mtp commit: head dims 64x64 are not built; built (d_k x d_v): 128x128",
+       StatusCode::kNotSupported},
+      {"tokens 0", [](CommitProblem& p) { p.tokens = 0; }, "gdn: tokens 0 must be >= 1"},
+      {"tokens 9", [](CommitProblem& p) { p.tokens = 9; },
+       "gdn: tokens 9 exceeds max_tokens 8 of gdn_mtp_commit_dk128_dv128"},
+      {"heads_v 0", [](CommitProblem& p) { p.heads_v = 0; }, "gdn: heads_v 0 must be >= 1"},
+      {"batch -1", [](CommitProblem& p) { p.batch = -1; }, "gdn: batch -1 must be >= 0"},
+      {"batch 70000", [](CommitProblem& p) { p.batch = 70000; },
+       "gdn: batch 70000 and heads_v 32 must each be <= 65535 (grid y/z limit)"},
+      {"num_slots 0", [](CommitProblem& p) { p.num_slots = 0; }, "gdn: num_slots 0 must be >= 1"},
+      {"null cache", [](CommitProblem& p) { p.cache = nullptr; }, "gdn: cache is null"},
+      {"null state", [](CommitProblem& p) { p.state = nullptr; }, "gdn: state is null"},
+      {"null slots", [](CommitProblem& p) { p.slots = nullptr; }, "gdn: slots is null"},
+      {"null accepted", [](CommitProblem& p) { p.accepted = nullptr; }, "gdn: accepted is null"},
+      {"cache overlapping the pool",
+       [](CommitProblem& p) {
+         // The pool is 64 x 32 x 128 x 128 floats (128 MiB): start in its last 16 bytes.
+         p.cache = reinterpret_cast<const float*>(kPoolAddress + (std::uintptr_t{128} << 20) - 16);
+       },
+       "gdn: cache [batch 8, tokens 4, ...] overlaps the state pool [num_slots 64, ...]; the "
+       "commit reads the cache while it writes the pool"},
+  };
+  for (const Bad& c : cases) {
+    CommitProblem p = validCommit();
+    c.mutate(p);
+    CommitPlan plan;
+    const Status s = select(kWithCommit, p, nullptr, &plan);
+    EXPECT_EQ(s.code(), c.code) << c.what;
+    EXPECT_EQ(s.message(), c.message) << c.what;
+  }
+  // Misaligned pointers name the address and the alignment.
+  CommitProblem p = validCommit();
+  p.cache = reinterpret_cast<const float*>(kCacheAddress + 4);
+  CommitPlan plan;
+  std::string message = select(kWithCommit, p, nullptr, &plan).message();
+  EXPECT_EQ(message.rfind("gdn: pointer cache (0x", 0), 0u) << message;
+  EXPECT_NE(message.find(") is not 16-byte aligned"), std::string::npos) << message;
+  p = validCommit();
+  p.accepted = reinterpret_cast<const std::int32_t*>(kBuffer + 2);
+  message = select(kWithCommit, p, nullptr, &plan).message();
+  EXPECT_EQ(message.rfind("gdn: pointer accepted (0x", 0), 0u) << message;
+  EXPECT_NE(message.find(") is not 4-byte aligned"), std::string::npos) << message;
+  // A cache ending where the pool starts is apart from it.
+  p = validCommit();
+  p.cache =
+      reinterpret_cast<const float*>(kPoolAddress - std::uintptr_t{8} * 4 * 32 * 128 * 128 * 4);
+  EXPECT_TRUE(select(kWithCommit, p, nullptr, &plan).ok());
+}
+
+TEST(GdnSelector, CommitEmptyBatchIsANoOpWithoutPointers) {
+  CommitProblem p;
+  p.tokens = 2;
+  p.heads_v = 1;
+  CommitPlan plan;
+  ASSERT_TRUE(select(kWithCommit, p, nullptr, &plan).ok());
+  EXPECT_TRUE(plan.no_op);
+  p.tokens = 0;  // the problem is wrong, not empty
+  EXPECT_FALSE(select(kWithCommit, p, nullptr, &plan).ok());
 }
 
 TEST(GdnSelector, DeviceCheckIsTheLastStep) {

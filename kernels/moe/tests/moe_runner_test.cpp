@@ -404,7 +404,7 @@ TEST(MoeRunner, InvalidProblemIsRefusedAsCanImplementSaysWithNoDriverCall) {
   p = validProblem();
   p.dtype = static_cast<DType>(7);
   EXPECT_EQ(run(p, kWorkspace, kBytes, stream).message(),
-            "moe: dtype 7 is not a DType value (fp16 or bf16)");
+            "moe: dtype 7 is not a DType value (fp16, bf16 or fp32)");
   // None of these touched the driver: no stream query, no load, no launch.
   EXPECT_EQ(driver.calls.load(), calls_before);
   EXPECT_EQ(driver.launches.load(), 0);

@@ -634,7 +634,7 @@ TEST(MoeSelector, InvalidProblemsNameTheValueAndTheLimit) {
       {"misaligned residual", [](Problem& p) { p.residual = fakeAddress<const void>(0x60008); },
        "pointer residual (0x60008) is not 16-byte aligned"},
       {"dtype 7", [](Problem& p) { p.dtype = static_cast<DType>(7); },
-       "dtype 7 is not a DType value (fp16 or bf16)"},
+       "dtype 7 is not a DType value (fp16, bf16 or fp32)"},
   };
   for (const BadCase& c : cases) {
     Problem p = validProblem();

@@ -220,9 +220,13 @@ Status selectRepack(std::span<const VariantInfo> table, const RepackProblem& pro
                    " is not a SourceFormat (0 GPTQ, 1 AWQ)");
   }
   KILN_RETURN_IF_ERROR(runner::checkDtype("w4a16", problem.dtype));
-  if (dtypeName(problem.scales_dtype) == nullptr) {
-    return invalid("scales_dtype " + str(static_cast<long long>(problem.scales_dtype)) +
-                   " is not a DType value (fp16 or bf16)");
+  // The checkpoint's scales are 16-bit: fp32 is a DType value the repack does not read.
+  if (problem.scales_dtype != DType::kFloat16 && problem.scales_dtype != DType::kBFloat16) {
+    const char* name = dtypeName(problem.scales_dtype);
+    return invalid(
+        "scales_dtype " +
+        (name != nullptr ? std::string(name) : str(static_cast<long long>(problem.scales_dtype))) +
+        " is not a scales dtype (fp16 or bf16)");
   }
   KILN_RETURN_IF_ERROR(findGroup(table, problem.dtype, problem.group_size));
   const VariantInfo* info = nullptr;

@@ -401,7 +401,7 @@ TEST(W4a16Selector, UnbuiltDtypeAndGroupSizeNameWhatIsBuilt) {
   p.dtype = static_cast<DType>(7);
   s = select(kTable, p, kH200, nullptr, &plan);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "w4a16: dtype 7 is not a DType value (fp16 or bf16)");
+  EXPECT_EQ(s.message(), "w4a16: dtype 7 is not a DType value (fp16, bf16 or fp32)");
 
   // Each built group size is named once, although the table has a row per tile and form.
   p = validProblem();
@@ -966,9 +966,11 @@ TEST(W4a16Selector, InvalidRepacksNameTheValueAndTheLimit) {
       {"format", [](RepackProblem& r) { r.format = static_cast<SourceFormat>(2); },
        "format 2 is not a SourceFormat (0 GPTQ, 1 AWQ)"},
       {"dtype", [](RepackProblem& r) { r.dtype = static_cast<DType>(7); },
-       "dtype 7 is not a DType value (fp16 or bf16)"},
+       "dtype 7 is not a DType value (fp16, bf16 or fp32)"},
       {"scales dtype", [](RepackProblem& r) { r.scales_dtype = static_cast<DType>(9); },
-       "scales_dtype 9 is not a DType value (fp16 or bf16)"},
+       "scales_dtype 9 is not a scales dtype (fp16 or bf16)"},
+      {"scales dtype fp32", [](RepackProblem& r) { r.scales_dtype = DType::kFloat32; },
+       "scales_dtype fp32 is not a scales dtype (fp16 or bf16)"},
       {"group", [](RepackProblem& r) { r.group_size = 64; },
        "group_size 64 is not built for bf16; built for bf16: 128", StatusCode::kNotSupported},
       {"n negative", [](RepackProblem& r) { r.n = -16; }, "n -16 is negative"},

@@ -59,7 +59,7 @@ Status checkPointer(const char* group, const char* name, const void* p, std::siz
 // kv_heads 0 is not positive" / "<group>: q_heads 12 is not a positive multiple of kv_heads 8".
 Status checkHeads(const char* group, std::int64_t q_heads, std::int64_t kv_heads);
 
-// kInvalidArgument "<group>: dtype 7 is not a DType value (fp16 or bf16)" for a value outside
+// kInvalidArgument "<group>: dtype 7 is not a DType value (fp16, bf16 or fp32)" for a value outside
 // the enum (dtypeName() names every value inside it); Ok otherwise.
 Status checkDtype(const char* group, DType dtype);
 

@@ -1,6 +1,6 @@
 // Plan (see artifact_plan.h). The order of the steps matters: a variant's fingerprint covers
-// this build's provenance, before a merge adds the old artifact's compile targets and CUTLASS
-// version to it; the artifact's fingerprint covers the merged one.
+// this build's provenance, before a merge adds the old artifact's compile targets, CUTLASS
+// version and CuTe DSL to it; the artifact's fingerprint covers the merged one.
 #include "core/artifact_plan.h"
 
 #include <map>
@@ -34,6 +34,12 @@ Provenance provenanceOf(const BuildInputs& in) {
   p.host_compiler_command = in.tools.host.cxx;
   p.host_compiler_version = in.tools.host.version;
   p.cutlass_version = in.tools.cutlass.version;
+  for (const Variant* v : in.selection.variants) {
+    if (v->kind != SourceKind::kCuteDsl) continue;
+    p.cute_dsl_version = in.tools.cute_dsl.version;
+    p.cute_dsl_cuda = fmt::format("cu{}", in.tools.cute_dsl.cuda_major);
+    break;
+  }
   return p;
 }
 
@@ -82,8 +88,8 @@ void retypeConstants(const Registry& registry, VariantRecord& record) {
 
 // Keeps the old artifact's variants that this build does not rebuild, as they are (but for the
 // constants' types, retypeConstants), and returns their names. The compile targets become the
-// union of both builds'; a CUTLASS version the old artifact recorded stays when this build has
-// none; its groups stay.
+// union of both builds'; a CUTLASS version or CuTe DSL the old artifact recorded stays when this
+// build has none; its groups stay.
 std::vector<std::string> mergeOld(const ArtifactMetadata& old, const Registry& registry,
                                   ArtifactMetadata& m) {
   std::vector<std::string> kept;
@@ -98,6 +104,10 @@ std::vector<std::string> mergeOld(const ArtifactMetadata& old, const Registry& r
   }
   m.provenance.compile_targets.assign(targets.begin(), targets.end());
   if (!m.provenance.cutlass_version) m.provenance.cutlass_version = old.provenance.cutlass_version;
+  if (!m.provenance.cute_dsl_version) {
+    m.provenance.cute_dsl_version = old.provenance.cute_dsl_version;
+    m.provenance.cute_dsl_cuda = old.provenance.cute_dsl_cuda;
+  }
   m.groups = old.groups;
   return kept;
 }

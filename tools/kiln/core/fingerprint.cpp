@@ -50,6 +50,7 @@ std::string artifactFingerprint(const ArtifactMetadata& m) {
       fmt::join(p.compile_targets, ","), p.cuda_version, p.host_compiler_command,
       p.host_compiler_version, p.cutlass_version.value_or("none"));
   if (p.cuda_frontend_version) text += fmt::format("cuda_frontend {}\n", *p.cuda_frontend_version);
+  if (p.cute_dsl_version) text += fmt::format("cute_dsl {}\n", cuteDslProvenance(p));
   for (const auto& [path, sha] : m.runtime_inputs)
     text += fmt::format("runtime_input {} {}\n", path, sha);
   for (const auto& [name, v] : m.variants)

@@ -124,6 +124,8 @@ std::string toJson(const ArtifactMetadata& m) {
   if (p.cuda_frontend_version) j["cuda_frontend_version"] = *p.cuda_frontend_version;
   j["host_compiler"] = {{"command", p.host_compiler_command}, {"version", p.host_compiler_version}};
   j["cutlass_version"] = p.cutlass_version ? Json(*p.cutlass_version) : Json(nullptr);
+  if (p.cute_dsl_version) j["cute_dsl_version"] = *p.cute_dsl_version;
+  if (p.cute_dsl_cuda) j["cute_dsl_cuda"] = *p.cute_dsl_cuda;
   j["build_date"] = m.build_date;
   j["library"] = {{"path", m.library.path}, {"sha256", m.library.sha256}, {"size", m.library.size}};
   j["doctor"] = {{"path", m.doctor.path}, {"sha256", m.doctor.sha256}, {"size", m.doctor.size}};
@@ -226,6 +228,14 @@ Result<ArtifactMetadata> parseMetadata(const std::string& json_text) {
     p.host_compiler_version = j.at(field).at("version").get<std::string>();
     field = "cutlass_version";
     if (!j.at(field).is_null()) p.cutlass_version = j.at(field).get<std::string>();
+    field = "cute_dsl_version";
+    if (j.contains(field)) p.cute_dsl_version = j.at(field).get<std::string>();
+    field = "cute_dsl_cuda";
+    if (j.contains(field)) p.cute_dsl_cuda = j.at(field).get<std::string>();
+    if (p.cute_dsl_version.has_value() != p.cute_dsl_cuda.has_value()) {
+      return makeError(
+          "metadata.json: cute_dsl_version and cute_dsl_cuda must be given together or not at all");
+    }
     field = "build_date";
     m.build_date = j.at(field).get<std::string>();
     field = "library";
@@ -381,7 +391,18 @@ Result<void> checkMergeable(const Provenance& old_p, const Provenance& now) {
       *old_p.cutlass_version != *now.cutlass_version) {
     return differs("CUTLASS version", *old_p.cutlass_version, *now.cutlass_version);
   }
+  if (old_p.cute_dsl_version && now.cute_dsl_version) {
+    const std::string old_dsl = cuteDslProvenance(old_p), now_dsl = cuteDslProvenance(now);
+    if (old_dsl != now_dsl) return differs("CuTe DSL version", old_dsl, now_dsl);
+  }
   return {};
+}
+
+std::string cuteDslProvenance(const Provenance& provenance) {
+  if (!provenance.cute_dsl_version) return "-";
+  return provenance.cute_dsl_cuda
+             ? fmt::format("{} ({})", *provenance.cute_dsl_version, *provenance.cute_dsl_cuda)
+             : *provenance.cute_dsl_version;
 }
 
 std::string utcNow() {

@@ -72,6 +72,11 @@ struct Provenance {
   std::string host_compiler_command;
   std::string host_compiler_version;
   std::optional<std::string> cutlass_version;
+  // The CuTe DSL that compiled the cute_dsl variants: nvidia-cutlass-dsl's version ("4.8.1") and
+  // the CUDA flavour of its libraries ("cu13", "cu12"); both absent, and in no fingerprint, in an
+  // artifact without DSL variants (and in metadata written before the fields existed).
+  std::optional<std::string> cute_dsl_version;
+  std::optional<std::string> cute_dsl_cuda;
 };
 
 struct LibraryRecord {
@@ -125,8 +130,13 @@ Result<void> checkTag(const Provenance& provenance);
 
 // A single-SM build may merge into `old` only if every provenance field matches; else the error
 // names the field and both values and says to re-run with --clean. compile_targets may differ
-// (the merged artifact records their union); the cutlass version may be absent on one side.
+// (the merged artifact records their union); the cutlass version and the CuTe DSL's (version and
+// CUDA flavour together) may be absent on one side.
 Result<void> checkMergeable(const Provenance& old_provenance, const Provenance& now);
+
+// The CuTe DSL of an artifact as kiln inspect and the merge rule say it: "4.8.1 (cu13)", "-" when
+// it has none.
+std::string cuteDslProvenance(const Provenance& provenance);
 
 // A constant's value as it appears in a header or a table: 4096, true, "bf16".
 std::string constantLiteral(const Constant& constant);

@@ -107,6 +107,7 @@ std::string inspectTable(const ArtifactMetadata& m) {
                          : "");
   out += fmt::format("host compiler  {} ({})\n", p.host_compiler_command, p.host_compiler_version);
   out += fmt::format("cutlass        {}\n", p.cutlass_version.value_or("-"));
+  out += fmt::format("cute dsl       {}\n", cuteDslProvenance(p));
   out += fmt::format("kiln           {}\n", p.kiln_version);
   out += fmt::format("built          {}\n", m.build_date);
   out += fmt::format("library        {} ({}, sha256 {})\n", m.library.path,

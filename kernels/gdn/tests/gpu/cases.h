@@ -1,7 +1,8 @@
 // The gdn group's GPU problem cases, one list for both readers:
 //   - the GPU numerics test (gdn_numerics_test.cpp) checks every case marked kNumerics against
-//     the float64 reference, on every variant of the case's entry kernel (gdn_decode or
-//     gdn_decode_mtp) whose head dims and gate form the case takes;
+//     the float64 reference, on every variant of the case's entry kernel (gdn_decode,
+//     gdn_decode_mtp, or gdn_mtp_commit after a gdn_decode_mtp verify) whose head dims and gate
+//     form the case takes;
 //   - the benchmark (bench/gdn_bridge.cpp exports the cases marked kBench, in this order, to
 //     gdn_vs_torch.py) times every case marked kBench against flash-linear-attention and PyTorch,
 //     in the table of its op (benchOp).
@@ -18,8 +19,11 @@ inline constexpr unsigned kBench = 1u << 1;     // timed against the peers
 
 // The entry kernel of the variants a case is for, and so the problem it poses: kiln_gdn_decode,
 // gdn::Problem (one token, the state updated in place), or kiln_gdn_decode_mtp, gdn::MtpProblem
-// (T tokens, every state to a cache, the pool only read).
-enum class Entry { kDecode, kMtp };
+// (T tokens, every state to a cache, the pool only read), or kiln_gdn_mtp_commit,
+// gdn::CommitProblem (the accepted state of a [batch, T] cache into the pool; the numerics test
+// runs a gdn_decode_mtp verify of the case first, then the commit, then a gdn_decode step from the
+// committed pool).
+enum class Entry { kDecode, kMtp, kCommit };
 
 // Where the multi-token states go (MtpProblem): cache[b, t] of a [batch, T, ...] cache; a mapped
 // entry cache[cache_slots[b, t]] of a larger cache (a random permutation of its entries, three
@@ -32,6 +36,11 @@ enum class CacheLayout { kBatch, kMapped, kPool, kPoolFinal };
 // The gate form of the variants a case is for: both (given g and beta, and the `_gating` variants
 // that compute them from a, b, A_log, dt_bias), or one of them.
 enum class Gates { kBoth, kGiven, kFused };
+
+// The accepted counts of a commit case (kCommit), per sequence b: none (0: the pool keeps its
+// state), one, all T, or mixed: b cycles through 0, 1, T, a random count in 1 .. T, T + 1 and -1
+// (the last two out of contract: the pool slot is left untouched, kiln::gdn::CommitProblem).
+enum class Accepted { kNone, kOne, kAll, kMixed };
 
 struct Case {
   const char* name;
@@ -46,6 +55,7 @@ struct Case {
   int head_dim_k = 0;  // 0: every variant's head dims; else the variants of these only
   int head_dim_v = 0;
   unsigned readers = kNumerics;
+  Accepted accepted = Accepted::kMixed;  // kCommit only
 };
 
 // The benchmark's table of a case (gdn_vs_torch.py --ops, the JSON rows' "op"): decode (one token,
@@ -53,6 +63,7 @@ struct Case {
 // state kept, in place), gating (one token, fused gating); kNone for another kind of case.
 enum class BenchOp { kNone = -1, kDecode, kMtp, kFinal, kGating };
 constexpr BenchOp benchOp(const Case& c) {
+  if (c.entry == Entry::kCommit) return BenchOp::kNone;
   if (c.entry == Entry::kDecode) {
     return c.gates == Gates::kGiven   ? BenchOp::kDecode
            : c.gates == Gates::kFused ? BenchOp::kGating
@@ -103,6 +114,21 @@ inline constexpr Case kCases[] = {
     // Hv / H 3 and 24: the float head index (qk_head).
     {"t3_b5_h6_hv18_skip", Entry::kMtp, 3, 5, 6, 18, 2},
     {"t2_b3_h2_hv48", Entry::kMtp, 2, 3, 2, 48},
+    // gdn_mtp_commit after a gdn_decode_mtp verify into a [batch, T] cache (given gates): 0, 1 and
+    // all T tokens accepted, then every count in one batch with the out-of-contract ones; T = 1
+    // and 8; skipped and permuted slots; batch 256.
+    {"commit_t4_b8_h16_hv32_skip_none", Entry::kCommit, 4, 8, 16, 32, 3, CacheLayout::kBatch,
+     Gates::kGiven, 0, 0, kNumerics, Accepted::kNone},
+    {"commit_t4_b8_h16_hv32_skip_one", Entry::kCommit, 4, 8, 16, 32, 3, CacheLayout::kBatch,
+     Gates::kGiven, 0, 0, kNumerics, Accepted::kOne},
+    {"commit_t4_b8_h16_hv32_skip_all", Entry::kCommit, 4, 8, 16, 32, 3, CacheLayout::kBatch,
+     Gates::kGiven, 0, 0, kNumerics, Accepted::kAll},
+    {"commit_t1_b7_h16_hv32_all", Entry::kCommit, 1, 7, 16, 32, 0, CacheLayout::kBatch,
+     Gates::kGiven, 0, 0, kNumerics, Accepted::kAll},
+    {"commit_t8_b32_h8_hv16_skip_mixed", Entry::kCommit, 8, 32, 8, 16, 5, CacheLayout::kBatch,
+     Gates::kGiven, 0, 0, kNumerics, Accepted::kMixed},
+    {"commit_t3_b256_h4_hv16_skip_mixed", Entry::kCommit, 3, 256, 4, 16, 7, CacheLayout::kBatch,
+     Gates::kGiven, 0, 0, kNumerics, Accepted::kMixed},
     // The benchmark's rows: H 16, Hv 32, d_k = d_v = 128, batch 1 / 8 / 32 / 256, no skipped
     // sequence, in the bench's dtype (--dtype) and tables (--ops): decode (given gates), mtp and
     // final (T = 4), gating (fused gating). Every one is checked too: the float64 reference is

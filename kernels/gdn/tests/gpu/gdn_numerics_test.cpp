@@ -33,6 +33,16 @@
 // The runner's multi-token errors (tokens 0 and 9, null / misaligned / pool-overlapping cache,
 // unbuilt head dims, batch 0) are checked on the device too, each leaving every buffer untouched.
 //
+// MTP commit cases (gdn_mtp_commit, issue 28): a multi-token verify into a [batch, T] cache
+// (checked as above), the pool's slots that no live sequence owns then poisoned, the accepted
+// counts uploaded (0, 1, all T, or every count in one batch, T + 1 and -1 among them), one commit
+// run(): the pool bit for bit what reference::commitMtp makes of it (committed slots hold the
+// accepted cache entry; slots of sequences with count 0, an out-of-contract count or a negative
+// slot, and the poisoned ones, unchanged; the guard untouched) and the cache unchanged; then a
+// gdn_decode step from the committed pool against the float64 reference over each sequence's
+// accepted tokens and the step's token. The commit's runner errors on the device, and the commit
+// from fresh threads (GdnFreshThreads) too.
+//
 // The summary (stdout, and JSON at $KILN_EVIDENCE_OUT) records what docs/performance-method.md asks
 // of evidence; the process exits non-zero on any failure.
 #include <cuda_runtime.h>
@@ -116,6 +126,7 @@ bool hasEntry(const generated::VariantInfo& v, const char* entry) {
 }
 constexpr const char kDecodeEntry[] = "kiln_gdn_decode";
 constexpr const char kMtpEntry[] = "kiln_gdn_decode_mtp";
+constexpr const char kCommitEntry[] = "kiln_gdn_mtp_commit";
 
 std::vector<std::size_t> variantsWith(const char* entry) {
   std::vector<std::size_t> picks;
@@ -1250,17 +1261,527 @@ INSTANTIATE_TEST_SUITE_P(Artifact, GdnMtpRunnerErrors,
                            return std::string(generated::kVariants[param_info.param].name);
                          });
 
+// ---- MTP commit (gdn_mtp_commit) ---------------------------------------------------------------
+
+// The commit cases (cases.h, Entry::kCommit): each is a gdn_decode_mtp verify into a [batch, T]
+// cache on an mtp variant with given gates (caseFor), then the commit, then a gdn_decode step.
+const std::vector<const cases::Case*>& commitCases() {
+  static const std::vector<const cases::Case*> picks = numericsCasesOf(cases::Entry::kCommit);
+  return picks;
+}
+
+// The commit variant of head dims dk x dv, or null when the artifact has none.
+const generated::VariantInfo* commitVariant(int dk, int dv) {
+  for (std::size_t i : variantsWith(kCommitEntry)) {
+    const auto& v = generated::kVariants[i];
+    if (v.head_dim_k == dk && v.head_dim_v == dv) return &v;
+  }
+  return nullptr;
+}
+
+const char* acceptedName(cases::Accepted accepted) {
+  switch (accepted) {
+    case cases::Accepted::kNone:
+      return "none";
+    case cases::Accepted::kOne:
+      return "one";
+    case cases::Accepted::kAll:
+      return "all";
+    case cases::Accepted::kMixed:
+      return "mixed";
+  }
+  return "?";
+}
+
+// The accepted counts of `spec` (cases.h, Accepted) for `batch` sequences of `tokens` tokens.
+std::vector<std::int32_t> acceptedCounts(const cases::Case& spec, int batch, int tokens, Rng& rng) {
+  std::vector<std::int32_t> n(static_cast<std::size_t>(batch));
+  for (int b = 0; b < batch; ++b) {
+    switch (spec.accepted) {
+      case cases::Accepted::kNone:
+        n[b] = 0;
+        break;
+      case cases::Accepted::kOne:
+        n[b] = 1;
+        break;
+      case cases::Accepted::kAll:
+        n[b] = tokens;
+        break;
+      case cases::Accepted::kMixed: {
+        const std::int32_t cycle[] = {0, 1, tokens, 1 + rng.below(tokens), tokens + 1, -1};
+        n[b] = cycle[b % 6];
+        break;
+      }
+    }
+  }
+  return n;
+}
+
+// One commit, prepared: the cache as the device holds it (guard included), the pool before the
+// commit (guard included; the slots no live sequence owns poisoned: 0xffffffff, a float NaN), the
+// counts uploaded, and the problem run() takes. The cache and pool buffers are `cache_buffer` and
+// `state_buffer`: the commit's own (d_cache, d_state) or a verify's.
+struct PreparedCommit {
+  int tokens = 0, batch = 0, hv = 0, dk = 0, dv = 0, num_slots = 0;
+  std::size_t entry_elems = 0, state_elems = 0;
+  std::vector<std::int32_t> slots, accepted;
+  std::vector<float> cache, pool;
+  DeviceBuffer d_cache, d_state, d_slots, d_accepted;
+  const DeviceBuffer* cache_buffer = nullptr;
+  const DeviceBuffer* state_buffer = nullptr;
+  gdn::CommitProblem p;
+};
+
+// Poisons, in `pool`, every slot no live sequence of `slots` owns.
+void poisonUnowned(const std::vector<std::int32_t>& slots, std::size_t entry_elems, int num_slots,
+                   std::vector<float>* pool) {
+  std::vector<bool> owned(static_cast<std::size_t>(num_slots), false);
+  for (const std::int32_t s : slots)
+    if (s >= 0) owned[static_cast<std::size_t>(s)] = true;
+  for (int s = 0; s < num_slots; ++s) {
+    if (!owned[static_cast<std::size_t>(s)])
+      std::memset(pool->data() + static_cast<std::size_t>(s) * entry_elems, 0xff, entry_elems * 4);
+  }
+}
+
+// The counts uploaded and the problem, once c's vectors, sizes and buffers are set.
+std::string finishCommit(const cases::Case& spec, Rng& rng, const DeviceBuffer& slots,
+                         PreparedCommit* c) {
+  c->accepted = acceptedCounts(spec, c->batch, c->tokens, rng);
+  if (const std::string e = allocate(&c->d_accepted, c->accepted.size() * 4, c->accepted.data(),
+                                     c->accepted.size() * 4);
+      !e.empty())
+    return e;
+  gdn::CommitProblem& p = c->p;
+  p.batch = c->batch;
+  p.tokens = c->tokens;
+  p.heads_v = c->hv;
+  p.head_dim_k = c->dk;
+  p.head_dim_v = c->dv;
+  p.num_slots = c->num_slots;
+  p.cache = static_cast<const float*>(c->cache_buffer->ptr);
+  p.state = static_cast<float*>(c->state_buffer->ptr);
+  p.slots = static_cast<const std::int32_t*>(slots.ptr);
+  p.accepted = static_cast<const std::int32_t*>(c->d_accepted.ptr);
+  return gdn::workspaceSize(p) == 0 ? "" : "workspaceSize is not 0";
+}
+
+// The commit after the verify `m` (run, synchronized and checked): its cache and pool, the pool's
+// unowned slots poisoned on the device; returns "" or what failed.
+std::string prepareCommitAfter(const PreparedMtpCase& m, const cases::Case& spec, Rng& rng,
+                               PreparedCommit* c) {
+  c->tokens = m.tokens;
+  c->batch = m.batch;
+  c->hv = m.hv;
+  c->dk = m.dk;
+  c->dv = m.dv;
+  c->num_slots = static_cast<int>(m.state_elems / m.entry_elems);
+  c->entry_elems = m.entry_elems;
+  c->state_elems = m.state_elems;
+  c->slots = m.slots;
+  c->cache = download<float>(m.d_cache);
+  c->pool = download<float>(m.d_state);
+  if (c->cache.size() < m.cache_elems || c->pool.size() < m.state_elems)
+    return "download of the verify's cache or pool failed";
+  poisonUnowned(c->slots, c->entry_elems, c->num_slots, &c->pool);
+  if (cudaMemcpy(m.d_state.ptr, c->pool.data(), c->pool.size() * 4, cudaMemcpyHostToDevice) !=
+          cudaSuccess ||
+      cudaDeviceSynchronize() != cudaSuccess)
+    return "upload of the poisoned pool failed";
+  c->cache_buffer = &m.d_cache;
+  c->state_buffer = &m.d_state;
+  return finishCommit(spec, rng, m.d_slots, c);
+}
+
+// A commit of its own (the fresh-threads test): a random cache, a random pool with the unowned
+// slots poisoned, slots permuted and skipped as the verify's; returns "" or what failed.
+std::string prepareCommit(const generated::VariantInfo& v, const cases::Case& spec, Rng& rng,
+                          PreparedCommit* c) {
+  c->tokens = spec.tokens;
+  c->batch = spec.batch;
+  c->hv = spec.heads_v;
+  c->dk = v.head_dim_k;
+  c->dv = v.head_dim_v;
+  c->num_slots = c->batch + c->batch / 4 + 2;
+  c->entry_elems = static_cast<std::size_t>(c->hv) * c->dk * c->dv;
+  c->state_elems = static_cast<std::size_t>(c->num_slots) * c->entry_elems;
+  const std::size_t guard = 64;
+  const std::vector<std::int32_t> perm = permutation(rng, c->num_slots);
+  c->slots.resize(static_cast<std::size_t>(c->batch));
+  for (int b = 0; b < c->batch; ++b) {
+    const bool skip = spec.skip_every > 0 && b % spec.skip_every == spec.skip_every - 1;
+    c->slots[b] = skip ? -1 - rng.below(1 << 20) : perm[b];
+  }
+  const std::size_t cache_elems = static_cast<std::size_t>(c->batch) * c->tokens * c->entry_elems;
+  c->cache.assign(cache_elems + guard, 0.0f);
+  for (std::size_t i = 0; i < cache_elems; ++i) c->cache[i] = uniform(rng, -1.0f, 1.0f);
+  std::memset(c->cache.data() + cache_elems, 0xff, guard * 4);
+  c->pool.assign(c->state_elems + guard, 0.0f);
+  for (std::size_t i = 0; i < c->state_elems; ++i) c->pool[i] = uniform(rng, -1.0f, 1.0f);
+  std::memset(c->pool.data() + c->state_elems, 0xff, guard * 4);
+  poisonUnowned(c->slots, c->entry_elems, c->num_slots, &c->pool);
+  for (const std::string& e :
+       {allocate(&c->d_cache, c->cache.size() * 4, c->cache.data(), c->cache.size() * 4),
+        allocate(&c->d_state, c->pool.size() * 4, c->pool.data(), c->pool.size() * 4),
+        allocate(&c->d_slots, c->slots.size() * 4, c->slots.data(), c->slots.size() * 4)}) {
+    if (!e.empty()) return e;
+  }
+  c->cache_buffer = &c->d_cache;
+  c->state_buffer = &c->d_state;
+  return finishCommit(spec, rng, c->d_slots, c);
+}
+
+// Checks a commit whose run() succeeded and whose stream is synchronized: the pool, guard
+// included, bit for bit what reference::commitMtp makes of the pool before it and the cache (a
+// copy: no tolerance), and the cache as it was; returns "" or what failed.
+std::string checkCommit(const PreparedCommit& c) {
+  const std::vector<float> got = download<float>(*c.state_buffer);
+  const std::vector<float> cache = download<float>(*c.cache_buffer);
+  if (got.size() != c.pool.size()) return "download of state failed";
+  if (cache.size() != c.cache.size()) return "download of cache failed";
+  std::vector<float> want = c.pool;
+  ref::commitMtp(c.batch, c.tokens, c.hv, c.dk, c.dv, c.cache, c.slots, c.accepted, want);
+  std::vector<bool> committed(static_cast<std::size_t>(c.num_slots), false);
+  for (int b = 0; b < c.batch; ++b) {
+    if (ref::commits(c.slots[b], c.accepted[b], c.tokens))
+      committed[static_cast<std::size_t>(c.slots[b])] = true;
+  }
+  std::size_t wrong = 0, changed = 0;
+  for (int s = 0; s < c.num_slots; ++s) {
+    const std::size_t base = static_cast<std::size_t>(s) * c.entry_elems;
+    if (std::memcmp(&want[base], &got[base], c.entry_elems * 4) == 0) continue;
+    ++(committed[static_cast<std::size_t>(s)] ? wrong : changed);
+  }
+  const bool guard_changed = std::memcmp(&want[c.state_elems], &got[c.state_elems],
+                                         (want.size() - c.state_elems) * 4) != 0;
+  const bool cache_changed = std::memcmp(cache.data(), c.cache.data(), cache.size() * 4) != 0;
+  std::ostringstream err;
+  if (wrong) err << wrong << " committed slots differ from their accepted cache entry; ";
+  if (changed) err << changed << " slots that no sequence commits changed (poisoned or kept); ";
+  if (guard_changed) err << "elements written past the state pool; ";
+  if (cache_changed) err << "the cache changed (it must only be read); ";
+  return err.str();
+}
+
+// A gdn_decode step from the committed pool, checked against the float64 reference over each live
+// sequence's accepted tokens (the verify's first n, n = its count when the commit takes it, else
+// none) and then the step's token: outputs and the sequences' states within the bounds; the
+// unowned slots (poisoned) and the guards untouched. Returns "" or what failed.
+std::string decodeAfterCommit(const generated::VariantInfo& decode, const PreparedMtpCase& m,
+                              const PreparedCommit& c, Rng& rng, cudaStream_t stream,
+                              CaseResult* result) {
+  const bool fp16 = m.fp16;
+  const int batch = m.batch, hq = m.hq, hv = m.hv, dk = m.dk, dv = m.dv;
+  const std::size_t qk_elems = static_cast<std::size_t>(batch) * hq * dk;
+  const std::size_t out_elems = static_cast<std::size_t>(batch) * hv * dv, guard = 64;
+  std::vector<std::uint16_t> q(qk_elems), k(qk_elems), vv(out_elems);
+  for (auto& x : q) x = randomBits(rng, formatOf(fp16), -4, 0);
+  for (auto& x : k) x = randomBits(rng, formatOf(fp16), -4, 0);
+  for (auto& x : vv) x = randomBits(rng, formatOf(fp16), -4, 0);
+  GateInputs gates;
+  makeGates(rng, false, fp16, static_cast<std::size_t>(batch) * hv, hv, &gates);
+  DeviceBuffer d_q, d_k, d_v, d_out;
+  for (const std::string& e :
+       {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
+        allocate(&d_k, k.size() * 2, k.data(), k.size() * 2),
+        allocate(&d_v, vv.size() * 2, vv.data(), vv.size() * 2), gates.upload(),
+        allocate(&d_out, (out_elems + guard) * 2, nullptr, 0)})
+    if (!e.empty()) return e;
+  gdn::Problem p;
+  p.dtype = decode.dtype;
+  p.batch = batch;
+  p.heads_qk = hq;
+  p.heads_v = hv;
+  p.head_dim_k = dk;
+  p.head_dim_v = dv;
+  p.num_slots = c.num_slots;
+  p.scale = m.scale;
+  p.q = d_q.ptr;
+  p.k = d_k.ptr;
+  p.v = d_v.ptr;
+  gates.into(&p);
+  p.out = d_out.ptr;
+  p.state = static_cast<float*>(m.d_state.ptr);
+  p.slots = static_cast<const std::int32_t*>(m.d_slots.ptr);
+  if (const kiln::Status s = gdn::run(p, nullptr, 0, reinterpret_cast<kiln::Stream>(stream));
+      !s.ok())
+    return "decode run: " + s.toString();
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
+    return std::string("decode kernel: ") + cudaGetErrorString(e);
+  const std::vector<std::uint16_t> out = download<std::uint16_t>(d_out);
+  const std::vector<float> got = download<float>(m.d_state);
+  if (out.size() < out_elems + guard || got.size() != c.pool.size()) return "download failed";
+
+  const std::size_t head_state = static_cast<std::size_t>(dk) * dv, T = m.tokens;
+  const int group = hv / hq;
+  double out_num = 0, out_den = 0, st_num = 0, st_den = 0;
+  std::size_t unwritten = 0, skipped_written = 0;
+  std::vector<double> dq(dk), dkk(dk), dvv(dv), dstate(head_state), dout(dv);
+  for (int b = 0; b < batch; ++b) {
+    const std::size_t out_seq = static_cast<std::size_t>(b) * hv * dv;
+    if (m.slots[b] < 0) {
+      for (std::size_t i = 0; i < static_cast<std::size_t>(hv) * dv; ++i)
+        skipped_written += out[out_seq + i] != kPoison;
+      continue;
+    }
+    const int n = ref::commits(m.slots[b], c.accepted[b], m.tokens) ? c.accepted[b] : 0;
+    for (int h = 0; h < hv; ++h) {
+      const std::size_t so = (static_cast<std::size_t>(m.slots[b]) * hv + h) * head_state;
+      for (std::size_t i = 0; i < head_state; ++i) dstate[i] = m.state[so + i];
+      // The accepted tokens of the verify (rows b * T + t), then the step's token.
+      for (int t = 0; t <= n; ++t) {
+        const bool step = t == n;
+        const std::size_t row = static_cast<std::size_t>(b) * (step ? 1 : T) + (step ? 0 : t);
+        const std::vector<std::uint16_t>&sq = step ? q : m.q, &sk = step ? k : m.k,
+              &sv = step ? vv : m.vv;
+        const GateInputs& sg = step ? gates : m.gates;
+        const std::size_t qk = (row * hq + h / group) * dk, vo = (row * hv + h) * dv;
+        for (int i = 0; i < dk; ++i) {
+          dq[i] = decode16(fp16, sq[qk + i]);
+          dkk[i] = decode16(fp16, sk[qk + i]);
+        }
+        for (int j = 0; j < dv; ++j) dvv[j] = decode16(fp16, sv[vo + j]);
+        ref::decodeHead(dk, dv, dq.data(), dkk.data(), dvv.data(), sg.ref_g[row * hv + h],
+                        sg.ref_beta[row * hv + h], m.scale, dstate.data(), dout.data());
+      }
+      for (int j = 0; j < dv; ++j) {
+        const std::uint16_t bits = out[out_seq + static_cast<std::size_t>(h) * dv + j];
+        unwritten += bits == kPoison;
+        const double o = decode16(fp16, bits);
+        out_num += (o - dout[j]) * (o - dout[j]);
+        out_den += dout[j] * dout[j];
+      }
+      for (std::size_t i = 0; i < head_state; ++i) {
+        const double d = static_cast<double>(got[so + i]) - dstate[i];
+        st_num += d * d;
+        st_den += dstate[i] * dstate[i];
+      }
+    }
+  }
+  // The poisoned slots no live sequence owns, and the pool's guard, as the commit left them.
+  std::vector<bool> owned(static_cast<std::size_t>(c.num_slots), false);
+  for (const std::int32_t s : m.slots)
+    if (s >= 0) owned[static_cast<std::size_t>(s)] = true;
+  std::size_t poison_changed = 0;
+  for (int s = 0; s < c.num_slots; ++s) {
+    if (owned[static_cast<std::size_t>(s)]) continue;
+    poison_changed +=
+        changedFloats(got, static_cast<std::size_t>(s) * c.entry_elems,
+                      static_cast<std::size_t>(s + 1) * c.entry_elems, 0xffffffffu) != 0;
+  }
+  poison_changed += changedFloats(got, c.state_elems, got.size(), 0xffffffffu) != 0;
+  const double out_rel = out_den > 0 ? std::sqrt(out_num / out_den) : 0.0;
+  const double st_rel = st_den > 0 ? std::sqrt(st_num / st_den) : 0.0;
+  result->out_rel = out_rel;
+  result->state_rel = st_rel;
+  std::ostringstream err;
+  const double bound = fp16 ? kRelL2BoundFp16 : kRelL2BoundBf16;
+  if (unwritten) err << unwritten << " decode outputs of live sequences not written; ";
+  if (skipped_written) err << skipped_written << " decode outputs of skipped sequences written; ";
+  if (countChanged(out, out_elems, out_elems + guard)) err << "decode wrote past the end of out; ";
+  if (poison_changed) err << poison_changed << " poisoned slots (or the guard) changed; ";
+  if (!(out_rel <= bound)) err << "decode output relative L2 " << out_rel << " > " << bound << "; ";
+  if (!(st_rel <= kRelL2BoundState))
+    err << "state relative L2 " << st_rel << " > " << kRelL2BoundState << "; ";
+  return err.str();
+}
+
+std::vector<VariantCase> allCommitCases() {
+  std::vector<VariantCase> all;
+  for (std::size_t i : variantsWith(kMtpEntry)) {
+    for (std::size_t c = 0; c < commitCases().size(); ++c) {
+      if (caseFor(*commitCases()[c], generated::kVariants[i])) all.push_back({i, c});
+    }
+  }
+  return all;
+}
+
+gdn::CommitProblem commitProbeOf(const generated::VariantInfo& v) {
+  gdn::CommitProblem probe;  // batch 0: the pointer checks are skipped
+  probe.tokens = 1;
+  probe.heads_v = 1;
+  probe.head_dim_k = v.head_dim_k;
+  probe.head_dim_v = v.head_dim_v;
+  return probe;
+}
+
+// Per (mtp variant with given gates, commit case): the verify (checked as GdnMtpNumerics checks
+// it), the commit (bit for bit), then a decode step from the committed pool (against the
+// reference over the accepted tokens), counted under the commit variant and the verify's dtype.
+class GdnCommitNumerics : public ::testing::TestWithParam<VariantCase> {};
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GdnCommitNumerics);
+
+TEST_P(GdnCommitNumerics, CommitsTheAcceptedStateAndDecodeContinuesFromIt) {
+  const auto& v = generated::kVariants[GetParam().variant];
+  const cases::Case& spec = *commitCases()[GetParam().spec];
+  const generated::VariantInfo* commit = commitVariant(v.head_dim_k, v.head_dim_v);
+  const generated::VariantInfo* decode = nullptr;
+  for (std::size_t i : variantsWith(kDecodeEntry)) {
+    const auto& d = generated::kVariants[i];
+    if (d.dtype == v.dtype && !d.fused_gating && d.head_dim_k == v.head_dim_k &&
+        d.head_dim_v == v.head_dim_v)
+      decode = &d;
+  }
+  Counts& counts = run().at(kiln::dtypeName(v.dtype),
+                            commit != nullptr ? commit->name : "gdn_mtp_commit", spec.name);
+  std::string skip = commit == nullptr   ? "the artifact has no gdn_mtp_commit variant"
+                     : decode == nullptr ? "the artifact has no gdn_decode variant of this dtype"
+                                         : "";
+  if (skip.empty()) {
+    for (const kiln::Status& s : {gdn::canImplement(mtpProbeOf(v), run().sm),
+                                  gdn::canImplement(commitProbeOf(*commit), run().sm),
+                                  gdn::canImplement(probeOf(*decode), run().sm)}) {
+      if (!s.ok()) skip = s.toString();
+    }
+  }
+  if (!skip.empty()) {
+    ++counts.skipped;
+    counts.notes.push_back(skip);
+    GTEST_SKIP() << skip;
+  }
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const auto kstream = reinterpret_cast<kiln::Stream>(stream);
+  Rng rng{run().seed ^ (GetParam().variant * 0x100000001b3ULL) ^
+          (static_cast<std::uint64_t>(GetParam().spec + 0x80) << 48)};
+  CaseResult r;
+  std::string failure;
+  PreparedMtpCase m;
+  PreparedCommit c;
+  MtpCaseResult mr;
+  if (failure = prepareMtpCase(v, spec, rng, &m); failure.empty()) {
+    const kiln::Status s = gdn::run(m.p, nullptr, 0, kstream);
+    failure = !s.ok()                                        ? "verify run: " + s.toString()
+              : cudaStreamSynchronize(stream) != cudaSuccess ? "verify kernel failed"
+                                                             : checkMtpCase(m, &mr);
+    if (!failure.empty()) failure = "verify: " + failure;
+  }
+  if (failure.empty()) failure = prepareCommitAfter(m, spec, rng, &c);
+  if (failure.empty()) {
+    const kiln::Status can = gdn::canImplement(c.p, run().sm);
+    const kiln::Status s = gdn::run(c.p, nullptr, 0, kstream);
+    failure = !can.ok() || !s.ok()
+                  ? "commit: canImplement " + can.toString() + ", run " + s.toString()
+              : cudaStreamSynchronize(stream) != cudaSuccess ? "commit kernel failed"
+                                                             : checkCommit(c);
+    if (!failure.empty()) failure = "commit: " + failure;
+  }
+  if (failure.empty()) failure = decodeAfterCommit(*decode, m, c, rng, stream, &r);
+  counts.recordCase(failure,
+                    "decode after the commit: out rel L2 " + std::to_string(r.out_rel) +
+                        ", state rel L2 " + std::to_string(r.state_rel),
+                    std::string(v.name) + " " + spec.name);
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+INSTANTIATE_TEST_SUITE_P(Artifact, GdnCommitNumerics, ::testing::ValuesIn(allCommitCases()),
+                         [](const ::testing::TestParamInfo<VariantCase>& param_info) {
+                           return std::string(generated::kVariants[param_info.param.variant].name) +
+                                  "_" + commitCases()[param_info.param.spec]->name;
+                         });
+
+// The commit's runner errors on the device, once per commit variant: each refused as
+// canImplement says, the pool and the cache untouched; batch 0 a no-op.
+class GdnCommitRunnerErrors : public ::testing::TestWithParam<std::size_t> {};
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GdnCommitRunnerErrors);
+
+TEST_P(GdnCommitRunnerErrors, RefusesBadProblemsAndLeavesThePoolAlone) {
+  const auto& v = generated::kVariants[GetParam()];
+  Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, "runner_errors");
+  if (const kiln::Status s = gdn::canImplement(commitProbeOf(v), run().sm); !s.ok()) {
+    counts.skipped += 6;
+    counts.notes.push_back(s.toString());
+    GTEST_SKIP() << s.toString();
+  }
+  const cases::Case spec{"commit_errors",
+                         cases::Entry::kCommit,
+                         3,
+                         4,
+                         2,
+                         4,
+                         0,
+                         cases::CacheLayout::kBatch,
+                         cases::Gates::kGiven,
+                         0,
+                         0,
+                         cases::kNumerics,
+                         cases::Accepted::kAll};
+  Rng rng{run().seed ^ 0x28ULL};
+  PreparedCommit c;
+  ASSERT_EQ(prepareCommit(v, spec, rng, &c), "");
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const auto kstream = reinterpret_cast<kiln::Stream>(stream);
+  auto untouched = [&]() {
+    if (cudaStreamSynchronize(stream) != cudaSuccess) return false;
+    const auto pool = download<float>(c.d_state);
+    return pool.size() == c.pool.size() &&
+           std::memcmp(pool.data(), c.pool.data(), pool.size() * 4) == 0;
+  };
+  auto refused = [&](const gdn::CommitProblem& p, kiln::StatusCode code, const std::string& needle,
+                     const std::string& what) {
+    const kiln::Status s = gdn::run(p, nullptr, 0, kstream);
+    const kiln::Status can = gdn::canImplement(p, run().sm);
+    EXPECT_TRUE(counts.record(s.code() == code && can.code() == code &&
+                                  s.message().find(needle) != std::string::npos && untouched(),
+                              what + ": run " + s.toString() + ", canImplement " + can.toString()));
+  };
+  {
+    gdn::CommitProblem p = c.p;
+    p.tokens = v.max_tokens + 1;
+    refused(p, kiln::StatusCode::kInvalidArgument,
+            "exceeds max_tokens " + std::to_string(v.max_tokens), "tokens past max_tokens");
+  }
+  {
+    gdn::CommitProblem p = c.p;
+    p.head_dim_k = 64;
+    refused(p, kiln::StatusCode::kNotSupported, "mtp commit: head dims 64x", "unbuilt head dims");
+  }
+  {
+    gdn::CommitProblem p = c.p;
+    p.accepted = nullptr;
+    refused(p, kiln::StatusCode::kInvalidArgument, "accepted is null", "null accepted");
+  }
+  {
+    gdn::CommitProblem p = c.p;
+    p.cache = c.p.state;  // the pool as the cache: the commit would read what it writes
+    refused(p, kiln::StatusCode::kInvalidArgument, "overlaps the state pool",
+            "cache overlapping the pool");
+  }
+  {
+    gdn::CommitProblem p = c.p;
+    p.batch = 0;
+    p.cache = nullptr;
+    const kiln::Status s = gdn::run(p, nullptr, 0, kstream);
+    EXPECT_TRUE(counts.record(s.ok() && untouched(), "batch 0: " + s.toString()));
+  }
+  {  // The admitted problem commits every sequence's last token.
+    const kiln::Status s = gdn::run(c.p, nullptr, 0, kstream);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const std::string failure = s.ok() ? checkCommit(c) : "run " + s.toString();
+    EXPECT_TRUE(counts.record(failure.empty(), "valid problem: " + failure));
+  }
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+INSTANTIATE_TEST_SUITE_P(Artifact, GdnCommitRunnerErrors,
+                         ::testing::ValuesIn(variantsWith(kCommitEntry)),
+                         [](const ::testing::TestParamInfo<std::size_t>& param_info) {
+                           return std::string(generated::kVariants[param_info.param].name);
+                         });
+
 // ---- issue 33: fresh threads --------------------------------------------------------------
 
 // Every variant run from threads that did nothing else (tests/gpu/README.md). On the main thread:
 // per thread and variant one case of cases.h (decode variants: one of three decode cases with
 // skipped sequences; multi-token variants: a [batch, T] cache, a mapped cache or only the final
-// state into the pool; by thread), with random inputs and gates in the variant's form, out, the
-// cache and the guards poisoned, and one non-blocking stream per thread. Then kFreshThreads
-// threads with no current CUDA context and one whose current context is another context of the
-// device (runOnFreshThreads) call run() at once, for every variant (both entries, both gate
-// forms, both dtypes), in an order that makes the first launch of a variant race on several
-// threads. A plain TEST runs before every parameterized one, so in a process of its own
+// state into the pool; the commit: one of three commit cases over a random cache; by thread), with
+// random inputs and gates in the variant's form, out, the cache and the guards poisoned, and one
+// non-blocking stream per thread. Then kFreshThreads threads with no current CUDA context and one
+// whose current context is another context of the device (runOnFreshThreads) call run() at once,
+// for every variant (both entries, both gate forms, both dtypes), in an order that makes the first
+// launch of a variant race on several threads. A plain TEST runs before every parameterized one, so
+// in a process of its own
 // (--gtest_filter='*FreshThreads*') or first in a whole run, nothing has loaded a variant before
 // these threads. Back on the main thread: every status ok, the streams synchronize, outputs and
 // states (and cache entries) match the float64 reference within the bounds, untouched what must
@@ -1271,12 +1792,18 @@ TEST(GdnFreshThreads, EveryVariantFromFreshThreadsAndAnotherContext) {
                                           "b32_h16_hv16_skip"};
   constexpr const char* kMtpNames[] = {"t3_b7_h16_hv32_skip", "t3_b5_h16_hv32_skip_mapped",
                                        "t1_b3_h16_hv32_final"};
+  constexpr const char* kCommitNames[] = {"commit_t4_b8_h16_hv32_skip_all",
+                                          "commit_t8_b32_h8_hv16_skip_mixed",
+                                          "commit_t1_b7_h16_hv32_all"};
   auto isMtp = [](std::size_t i) { return hasEntry(generated::kVariants[i], kMtpEntry); };
+  auto isCommit = [](std::size_t i) { return hasEntry(generated::kVariants[i], kCommitEntry); };
   auto nameOf = [&](int t, std::size_t i) {
-    return isMtp(i) ? kMtpNames[t % 3] : kDecodeNames[t % 3];
+    return isCommit(i) ? kCommitNames[t % 3] : isMtp(i) ? kMtpNames[t % 3] : kDecodeNames[t % 3];
   };
   auto specOf = [&](int t, std::size_t i) -> const cases::Case* {
-    for (const cases::Case* c : isMtp(i) ? mtpCases() : decodeCases()) {
+    for (const cases::Case* c : isCommit(i) ? commitCases()
+                                : isMtp(i)  ? mtpCases()
+                                            : decodeCases()) {
       if (std::string(c->name) == nameOf(t, i)) return c;
     }
     return nullptr;
@@ -1284,15 +1811,18 @@ TEST(GdnFreshThreads, EveryVariantFromFreshThreadsAndAnotherContext) {
   std::vector<FreshThreadsVariant> variants;
   for (std::size_t i = 0; i < nv; ++i) {
     const auto& v = generated::kVariants[i];
-    const kiln::Status s = isMtp(i) ? gdn::canImplement(mtpProbeOf(v), run().sm)
-                                    : gdn::canImplement(probeOf(v), run().sm);
+    const kiln::Status s = isCommit(i) ? gdn::canImplement(commitProbeOf(v), run().sm)
+                           : isMtp(i)  ? gdn::canImplement(mtpProbeOf(v), run().sm)
+                                       : gdn::canImplement(probeOf(v), run().sm);
     variants.push_back({kiln::dtypeName(v.dtype), v.name, s.ok() ? "" : s.toString()});
   }
-  // Per thread and variant: the decode or the multi-token case (the other stays null).
+  // Per thread and variant: the decode, multi-token or commit case (the others stay null).
   std::vector<std::vector<std::unique_ptr<PreparedCase>>> decode(kFreshThreads + 1);
   std::vector<std::vector<std::unique_ptr<PreparedMtpCase>>> mtp(kFreshThreads + 1);
+  std::vector<std::vector<std::unique_ptr<PreparedCommit>>> commit(kFreshThreads + 1);
   for (auto& per_thread : decode) per_thread.resize(nv);
   for (auto& per_thread : mtp) per_thread.resize(nv);
+  for (auto& per_thread : commit) per_thread.resize(nv);
   runFreshThreadsTest(
       variants,
       [&](int t, std::size_t i) -> std::string {
@@ -1302,6 +1832,10 @@ TEST(GdnFreshThreads, EveryVariantFromFreshThreadsAndAnotherContext) {
         if (!caseFor(*spec, v)) return std::string(spec->name) + ": not a case of this variant";
         Rng rng{run().seed ^ (i * 0x100000001b3ULL) ^ (static_cast<std::uint64_t>(t + 1) << 58) ^
                 0x33ULL};
+        if (isCommit(i)) {
+          commit[t][i] = std::make_unique<PreparedCommit>();
+          return prepareCommit(v, *spec, rng, commit[t][i].get());
+        }
         if (isMtp(i)) {
           mtp[t][i] = std::make_unique<PreparedMtpCase>();
           return prepareMtpCase(v, *spec, rng, mtp[t][i].get());
@@ -1311,12 +1845,15 @@ TEST(GdnFreshThreads, EveryVariantFromFreshThreadsAndAnotherContext) {
       },
       [&](int t, std::size_t i, cudaStream_t stream) {
         const auto kstream = reinterpret_cast<kiln::Stream>(stream);
+        if (commit[t][i] != nullptr) return gdn::run(commit[t][i]->p, nullptr, 0, kstream);
         return mtp[t][i] != nullptr ? gdn::run(mtp[t][i]->p, nullptr, 0, kstream)
                                     : gdn::run(decode[t][i]->p, nullptr, 0, kstream);
       },
       [&](int t, std::size_t i) {
         std::string failure;
-        if (mtp[t][i] != nullptr) {
+        if (commit[t][i] != nullptr) {
+          failure = checkCommit(*commit[t][i]);
+        } else if (mtp[t][i] != nullptr) {
           MtpCaseResult r;
           failure = checkMtpCase(*mtp[t][i], &r);
         } else {
@@ -1350,6 +1887,14 @@ ReportFormat reportFormat() {
          << ", \"batch\": " << c.batch << ", \"heads_qk\": " << c.heads_qk
          << ", \"heads_v\": " << c.heads_v << ", \"skip_every\": " << c.skip_every
          << ", \"cache_layout\": \"" << layoutName(c.layout) << "\"}";
+  }
+  json << "], \"commit_cases\": [";
+  for (std::size_t i = 0; i < commitCases().size(); ++i) {
+    const cases::Case& c = *commitCases()[i];
+    json << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"tokens\": " << c.tokens
+         << ", \"batch\": " << c.batch << ", \"heads_qk\": " << c.heads_qk
+         << ", \"heads_v\": " << c.heads_v << ", \"skip_every\": " << c.skip_every
+         << ", \"accepted\": \"" << acceptedName(c.accepted) << "\"}";
   }
   json << "]";
   f.extra_json = json.str();

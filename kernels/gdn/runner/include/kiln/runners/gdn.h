@@ -1,6 +1,7 @@
 // The gdn runner: Gated DeltaNet decode on the caller's stream, in two problems: Problem (one token
 // per sequence, the state updated in place) and MtpProblem (T draft tokens per sequence, every
-// intermediate state written to a cache, the state pool only read).
+// intermediate state written to a cache, the state pool only read); and CommitProblem, the copy of
+// each sequence's accepted state from MtpProblem's [batch, T] cache into the pool.
 //
 //   per sequence b with slots[b] >= 0 and value head hv (query/key head hv / (Hv / H)):
 //     q, k L2-normalised;  S <- exp(g) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = scale S^T q
@@ -41,9 +42,10 @@ struct VariantInfo {
   int tile_v;           // state columns per block (block.x)
   int row_split;        // warps per block splitting the d_k rows (block.y)
   int tiles_per_block;  // column tiles of one value head per block (block.z)
-  int max_tokens;       // tokens per sequence per launch: 1 (gdn_decode), 8 (gdn_decode_mtp)
+  int max_tokens;       // tokens per sequence per launch: 1 (gdn_decode), 8 (gdn_decode_mtp, and
+                        // the cache gdn_mtp_commit reads)
   bool fused_gating;    // computes g, beta from Gating's inputs (the `_gating` families)
-  DType dtype;
+  DType dtype;          // the activation dtype; kFloat32 for gdn_mtp_commit (it moves states only)
   const kiln_variant* (*variant)();
 };
 
@@ -96,8 +98,9 @@ Status run(const Problem& problem, void* workspace, std::size_t workspace_bytes,
 // with the cache entry e of (b, t) in one of two layouts:
 //   - cache_slots null (SGLang's verify with disable_state_update): e = b * T + t, the cache is
 //     [batch, T, Hv, d_k, d_v], sized by the batch, and must not overlap the pool. After accepting
-//     n of the T tokens (n >= 1), the caller copies cache[b, n - 1] (Hv * d_k * d_v floats,
-//     contiguous, the pool's layout) into state[slots[b]].
+//     n of the T tokens (n >= 1), cache[b, n - 1] (Hv * d_k * d_v floats, contiguous, the
+//     pool's layout) is copied into state[slots[b]]: run(CommitProblem) below does it on the
+//     device, with the counts read there.
 //   - cache_slots given (vLLM's slot per draft position): e = cache_slots[b, t], the cache is
 //     [cache_entries, Hv, d_k, d_v] and may be the pool itself (cache == state, cache_entries ==
 //     num_slots). Accepting n tokens is then the caller making cache_slots[b, n - 1] the sequence's
@@ -149,5 +152,46 @@ Status canImplement(const MtpProblem& problem, int device_sm);
 // 0: the cache is the caller's output, not scratch.
 std::size_t workspaceSize(const MtpProblem& problem);
 Status run(const MtpProblem& problem, void* workspace, std::size_t workspace_bytes, Stream stream);
+
+// The MTP commit, after a multi-token verify into a cache by batch position (MtpProblem with
+// cache_slots null) and the sampler's verdict: per sequence b,
+//   state[slots[b]] = cache[b, accepted[b] - 1]   (Hv * d_k * d_v floats: every value head)
+// with accepted [batch] int32 in device memory, read by the kernel, so the commit needs no host
+// synchronisation and can be captured in a CUDA graph with the verify. A sequence's pool slot is
+// left untouched when slots[b] is negative (skipped, as in decode), when accepted[b] is 0 (no draft
+// token accepted: the pool already holds the state before them), and when accepted[b] is negative
+// or above tokens: such a count is out of contract and the kernel cannot report it, so it writes
+// nothing rather than a state no accepted token left (the caller's check, if it wants one). Slots
+// of live sequences must be distinct (as for decode); the cache is only read and must not overlap
+// the pool (refused). The kernel copies 16-byte vectors: 2 * Hv * d_k * d_v * 4 bytes of traffic
+// per committed sequence.
+//
+// Layouts (contiguous, row-major): cache [batch, tokens, Hv, d_k, d_v] float32; state [num_slots,
+// Hv, d_k, d_v] float32; slots, accepted [batch] int32. The variant is
+// gdn_mtp_commit_dk<d_k>_dv<d_v> (no activation dtype: kiln.toml bakes fp32, what it moves); tokens
+// 1 .. its max_tokens (8).
+struct CommitProblem {
+  std::int64_t batch = 0;    // 0 is a no-op: pointers are not checked and nothing is touched
+  std::int64_t tokens = 0;   // T of the cache, 1 .. the variant's max_tokens
+  std::int64_t heads_v = 0;  // Hv
+  std::int64_t head_dim_k = 128;
+  std::int64_t head_dim_v = 128;
+  std::int64_t num_slots = 0;  // state pool size; slots[b] < num_slots is the caller's promise
+  const float* cache = nullptr;
+  const std::int32_t* accepted = nullptr;  // [batch], on the device; 0 .. tokens
+  const std::int32_t* slots = nullptr;
+  float* state = nullptr;
+};
+
+// Admission: a gdn_mtp_commit variant built for (d_k, d_v) ("gdn: mtp commit: head dims 64x64 are
+// not built; built (d_k x d_v): 128x128"), 1 <= tokens <= its max_tokens, Hv >= 1, batch and Hv
+// within the grid limits, then (batch > 0) num_slots >= 1, cache and state non-null and 16-byte
+// aligned, slots and accepted non-null and 4-byte aligned, the cache not overlapping the pool.
+Status canImplement(const CommitProblem& problem);
+Status canImplement(const CommitProblem& problem, int device_sm);
+// 0: the copy needs no scratch.
+std::size_t workspaceSize(const CommitProblem& problem);
+Status run(const CommitProblem& problem, void* workspace, std::size_t workspace_bytes,
+           Stream stream);
 
 }  // namespace kiln::gdn
