@@ -1,8 +1,10 @@
 // The fmha portable translation unit: one variant per compile (head dim, dtype, mask baked by
 // `kiln build` from kiln.toml), for every SM from sm_80 (mma.sync m16n8k16, ldmatrix, cp.async).
 //
-//   kiln_fmha_mma   grid (m_blocks, kv_heads, batch), mma::kThreads threads,
-//                   mma::sharedBytes(head_dim) dynamic shared memory; one FmhaMmaParams by value.
+//   kiln_fmha_mma         grid (m_blocks, kv_heads, batch), threads(warps(head_dim)) threads,
+//                         sharedBytes(head_dim, warps(head_dim)) dynamic shared memory; one
+//                         FmhaMmaParams by value (m_blocks in rows of blockM(warps(head_dim)))
+//   kiln_fmha_mma_rows64  the same with kSmallWarps warps (64 rows per block)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -38,14 +40,24 @@ static_assert(std::is_same_v<Dtype, __half> || std::is_same_v<Dtype, __nv_bfloat
               "fmha: dtype must be fp16 or bf16");
 static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
               "fmha mma kernel: head_dim must be 64, 128 or 256");
-static_assert(kiln::fmha::mma::sharedBytes(kHeadDim) <= 99 * 1024,
+constexpr int kWarps = kiln::fmha::mma::warps(kHeadDim);
+constexpr int kSmallWarps = kiln::fmha::mma::kSmallWarps;
+static_assert(kiln::fmha::mma::sharedBytes(kHeadDim, kWarps) <= 99 * 1024 &&
+                  kiln::fmha::mma::sharedBytes(kHeadDim, kSmallWarps) <= 99 * 1024,
               "fmha: shared memory must fit the smallest per-block limit (sm_86/89/120)");
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(kiln::fmha::mma::kThreads,
-                                             kiln::fmha::mma::minBlocksPerSm(kHeadDim))
+extern "C" __global__ void __launch_bounds__(kiln::fmha::mma::threads(kWarps),
+                                             kiln::fmha::mma::minBlocksPerSm(kHeadDim, kWarps))
     kiln_fmha_mma(const kiln::fmha::FmhaMmaParams params) {
   extern __shared__ __align__(128) unsigned char smem[];
-  kiln::fmha::mma::attention<Dtype, kHeadDim, kCausal>(params, smem);
+  kiln::fmha::mma::attention<Dtype, kHeadDim, kCausal, kWarps>(params, smem);
+}
+
+extern "C" __global__ void __launch_bounds__(kiln::fmha::mma::threads(kSmallWarps),
+                                             kiln::fmha::mma::minBlocksPerSm(kHeadDim, kSmallWarps))
+    kiln_fmha_mma_rows64(const kiln::fmha::FmhaMmaParams params) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  kiln::fmha::mma::attention<Dtype, kHeadDim, kCausal, kSmallWarps>(params, smem);
 }

@@ -62,24 +62,41 @@ KILN_HOST_DEVICE constexpr int sharedBytes(int head_dim, bool causal) {
          kBarrierBytes + 1024;
 }
 
-// The portable kernel (mma_attention.cuh, every SM from sm_80): kWarps warps of 16 rows each, K and
-// V tiles of blockN(head_dim) keys, single-buffered (FlashAttention-2's overlap), Q resident.
-// Shared memory: Q + K + V tiles, 24 / 48 / 96 KiB at d64 / d128 / d256, so that every head dim
-// fits the 99 KiB a block may have on sm_86 / 89 / 120 and two d128 blocks share any SM.
+// The portable kernel (mma_attention.cuh, every SM from sm_80): warps of 16 rows each, Q resident,
+// K and V tiles of blockN(head_dim) keys in a ring of stages(head_dim) (K, V) pairs. Two entries:
+//   kiln_fmha_mma         warps(head_dim) warps: 8 (128 rows) at d64 / d128, so each K / V tile
+//                         loaded feeds twice the rows (half the L2 traffic of 64-row blocks, which
+//                         FlashAttention-2-class kernels are bound by at d128), 4 at d256;
+//                         one block per SM;
+//   kiln_fmha_mma_rows64  4 warps (64 rows), for problems of at most 64 rows per (sequence, KV
+//                         head): verification and decode-like chunks, where more, smaller blocks
+//                         keep more loads in flight.
+// Shared memory at most 96 KiB: every head dim fits the 99 KiB a block may have on sm_86 / 89 /
+// 120; d256 takes 32-key tiles to keep two stages in it.
 namespace mma {
-inline constexpr int kWarps = 4;
-inline constexpr int kThreads = kWarps * 32;
-inline constexpr int kBlockM = kWarps * 16;
-KILN_HOST_DEVICE constexpr int blockN(int /*head_dim*/) {
-  return 64;
+inline constexpr int kSmallWarps = 4;  // kiln_fmha_mma_rows64
+KILN_HOST_DEVICE constexpr int warps(int head_dim) {
+  return head_dim <= 128 ? 8 : 4;
 }
-KILN_HOST_DEVICE constexpr int sharedBytes(int head_dim) {
-  return (kBlockM + 2 * blockN(head_dim)) * head_dim * kElementBytes;
+KILN_HOST_DEVICE constexpr int threads(int warps) {
+  return warps * 32;
 }
-// Blocks per SM the kernel is compiled for (__launch_bounds__): registers grow with head_dim
-// (the O accumulator is head_dim / 2 floats per thread, Q fragments head_dim / 4 words up to d128).
-KILN_HOST_DEVICE constexpr int minBlocksPerSm(int head_dim) {
-  return head_dim <= 64 ? 3 : (head_dim <= 128 ? 2 : 1);
+KILN_HOST_DEVICE constexpr int blockM(int warps) {
+  return warps * 16;
+}
+KILN_HOST_DEVICE constexpr int blockN(int head_dim) {
+  return head_dim <= 128 ? 64 : 32;
+}
+KILN_HOST_DEVICE constexpr int stages(int head_dim) {
+  return head_dim <= 64 ? 3 : 2;
+}
+KILN_HOST_DEVICE constexpr int sharedBytes(int head_dim, int warps) {
+  return (blockM(warps) + 2 * stages(head_dim) * blockN(head_dim)) * head_dim * kElementBytes;
+}
+// Blocks per SM the kernel is compiled for (__launch_bounds__): 64K registers over the block's
+// threads; the 4-warp entry of d64 / d128 asks for two.
+KILN_HOST_DEVICE constexpr int minBlocksPerSm(int head_dim, int warps) {
+  return warps == 8 || head_dim > 128 ? 1 : 2;
 }
 }  // namespace mma
 

@@ -5,12 +5,13 @@
 //   - A block owns kBlockM rows of one (sequence, KV head): the rows are (query token, query head
 //     of the KV head's group) pairs, token-major ("packed GQA"), so a GQA group shares every K and
 //     V tile the block loads, and 2-8 verification tokens x a group of 4-8 heads fill the mma rows
-//     that one token per block would leave empty. Each of the kWarps warps owns 16 of the rows.
-//   - K and V tiles of kBlockN keys are single-buffered and overlapped the FlashAttention-2 way:
-//     V(n) loads while S = Q K(n)^T and the softmax run, K(n - 1) loads while O += P V(n) runs;
-//     two block barriers per tile. Key tiles are walked from the last to the first, so the tiles
-//     that need a mask (the causal diagonal, the ragged end, the window's left edge) come first
-//     and the rest run unmasked.
+//     that one token per block would leave empty. Each of the kWarps warps owns 16 of the rows
+//     (launch.h: 8 warps for prefill, 4 for problems of at most 64 rows).
+//   - K and V tiles of kBlockN keys stream through a ring of kStages (K, V) buffers in cp.async
+//     groups: the loads of tile it + kStages - 1 are issued as tile it's compute starts, so each
+//     tile has kStages - 1 tiles of compute to land in (one barrier per tile). Key tiles are walked
+//     from the last to the first, so the tiles that need a mask (the causal diagonal, the ragged
+//     end, the window's left edge) come first and the rest run unmasked.
 //   - The sliding window (FlashAttention's window_size_left = W, with the causal right edge) is a
 //     range of key tiles: tiles left of every row's window are never loaded.
 //   - K / V rows are addressed per key: contiguous ragged tensors ([total_k, kv_heads, d], keys of
@@ -62,7 +63,7 @@ struct KeyRows {
 
 // Issues the cp.async copies of a [kRows, kD] tile (rows `row0`.. of the operand) into swizzled
 // shared memory at `tile`; rows at or past `valid_rows` are zero-filled, never read.
-template <int kRows, int kD, typename RowOffset>
+template <int kRows, int kD, int kThreads, typename RowOffset>
 __device__ __forceinline__ void loadTile(unsigned tile, const unsigned short* base, int row0,
                                          int valid_rows, const RowOffset& row_offset) {
   constexpr int kChunks = kD / 8;  // 16-byte chunks per row
@@ -79,14 +80,17 @@ __device__ __forceinline__ void loadTile(unsigned tile, const unsigned short* ba
 
 // One block: rows [blockIdx.x' * kBlockM, ...) of the (token, group head) rows of KV head
 // blockIdx.y of sequence blockIdx.z (blockIdx.x reversed for causal masks: longest rows first).
-template <typename T, int kD, bool kCausal>
+template <typename T, int kD, bool kCausal, int kWarps>
 __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char* smem) {
+  constexpr int kThreads = threads(kWarps);
+  constexpr int kBlockM = blockM(kWarps);
   constexpr int kBlockN = blockN(kD);
+  constexpr int kStages = stages(kD);
+  constexpr int kKvTileBytes = kBlockN * kD * 2;
   constexpr int kKSteps = kD / 16;      // k16 steps of Q K^T
   constexpr int kNTiles = kBlockN / 8;  // n8 tiles of S
   constexpr int kDTiles = kD / 8;       // n8 tiles of O
   constexpr bool kQInRegisters = kD <= 128;
-  static_assert(kBlockM == kWarps * 16, "16 rows per warp");
 
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -152,9 +156,22 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
   };
   auto keyRow = [&](int j) { return keys.offset(j); };
 
+  // Shared memory: Q, then kStages (K, V) tile pairs.
   const unsigned s_q = common::sharedAddress(smem);
-  const unsigned s_k = s_q + kBlockM * kD * 2;
-  const unsigned s_v = s_k + kBlockN * kD * 2;
+  const unsigned s_kv = s_q + kBlockM * kD * 2;
+  auto kTile = [&](int stage) { return s_kv + stage * 2 * kKvTileBytes; };
+  auto vTile = [&](int stage) { return s_kv + stage * 2 * kKvTileBytes + kKvTileBytes; };
+  // Loads key tile number `it` (counting from the last, n_hi - 1) into its stage, as one group;
+  // past the last tile it commits an empty group, so that there is one group per tile.
+  const int tiles = n_hi - n_lo;
+  auto loadKv = [&](int it) {
+    if (it < tiles) {
+      const int key0 = (n_hi - 1 - it) * kBlockN;
+      loadTile<kBlockN, kD, kThreads>(kTile(it % kStages), k_base, key0, sk - key0, keyRow);
+      loadTile<kBlockN, kD, kThreads>(vTile(it % kStages), v_base, key0, sk - key0, keyRow);
+    }
+    common::cpAsyncCommit();
+  };
 
   float o[kDTiles][4];
 #pragma unroll
@@ -162,10 +179,11 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
   float m[2] = {-INFINITY, -INFINITY};  // running max, log2 domain (scores x scale_log2)
   float l[2] = {0.0f, 0.0f};            // this thread's part of the running sums
 
-  if (n_hi > n_lo) {
-    loadTile<kBlockM, kD>(s_q, q_base, row0, row_end - row0, [&](int r) { return qRow(r); });
-    loadTile<kBlockN, kD>(s_k, k_base, (n_hi - 1) * kBlockN, sk - (n_hi - 1) * kBlockN, keyRow);
-    common::cpAsyncCommit();
+  if (tiles > 0) {
+    loadTile<kBlockM, kD, kThreads>(s_q, q_base, row0, row_end - row0,
+                                    [&](int r) { return qRow(r); });
+#pragma unroll
+    for (int it = 0; it < kStages - 1; ++it) loadKv(it);  // Q joins the first group
   }
 
   unsigned q_frag[kQInRegisters ? kKSteps : 1][4];
@@ -179,11 +197,15 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
   const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8;
   const int v_chunk = lane >> 4;
 
-  for (int n = n_hi - 1; n >= n_lo; --n) {
-    common::cpAsyncWait<0>();
-    __syncthreads();  // K(n) (and Q) landed for every thread; every warp is done with V(n + 1)
+  for (int it = 0; it < tiles; ++it) {
+    common::cpAsyncWait<kStages - 2>();
+    __syncthreads();  // tile it (and Q) landed for every thread; every warp is done with it - 1
+    loadKv(it + kStages - 1);  // into the stage of tile it - 1
+    const int n = n_hi - 1 - it;
+    const unsigned s_k = kTile(it % kStages);
+    const unsigned s_v = vTile(it % kStages);
     if constexpr (kQInRegisters) {
-      if (n == n_hi - 1) {
+      if (it == 0) {
 #pragma unroll
         for (int kk = 0; kk < kKSteps; ++kk) {
           common::ldmatrixX4(q_frag[kk], s_q + swizzled<kD * 2>(a_row, kk * 2 + a_chunk));
@@ -191,8 +213,6 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
       }
     }
     const int key0 = n * kBlockN;
-    loadTile<kBlockN, kD>(s_v, v_base, key0, sk - key0, keyRow);
-    common::cpAsyncCommit();
 
     // S = Q K^T for this warp's 16 rows and the tile's kBlockN keys.
     float s[kNTiles][4];
@@ -261,14 +281,6 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
         o[j][2 * h] *= alpha;
         o[j][2 * h + 1] *= alpha;
       }
-    }
-
-    common::cpAsyncWait<0>();
-    __syncthreads();  // V(n) landed; every warp is done with K(n)
-    if (n > n_lo) {
-      const int next = (n - 1) * kBlockN;
-      loadTile<kBlockN, kD>(s_k, k_base, next, sk - next, keyRow);
-      common::cpAsyncCommit();
     }
 
     // O += P V: P (this warp's S fragments, rounded to T) is the A operand as it lies.

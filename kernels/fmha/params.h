@@ -41,19 +41,20 @@ struct FmhaParams {
   std::int32_t batch;
   std::int32_t q_heads;
   std::int32_t kv_heads;
-  std::int32_t group_size;  // q_heads / kv_heads
-  std::int32_t total_q;     // rows of q / out (lse's row stride)
-  std::int32_t total_k;     // rows of k / v
-  std::int32_t m_blocks;    // ceil(max_seqlen_q / kBlockM): gridDim.x
-  float scale_log2;         // softmax scale * log2(e): scores go through exp2
-  float scale;              // softmax scale (the natural-log lse)
+  std::int32_t group_size;   // q_heads / kv_heads
+  std::int32_t total_q;      // rows of q / out (lse's row stride)
+  std::int32_t total_k;      // rows of k / v
+  std::int32_t m_blocks;     // ceil(max_seqlen_q / kBlockM): gridDim.x
+  float scale_log2;          // softmax scale * log2(e): scores go through exp2
+  float scale;               // softmax scale (the natural-log lse)
+  std::int32_t window_left;  // causal: keys j >= i + sk - sq - window_left only; -1: no window
 };
 
 static_assert(std::is_standard_layout_v<FmhaParams> && std::is_trivially_copyable_v<FmhaParams>,
               "FmhaParams is passed by value to cuLaunchKernel");
 static_assert(sizeof(void*) == 8 && sizeof(TensorMap) == 128 && offsetof(FmhaParams, out) == 384 &&
                   offsetof(FmhaParams, batch) == 416 && offsetof(FmhaParams, scale) == 448 &&
-                  sizeof(FmhaParams) == 512,
+                  offsetof(FmhaParams, window_left) == 452 && sizeof(FmhaParams) == 512,
               "host and device must agree on the FmhaParams layout");
 
 // The portable kernel's arguments (mma_attention.cuh). q, out, lse and cu_seqlens_q as above. K and
@@ -85,7 +86,7 @@ struct FmhaMmaParams {
   std::int32_t group_size;   // q_heads / kv_heads
   std::int32_t total_q;      // rows of q / out (lse's row stride)
   std::int32_t total_k;      // contiguous: rows of k / v
-  std::int32_t m_blocks;     // ceil(max_seqlen_q * group_size / mma::kBlockM): gridDim.x
+  std::int32_t m_blocks;     // ceil(max_seqlen_q * group_size / the entry's rows): gridDim.x
   std::int32_t window_left;  // causal: keys j >= i + sk - sq - window_left only; -1: no window
   float scale_log2;          // softmax scale * log2(e)
 };

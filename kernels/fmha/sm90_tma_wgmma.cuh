@@ -170,17 +170,20 @@ struct RowState {
   float sum[2];  // this thread's share of the running sum of exp2(s * scale_log2 - max_scaled)
 };
 
-// Applies the key bounds (and the causal bound) of key tile n to S, in place.
+// Applies the key bounds (and the causal bound, and the window's left edge: window >= 0) of key
+// tile n to S, in place.
 template <bool kCausal, typename TensorS, typename TensorC>
 __device__ __forceinline__ void applyMask(TensorS& s_rc, TensorC const& c_rc, int row0, int key0,
-                                          int seqlen_k, int causal_offset) {
+                                          int seqlen_k, int causal_offset, int window) {
   CUTE_UNROLL
   for (int r = 0; r < size<0>(s_rc); ++r) {
     const int row = row0 + get<0>(c_rc(r, 0));
     const int limit = kCausal ? min(seqlen_k, row + causal_offset + 1) : seqlen_k;
+    const int first = kCausal && window >= 0 ? row + causal_offset - window : 0;
     CUTE_UNROLL
     for (int c = 0; c < size<1>(s_rc); ++c) {
-      if (key0 + get<1>(c_rc(r, c)) >= limit) s_rc(r, c) = -INFINITY;
+      const int key = key0 + get<1>(c_rc(r, c));
+      if (key >= limit || key < first) s_rc(r, c) = -INFINITY;
     }
   }
 }
@@ -255,8 +258,10 @@ struct TileWork {
   int q_begin, k_begin;  // first token of the sequence in q / out and in k / v
   int seqlen_q, seqlen_k;
   int causal_offset;  // seqlen_k - seqlen_q: query i sees keys j <= i + causal_offset
-  int n_blocks;       // key tiles [0, n_blocks) are computed, the last one first
-  int n_unmasked;     // key tiles below it need no mask for any row of the tile
+  int n_first;        // key tiles [n_first, n_blocks) are computed, the last one first: tiles left
+  int n_blocks;       // of every row's window (causal, window_left >= 0) are skipped
+  int n_unmasked;     // key tiles below it need no right-edge mask for any row of the tile
+  int n_windowed;     // key tiles below it need the window's left-edge mask for some row
   bool empty;         // the rows lie past the sequence's end: nothing to do
 };
 
@@ -291,6 +296,17 @@ __device__ __forceinline__ TileWork tileWork(const FmhaParams& params, int tile,
   w.n_blocks = key_end > 0 ? (key_end + n_tile - 1) / n_tile : 0;
   const int unmasked_keys = kCausal ? min(w.seqlen_k, w.m0 + 1 + w.causal_offset) : w.seqlen_k;
   w.n_unmasked = unmasked_keys > 0 ? unmasked_keys / n_tile : 0;
+  // The window: row m0 sees keys from m0 + causal_offset - window on, row m0 + kBlockM - 1 from
+  // kBlockM - 1 later; tiles wholly left of row m0's first key are never loaded, tiles that start
+  // left of the last row's first key are masked.
+  w.n_first = 0;
+  w.n_windowed = 0;
+  if (kCausal && params.window_left >= 0) {
+    const int first_key = max(0, w.m0 + w.causal_offset - params.window_left);
+    w.n_first = min(first_key / n_tile, w.n_blocks);
+    const int last_first_key = w.m0 + kBlockM - 1 + w.causal_offset - params.window_left;
+    w.n_windowed = last_first_key > 0 ? (last_first_key + n_tile - 1) / n_tile : 0;
+  }
   return w;
 }
 
@@ -367,7 +383,7 @@ __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned c
                                w.q_begin + w.m0, w.head);
       }
       q_phase ^= 1;
-      for (int n = w.n_blocks - 1; n >= 0; --n) {
+      for (int n = w.n_blocks - 1; n >= w.n_first; --n) {
         const int key_row = w.k_begin + n * kN;
         const int slot = pipe.index;
         cutlass::arch::ClusterBarrier::wait(&bars.k_empty[slot], pipe.phase ^ 1);
@@ -440,8 +456,9 @@ __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned c
     const TileWork w = tileWork<kCausal>(params, static_cast<int>(tile), kN);
     if (w.empty) continue;
     auto maskTile = [&](int n) {
-      if (n >= w.n_unmasked) {
-        applyMask<kCausal>(s_rc, c_rc, w.m0, n * kN, w.seqlen_k, w.causal_offset);
+      if (n >= w.n_unmasked || n < w.n_windowed) {
+        applyMask<kCausal>(s_rc, c_rc, w.m0, n * kN, w.seqlen_k, w.causal_offset,
+                           params.window_left);
       }
     };
 
@@ -452,7 +469,7 @@ __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned c
 
     cutlass::arch::ClusterTransactionBarrier::wait(&bars.q_full, q_phase);
     q_phase ^= 1;
-    if (w.n_blocks > 0) {
+    if (w.n_blocks > w.n_first) {
       int n = w.n_blocks - 1;
       cutlass::arch::ClusterTransactionBarrier::wait(&bars.k_full[pipe.index], pipe.phase);
       turnWait();
@@ -460,7 +477,9 @@ __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned c
       turnPass();
       warpgroup_wait<0>();
       cutlass::arch::ClusterBarrier::arrive(&bars.k_empty[pipe.index]);
-      if (n == 0) cutlass::arch::ClusterBarrier::arrive(&bars.q_empty);  // Q read for the last time
+      if (n == w.n_first) {
+        cutlass::arch::ClusterBarrier::arrive(&bars.q_empty);  // Q read for the last time
+      }
       maskTile(n);
       float correction[2];
       onlineSoftmax<true>(s_rc, st, params.scale_log2, correction);
@@ -468,7 +487,7 @@ __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned c
 
       // Each step: S = Q K[n]^T and O += P[n + 1] V[n + 1] in flight together; then the softmax
       // of S[n] while nothing but the P V product runs.
-      for (--n; n >= 0; --n) {
+      for (--n; n >= w.n_first; --n) {
         PipeState<kStages> pipe_v = pipe;  // the slot of the tile whose P we hold
         pipe.advance();
         cutlass::arch::ClusterTransactionBarrier::wait(&bars.k_full[pipe.index], pipe.phase);
@@ -479,7 +498,7 @@ __device__ __forceinline__ void fmhaForward(const FmhaParams& params, unsigned c
         turnPass();
         warpgroup_wait<1>();  // S is ready
         cutlass::arch::ClusterBarrier::arrive(&bars.k_empty[pipe.index]);
-        if (n == 0) cutlass::arch::ClusterBarrier::arrive(&bars.q_empty);
+        if (n == w.n_first) cutlass::arch::ClusterBarrier::arrive(&bars.q_empty);
         maskTile(n);
         onlineSoftmax<false>(s_rc, st, params.scale_log2, correction);
         warpgroup_wait<0>();  // O += P V is done: P and V[n + 1] are free

@@ -145,19 +145,18 @@ KILN_BENCH_EXPORT int kiln_bench_fmha_case(int i, char* name, std::size_t name_b
                     : c->dtypes == cases::Dtypes::kFp16 ? 0
                                                         : 1;
   const int mask = c->masks == cases::Masks::kBoth ? -1 : c->masks == cases::Masks::kFull ? 0 : 1;
-  const double values[kCaseFields] = {
-      static_cast<double>(c->repeat),
-      static_cast<double>(c->seqs.values[0].k),
-      static_cast<double>(c->q_heads),
-      static_cast<double>(c->kv_heads),
-      static_cast<double>(c->head_dim),
-      static_cast<double>(dtype),
-      static_cast<double>(mask),
-      c->scale_factor,
-      (c->readers & cases::kQuick) != 0 ? 1.0 : 0.0,
-      static_cast<double>(c->seqs.values[0].q),
-      c->mma_only || c->page_size > 0 || c->window_left >= 0 ? 1.0 : 0.0,
-      static_cast<double>(c->page_size),
-      static_cast<double>(c->window_left)};
+  const double values[kCaseFields] = {static_cast<double>(c->repeat),
+                                      static_cast<double>(c->seqs.values[0].k),
+                                      static_cast<double>(c->q_heads),
+                                      static_cast<double>(c->kv_heads),
+                                      static_cast<double>(c->head_dim),
+                                      static_cast<double>(dtype),
+                                      static_cast<double>(mask),
+                                      c->scale_factor,
+                                      (c->readers & cases::kQuick) != 0 ? 1.0 : 0.0,
+                                      static_cast<double>(c->seqs.values[0].q),
+                                      c->mma_only || c->page_size > 0 ? 1.0 : 0.0,
+                                      static_cast<double>(c->page_size),
+                                      static_cast<double>(c->window_left)};
   return kiln_bench::exportCase(c->name, values, name, name_bytes, fields, num_fields);
 }

@@ -148,7 +148,7 @@ class Kiln(kb.Bridge):
         """The name of the artifact's variant the row runs (its kernel, else the runner's choice
         on sm_90: wgmma where it serves the row), or None."""
         wanted = row["kernel"]
-        if wanted == "auto" and (row["page_size"] > 0 or row["window_left"] >= 0):
+        if wanted == "auto" and row["page_size"] > 0:
             wanted = "mma"
         found = {}
         for name, h, d, m, k in self.variants:
@@ -441,8 +441,9 @@ def derived(rows):
                 out.append({"what": f"{case} {dtype} {mask}: {ratio:.3f}x the contiguous rate",
                             "case": case, "dtype": dtype, "mask": mask,
                             "paged_vs_contiguous": ratio})
-        if case.startswith("window"):
-            base = by_case.get((f"mma_d{r['head_dim']}_s{r['seq']}", dtype, "causal"))
+        if "window" in case:
+            kernel = "mma" if case.startswith("mma") else "fa3"
+            base = by_case.get((f"{kernel}_d{r['head_dim']}_s{r['seq']}", dtype, "causal"))
             if base:
                 ratio = r["kiln_tflops"] / base["kiln_tflops"]
                 out.append({"what": f"{case} {dtype}: {r['kiln_tflops']:.0f} TFLOP/s over the "

@@ -60,9 +60,6 @@ bool paged(const Problem& p) {
 // Why the wgmma kernel cannot serve `p` whatever the device ("" when it can): what it does not
 // implement.
 std::string wgmmaLacks(const Problem& p) {
-  if (p.window_left >= 0) {
-    return "window_left " + std::to_string(p.window_left) + ": the sliding window";
-  }
   if (paged(p)) return "page_table: paged K / V";
   return "";
 }
@@ -264,11 +261,13 @@ Status planWgmma(const Problem& problem, PointerChecks pointers, Plan* plan) {
   params.m_blocks = m_blocks;
   params.scale_log2 = static_cast<float>(static_cast<double>(problem.scale) * kLog2e);
   params.scale = problem.scale;
+  params.window_left = problem.window_left;
   return Status::Ok();
 }
 
-// The mma launch: one block per kBlockM packed (token, group head) rows of one (sequence, KV
-// head), grid (m_blocks, kv_heads, batch).
+// The mma launch: one block per blockM(w) packed (token, group head) rows of one (sequence, KV
+// head), grid (m_blocks, kv_heads, batch); the 4-warp entry where a (sequence, KV head) has at most
+// 64 rows (more, smaller blocks keep more loads in flight), else the head dim's prefill blocks.
 Status planMma(const Problem& problem, Plan* plan) {
   const int head_dim = plan->info->head_dim;
   const int group = problem.q_heads / problem.kv_heads;
@@ -278,12 +277,18 @@ Status planMma(const Problem& problem, Plan* plan) {
                    " packed rows exceeds the limit " + std::to_string(kMaxKeys));
   }
   const int max_seqlen_q = problem.max_seqlen_q > 0 ? problem.max_seqlen_q : problem.total_q;
-  const int m_blocks = static_cast<int>(
-      (static_cast<long long>(max_seqlen_q) * group + mma::kBlockM - 1) / mma::kBlockM);
+  const long long max_rows = static_cast<long long>(max_seqlen_q) * group;
+  const bool small =
+      max_rows <= mma::blockM(mma::kSmallWarps) || mma::warps(head_dim) == mma::kSmallWarps;
+  const int warps = small ? mma::kSmallWarps : mma::warps(head_dim);
+  KILN_RETURN_IF_ERROR(runner::resolveEntry("fmha", plan->info->name, plan->info->variant,
+                                            small ? kMmaRows64Entry : kMmaEntry, &plan->variant,
+                                            &plan->entry));
+  const int m_blocks = static_cast<int>((max_rows + mma::blockM(warps) - 1) / mma::blockM(warps));
   plan->launch.grid = Dim3{static_cast<unsigned>(m_blocks), static_cast<unsigned>(problem.kv_heads),
                            static_cast<unsigned>(problem.batch)};
-  plan->launch.block = Dim3{static_cast<unsigned>(mma::kThreads), 1, 1};
-  plan->launch.shared_bytes = static_cast<unsigned>(mma::sharedBytes(head_dim));
+  plan->launch.block = Dim3{static_cast<unsigned>(mma::threads(warps)), 1, 1};
+  plan->launch.shared_bytes = static_cast<unsigned>(mma::sharedBytes(head_dim, warps));
 
   FmhaMmaParams& params = plan->mma_params;
   params.out = problem.out;

@@ -17,7 +17,8 @@
 namespace kiln::fmha {
 
 inline constexpr const char kEntry[] = "kiln_fmha";         // the wgmma kernel
-inline constexpr const char kMmaEntry[] = "kiln_fmha_mma";  // the mma kernel
+inline constexpr const char kMmaEntry[] = "kiln_fmha_mma";  // the mma kernel, prefill blocks
+inline constexpr const char kMmaRows64Entry[] = "kiln_fmha_mma_rows64";  // <= 64 rows per head
 inline constexpr int kWgmmaSm = 90;               // wgmma, setmaxnreg, TMA: sm_90a images only
 inline constexpr unsigned kTensorAlignment = 16;  // TMA / cp.async global addresses; 16-byte rows
 inline constexpr unsigned kIndexAlignment = 4;  // int32 cu_seqlens, seq_lens, page table; fp32 lse
@@ -39,7 +40,8 @@ struct Plan {
   int tiles = 0;        // wgmma: m_blocks * q_heads * batch, the kernel's work items; mma: 0
   LaunchConfig launch;  // wgmma: grid (tiles) until persistentGrid(), block kThreads,
                         // sharedBytes(head_dim, causal); mma: grid (m_blocks, kv_heads, batch),
-                        // block mma::kThreads, mma::sharedBytes(head_dim)
+                        // block mma::threads(w), mma::sharedBytes(head_dim, w) for the entry's
+                        // w warps
   // The maps run() encodes into params.tma_q / tma_k / tma_v (params.h describes them).
   TensorMapSpec tma_q;
   TensorMapSpec tma_k;
@@ -62,7 +64,8 @@ const char* kernelName(Kernel kernel);
 //   contiguous K / V, and with `device` an sm_90 device with its image), else mma; a problem only
 //   mma implements without mma built is kNotSupported naming why ("window_left 64: the sliding
 //   window needs the mma kernel; fmha_mma_d128_bf16_causal is not built")
-//   the variant has its entry (kiln_fmha / kiln_fmha_mma)           (kInternal)
+//   the variant has its entry (kiln_fmha; kiln_fmha_mma, and kiln_fmha_mma_rows64 where
+//   max_seqlen_q x group <= 64 or the head dim's blocks have 4 warps anyway)   (kInternal)
 //   batch >= 0; batch == 0: plan.no_op and nothing else is checked but the device
 //   kv_heads >= 1, q_heads a positive multiple of kv_heads; total_q >= 1; contiguous: total_k
 //   >= 1, paged: total_k == 0 and cu_seqlens_k null, page_size a power of two in 16..256,

@@ -161,11 +161,11 @@ TEST(FmhaRunner, OtherSmsRunTheMmaKernel) {
   const fake::LaunchRecord launch = driver.lastLaunch();
   EXPECT_EQ(launch.function, "kiln_fmha_mma");
   EXPECT_EQ(launch.device, 1);
-  EXPECT_EQ(launch.grid[0], (1500u * 8 + mma::kBlockM - 1) / mma::kBlockM);  // max_seqlen_q x G
+  EXPECT_EQ(launch.grid[0], (1500u * 8 + 127) / 128);  // max_seqlen_q x G rows, 128 per block
   EXPECT_EQ(launch.grid[1], 2u);
   EXPECT_EQ(launch.grid[2], 3u);
-  EXPECT_EQ(launch.block[0], static_cast<unsigned>(mma::kThreads));
-  EXPECT_EQ(launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(128)));
+  EXPECT_EQ(launch.block[0], 256u);  // 8 warps of 16 rows
+  EXPECT_EQ(launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(128, 8)));
   FmhaMmaParams params;
   const std::vector<unsigned char> bytes = driver.lastLaunchFirstArg();
   ASSERT_EQ(bytes.size(), sizeof(params));
@@ -198,14 +198,23 @@ TEST(FmhaRunner, PinnedWgmmaOnOtherSmsIsRefusedBeforeAnyEncodeOrLaunch) {
   EXPECT_EQ(driver.load_attempts.load(), 0);
 }
 
-// A window or paged K / V take the mma kernel on the H200 too; paged strides follow the layout.
-TEST(FmhaRunner, WindowAndPagedKvRunTheMmaKernelOnSm90) {
+// A window stays on wgmma on the H200; paged K / V take the mma kernel there too, with strides
+// that follow the layout.
+TEST(FmhaRunner, WindowOnWgmmaAndPagedKvOnMmaOnSm90) {
   fake::Driver driver({fake::h200()});
-  driver.record_first_arg_bytes = sizeof(FmhaMmaParams);
+  driver.record_first_arg_bytes = sizeof(FmhaParams);
   Problem p = validProblem();
   p.window_left = 256;
   ASSERT_TRUE(run(p, nullptr, 0, driver.makeStream(0)).ok());
-  EXPECT_EQ(driver.lastLaunch().function, "kiln_fmha_mma");
+  EXPECT_EQ(driver.lastLaunch().function, "kiln_fmha");
+  {
+    FmhaParams params;
+    const std::vector<unsigned char> bytes = driver.lastLaunchFirstArg();
+    ASSERT_EQ(bytes.size(), sizeof(params));
+    std::memcpy(&params, bytes.data(), sizeof(params));
+    EXPECT_EQ(params.window_left, 256);
+  }
+  driver.record_first_arg_bytes = sizeof(FmhaMmaParams);
   p = validProblem();
   p.total_k = 0;
   p.cu_seqlens_k = nullptr;
@@ -230,7 +239,7 @@ TEST(FmhaRunner, WindowAndPagedKvRunTheMmaKernelOnSm90) {
   EXPECT_EQ(params.head_stride, 64 * 128);  // a head's page_size rows
   EXPECT_EQ(params.max_pages_per_seq, 40);
   EXPECT_EQ(params.num_pages, 500);
-  EXPECT_EQ(driver.tensor_map_encodes.load(), 0);
+  EXPECT_EQ(driver.tensor_map_encodes.load(), 3);  // the windowed wgmma run's maps only
 }
 
 // run() promises the device that owns the stream, from any thread (issue 33): from a thread with

@@ -499,13 +499,13 @@ TEST(FmhaSelector, SkippedPointerChecksAdmitNullTensors) {
 
 // ---- both kernels ----------------------------------------------------------------------------
 
-const char* const kMmaEntries[] = {"kiln_fmha_mma"};
+const char* const kMmaEntries[] = {"kiln_fmha_mma", "kiln_fmha_mma_rows64"};
 // As the release artifact for Ampere to Hopper: mma images for sm_80 and sm_90.
 const kiln_image kMmaImages[] = {{80, 0, nullptr, 0, "", 0}, {90, 0, nullptr, 0, "", 0}};
 const kiln_variant kMmaD128Bf16Causal{
-    "fmha_mma_d128_bf16_causal", "fmha", kMmaEntries, 1, kMmaImages, 2, 0};
+    "fmha_mma_d128_bf16_causal", "fmha", kMmaEntries, 2, kMmaImages, 2, 0};
 const kiln_variant kMmaD256Bf16Causal{
-    "fmha_mma_d256_bf16_causal", "fmha", kMmaEntries, 1, kMmaImages, 2, 0};
+    "fmha_mma_d256_bf16_causal", "fmha", kMmaEntries, 2, kMmaImages, 2, 0};
 const VariantInfo kBothTable[] = {
     {"fmha_mma_d128_bf16_causal", Kernel::kMma, 128, DType::kBFloat16, Mask::kCausal,
      &fixedVariant<kMmaD128Bf16Causal>},
@@ -547,12 +547,16 @@ TEST(FmhaSelector, PicksWgmmaWhereItServesAndMmaOtherwise) {
   ASSERT_TRUE(select(kBothTable, validProblem(), nullptr, &plan).ok());
   ASSERT_TRUE(planForDevice(kBothTable, validProblem(), orin, &plan).ok());
   EXPECT_EQ(plan.info->kernel, Kernel::kMma);
-  EXPECT_EQ(plan.launch.grid.x, (2000u * 4 + 63) / 64);  // max_seqlen_q x group 4 rows of 64
+  EXPECT_EQ(plan.launch.grid.x, (2000u * 4 + 127) / 128);  // max_seqlen_q x group 4, 128 a block
+  EXPECT_EQ(plan.launch.block.x, 256u);
   EXPECT_EQ(plan.launch.grid.y, 8u);
   EXPECT_EQ(plan.launch.grid.z, 4u);
   Problem window = validProblem();
   window.window_left = 4096;
   ASSERT_TRUE(select(kBothTable, window, &h100, &plan).ok());
+  EXPECT_EQ(plan.info->kernel, Kernel::kWgmma);  // both kernels skip the tiles left of the window
+  EXPECT_EQ(plan.params.window_left, 4096);
+  ASSERT_TRUE(select(kBothTable, window, &orin, &plan).ok());
   EXPECT_EQ(plan.info->kernel, Kernel::kMma);
   EXPECT_EQ(plan.mma_params.window_left, 4096);
   ASSERT_TRUE(select(kBothTable, pagedProblem(), &h100, &plan).ok());
@@ -561,7 +565,8 @@ TEST(FmhaSelector, PicksWgmmaWhereItServesAndMmaOtherwise) {
   d256.head_dim = 256;
   ASSERT_TRUE(select(kBothTable, d256, &h100, &plan).ok());
   EXPECT_STREQ(plan.info->name, "fmha_mma_d256_bf16_causal");
-  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(256)));
+  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(256, 4)));
+  EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_fmha_mma_rows64");  // d256: 4 warps
   Problem pinned = validProblem();
   pinned.kernel = Kernel::kMma;
   ASSERT_TRUE(select(kBothTable, pinned, &h100, &plan).ok());
@@ -572,6 +577,24 @@ TEST(FmhaSelector, PicksWgmmaWhereItServesAndMmaOtherwise) {
   ASSERT_TRUE(select(kBothTable, empty, &orin, &plan).ok());
   EXPECT_TRUE(plan.no_op);
   EXPECT_EQ(plan.info->kernel, Kernel::kMma);
+}
+
+// At most 64 rows per (sequence, KV head), verification-sized, take the 4-warp entry.
+TEST(FmhaSelector, SmallProblemsTakeTheRows64Entry) {
+  Plan plan;
+  Problem p = pagedProblem();
+  p.max_seqlen_q = 16;  // x group 4 = 64 rows
+  ASSERT_TRUE(select(kBothTable, p, nullptr, &plan).ok());
+  EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_fmha_mma_rows64");
+  EXPECT_EQ(plan.launch.grid.x, 1u);
+  EXPECT_EQ(plan.launch.block.x, 128u);
+  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(128, 4)));
+  EXPECT_EQ(plan.mma_params.m_blocks, 1);
+  p.max_seqlen_q = 17;  // 68 rows: the 8-warp prefill blocks
+  ASSERT_TRUE(select(kBothTable, p, nullptr, &plan).ok());
+  EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_fmha_mma");
+  EXPECT_EQ(plan.launch.block.x, 256u);
+  EXPECT_EQ(plan.mma_params.m_blocks, 1);
 }
 
 TEST(FmhaSelector, PagedStridesFollowTheLayout) {
@@ -650,12 +673,10 @@ TEST(FmhaSelector, WindowAndPagedErrorsNameTheValueAndTheLimit) {
   expectRefused(p, StatusCode::kNotSupported,
                 "fmha: kernel wgmma is not built for head_dim 256 bf16 causal; built: "
                 "fmha_mma_d256_bf16_causal");
-  p = validProblem();
-  p.window_left = 100;
+  p = pagedProblem();
   p.kernel = Kernel::kWgmma;
   expectRefused(p, StatusCode::kNotSupported,
-                "fmha: window_left 100: the sliding window needs the mma kernel (kernel wgmma was "
-                "asked for)");
+                "fmha: page_table: paged K / V needs the mma kernel (kernel wgmma was asked for)");
   p = validProblem();  // GQA 4: 600M tokens x 4 rows overflow the packed row index
   p.total_q = 600000000;
   p.max_seqlen_q = 2000;
@@ -666,17 +687,14 @@ TEST(FmhaSelector, WindowAndPagedErrorsNameTheValueAndTheLimit) {
 }
 
 // A table with wgmma only (the sm_90 artifact before the mma kernel, or a trimmed one): what only
-// mma implements is refused naming the missing variant.
-TEST(FmhaSelector, WithoutMmaAWindowOrPagesAreNotSupported) {
+// mma implements is refused naming the missing variant; a window wgmma serves itself.
+TEST(FmhaSelector, WithoutMmaPagesAreNotSupported) {
   Plan plan;
   Problem p = validProblem();
   p.window_left = 10;
-  Status s = select(kTable, p, nullptr, &plan);
-  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
-  EXPECT_EQ(s.message(),
-            "fmha: window_left 10: the sliding window needs the mma kernel; "
-            "fmha_mma_d128_bf16_causal is not built (the wgmma kernel has no such mode)");
-  s = select(kTable, pagedProblem(), nullptr, &plan);
+  EXPECT_TRUE(select(kTable, p, nullptr, &plan).ok());
+  EXPECT_EQ(plan.params.window_left, 10);
+  Status s = select(kTable, pagedProblem(), nullptr, &plan);
   EXPECT_EQ(s.code(), StatusCode::kNotSupported);
   EXPECT_EQ(s.message(),
             "fmha: page_table: paged K / V needs the mma kernel; fmha_mma_d128_bf16_causal is not "

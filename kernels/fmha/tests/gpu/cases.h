@@ -50,10 +50,10 @@ struct Case {
   Dtypes dtypes = Dtypes::kBoth;
   Masks masks = Masks::kBoth;
   unsigned readers = kNumerics;
-  // The mma kernel's modes (a case that sets one is for the mma variants only): a sliding window
-  // (causal variants only; FlashAttention's window_size_left), and paged K / V: the keys scattered
-  // over pages of page_size keys in random order (NHD, or HND when hnd), two pages that no
-  // sequence owns and every row past a sequence's keys poisoned (NaN).
+  // A sliding window (causal variants only; FlashAttention's window_size_left), and paged K / V
+  // (the mma variants only): the keys scattered over pages of page_size keys in random order
+  // (NHD, or HND when hnd), two pages that no sequence owns and every row past a sequence's keys
+  // poisoned (NaN).
   int window_left = -1;
   int page_size = 0;  // 0: contiguous K / V
   bool hnd = false;
@@ -128,10 +128,10 @@ inline constexpr Case kCases[] = {
      .kv_heads = 2,
      .seqs =
          {{64, 1000}, {1, 4097}, {129, 300}, {3, 3}, {0, 5}, {5, 0}, {129, 64}, {65, 1}, {2, 2}}},
-    // Sliding windows (mma kernel, causal variants): W = 0 (the diagonal key alone), 1, 64 (tile
-    // edges inside and across 64-key tiles), 4096 at 4097 keys (the first key drops out of the last
-    // query's window), longer than any sequence (the causal mask alone), and windows over cached
-    // keys (sq < sk) in a ragged batch.
+    // Sliding windows (causal variants of both kernels): W = 0 (the diagonal key alone), 1, 64
+    // (tile edges inside and across 64-key tiles), 4096 at 4097 keys (the first key drops out of
+    // the last query's window), longer than any sequence (the causal mask alone), and windows over
+    // cached keys (sq < sk) in a ragged batch.
     {.name = "win0_s300_gqa4", .q_heads = 8, .kv_heads = 2, .seqs = {{300, 300}}, .window_left = 0},
     {.name = "win1_ragged_gqa1",
      .q_heads = 4,
@@ -421,16 +421,25 @@ inline constexpr Case kCases[] = {
      .masks = Masks::kCausal,
      .readers = kBench,
      .page_size = 16},
-    // A sliding window of 4096 keys at S 16k (mma kernel): TFLOP/s over the visible pairs, against
-    // the same kernel's causal rate at S 16k (mma_d128_s16384).
+    // A sliding window of 4096 keys at S 16k: TFLOP/s over the visible pairs, against the same
+    // kernel's causal rate at S 16k (fa3_d128_s16384 on wgmma, mma_d128_s16384 on mma).
     {.name = "window4096_d128_s16384",
      .q_heads = 16,
      .kv_heads = 16,
      .seqs = {{16384, 16384}},
      .head_dim = 128,
      .masks = Masks::kCausal,
-     .readers = kBench,
+     .readers = kBench | kQuick,
      .window_left = 4096},
+    {.name = "mma_window4096_d128_s16384",
+     .q_heads = 16,
+     .kv_heads = 16,
+     .seqs = {{16384, 16384}},
+     .head_dim = 128,
+     .masks = Masks::kCausal,
+     .readers = kBench,
+     .window_left = 4096,
+     .mma_only = true},
     // The benchmark's GQA row: 32 query / 8 KV heads, d 128, bf16, B 4 x S 4k, full and causal
     // (--masks). Its float64 reference (~5 * 10^11 multiply-adds) is past what the numerics
     // afford; ragged_gqa32x8 checks the head shape.

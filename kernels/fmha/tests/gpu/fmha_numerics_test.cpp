@@ -107,10 +107,10 @@ const std::vector<const cases::Case*>& numericsCases() {
   return picks;
 }
 
-// Whether case `c` is for variant `v` (its head dim, dtype and mask; a window or paged K / V only
-// on the mma kernel, a window only with the causal mask).
+// Whether case `c` is for variant `v` (its head dim, dtype and mask; paged K / V only on the mma
+// kernel, a window only with the causal mask).
 bool caseFor(const cases::Case& c, const generated::VariantInfo& v) {
-  const bool mma_only = c.mma_only || c.window_left >= 0 || c.page_size > 0;
+  const bool mma_only = c.mma_only || c.page_size > 0;
   if (mma_only && v.kernel != fmha::Kernel::kMma) return false;
   if (c.window_left >= 0 && v.mask != fmha::Mask::kCausal) return false;
   const bool dtype_ok = c.dtypes == cases::Dtypes::kBoth ||
@@ -863,8 +863,8 @@ TEST_P(FmhaRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
                (one ? "" : ", out is not exactly 1") + ", lse max error " +
                std::to_string(lse_err));
   }
-  {  // A window of 8 keys: refused without the causal mask or on wgmma; on mma every visible key
-     // still weighs 1, so out stays exactly 1.
+  {  // A window of 8 keys: refused without the causal mask; with it every visible key still
+     // weighs 1, so out stays exactly 1.
     fmha::Problem p = good;
     p.window_left = 8;
     const kiln::Status s = fmha::run(p, d_ws.ptr, ws_bytes, kstream);
@@ -873,10 +873,6 @@ TEST_P(FmhaRunnerErrors, RefusesBadProblemsAndTreatsZeroBatchAsNoOp) {
       record(s.code() == kiln::StatusCode::kInvalidArgument &&
                  s.message().find("needs the causal mask") != std::string::npos,
              "window on the full mask: " + s.toString());
-    } else if (!mma) {
-      record(s.code() == kiln::StatusCode::kNotSupported &&
-                 s.message().find("sliding window needs the mma kernel") != std::string::npos,
-             "window on wgmma: " + s.toString());
     } else {
       record(s.ok() && outExactlyOne(), "window_left 8: " + s.toString());
     }
