@@ -24,6 +24,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -81,18 +82,38 @@ weightCache() {
   return c;
 }
 
-// Magnitudes [2^-7, 2^-5): a dot product over H = 2048 random-sign terms of x ~ 1 stays near 1.
+// Random weights of magnitude [2^-7, 2^-5) and either sign (a dot product over H = 2048 terms
+// of x ~ 1 stays near 1), drawn in parallel: Mixtral's 1.4 G elements would take most of a minute
+// on one core. Chunk c of the vector takes its own generator, seeded from `seed` and c.
+void fillWeights(std::vector<std::uint16_t>& w, ref::Format f, std::uint64_t seed) {
+  constexpr std::size_t kChunk = 1 << 22;
+  const std::size_t chunks = (w.size() + kChunk - 1) / kChunk;
+  const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < workers; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::size_t c = t; c < chunks; c += workers) {
+        Rng rng{seed ^ (c * 0x9e3779b97f4a7c15ULL)};
+        const std::size_t end = std::min(w.size(), (c + 1) * kChunk);
+        for (std::size_t i = c * kChunk; i < end; ++i) w[i] = randomBits(rng, f, -7, -6, true);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
 std::string weightsFor(ref::Format f, const cases::Case& cs, const Weights** out) {
   auto key = std::make_tuple(static_cast<int>(f), cs.experts, cs.hidden, cs.intermediate);
   auto& slot = weightCache()[key];
   if (!slot) {
     auto w = std::make_unique<Weights>();
-    Rng rng{run().seed ^ 0x5eedULL ^ (static_cast<std::uint64_t>(f) << 62) ^
-            static_cast<std::uint64_t>(cs.experts * 1000003LL + cs.hidden * 131 + cs.intermediate)};
+    const std::uint64_t seed =
+        run().seed ^ 0x5eedULL ^ (static_cast<std::uint64_t>(f) << 62) ^
+        static_cast<std::uint64_t>(cs.experts * 1000003LL + cs.hidden * 131 + cs.intermediate);
     w->w1.resize(static_cast<std::size_t>(cs.experts * 2 * cs.intermediate * cs.hidden));
     w->w2.resize(static_cast<std::size_t>(cs.experts * cs.hidden * cs.intermediate));
-    for (auto& v : w->w1) v = randomBits(rng, f, -7, -6, true);
-    for (auto& v : w->w2) v = randomBits(rng, f, -7, -6, true);
+    fillWeights(w->w1, f, seed);
+    fillWeights(w->w2, f, ~seed);
     std::string e;
     if (!(e = uploadVector(&w->d_w1, w->w1)).empty()) return e;
     if (!(e = uploadVector(&w->d_w2, w->w2)).empty()) return e;
@@ -229,6 +250,8 @@ std::vector<std::int64_t> spread(std::int64_t count, std::int64_t n) {
   std::vector<std::int64_t> picks;
   if (count <= n) {
     for (std::int64_t i = 0; i < count; ++i) picks.push_back(i);
+  } else if (n == 1) {
+    picks.push_back(0);
   } else {
     for (std::int64_t i = 0; i < n; ++i) picks.push_back(i * (count - 1) / (n - 1));
   }
