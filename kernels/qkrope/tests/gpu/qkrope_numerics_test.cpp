@@ -75,7 +75,9 @@ const std::vector<const cases::Case*>& numericsCases() {
   return picks;
 }
 
+// The dims a case rotates: 0 is the whole head (as the runner reads it), -n a 1/n part.
 int rotaryDimOf(const cases::Case& spec, int head_dim) {
+  if (spec.rotary_dim == 0) return head_dim;
   return spec.rotary_dim < 0 ? head_dim / -spec.rotary_dim : spec.rotary_dim;
 }
 
