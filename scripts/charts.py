@@ -39,16 +39,22 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 MATPLOTLIB_VERSION = "3.11.2"
 
 # Each group's current bench: the file(s) the Speed section of kernels/<group>/README.md cites
-# (several files: passes of one run, drawn side by side). Order = order in docs/performance.md.
+# (several files: passes of one run, drawn side by side; fmha: the wgmma kernel's run, then the
+# run its README cites for the mma kernel). Order = order in docs/performance.md.
 BENCHES = {
     "rmsnorm": ["evidence/h200_sm_90/2026-12-02-run2/rmsnorm_bench.json"],
     "decodeattn": [
         "evidence/h100_sm_90/2026-12-06-run17/dattn/p1/decodeattn_bench_cur.json",
         "evidence/h100_sm_90/2026-12-06-run17/dattn/p2/decodeattn_bench_cur.json",
     ],
-    "fmha": ["evidence/h200_sm_90/2026-12-02-run8/fmha_bench_final.json"],
+    "fmha": [
+        "evidence/h200_sm_90/2026-12-02-run8/fmha_bench_final.json",  # the wgmma kernel
+        "evidence/h100_sm_90/2026-12-07-run5/fmha_bench_v3.json",  # its rows of the mma kernel
+    ],
     "gdn": ["evidence/h100_sm_90/2026-12-07-run2/gdn_bench_cur.json"],
     "w4a16": ["evidence/h100_sm_90/2026-12-07-run3/w4a16_bench.json"],
+    "moe": ["evidence/h100_sm_90/2026-12-07-run5/moe_bench.json"],
+    "qkrope": ["evidence/h100_sm_90/2026-12-07-run5/qkrope_bench.json"],
 }
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -106,7 +112,12 @@ def ratio(row, field, kiln_us, peer_us):
     return value
 
 
-def meta_of(docs, files):
+def meta_of(docs, files, per_file=False):
+    """The caption: GPU, fingerprint, date and copy rate over docs (passes of one run). per_file
+    (runs on different GPUs in one chart): "runs", each file's own, captioned one by one."""
+    if per_file:
+        runs = [meta_of([d], [f]) for d, f in zip(docs, files)]
+        return {"gpu": " / ".join(unique(m["gpu"] for m in runs)), "files": files, "runs": runs}
     gpus = sorted({d["gpu"] for d in docs})
     fps = sorted({d["artifact_fingerprint"][:8] for d in docs})
     dates = sorted({d["date"][:10] for d in docs})
@@ -270,45 +281,64 @@ def decodeattn(files):
 
 
 def fmha(files):
-    d = load(files[0])
+    """files[0]: the wgmma kernel's bench (the FlashAttention-3 workload and GQA); files[1],
+    where the Speed section cites a later run for the mma kernel: that bench's rows of kernel
+    "mma" (the same workload, contiguous K / V, no window), drawn below on their own GPU's
+    panels."""
+    docs = [load(f) for f in files]
+    d = docs[0]
     rows = [r for r in d["rows"] if r.get("correct")]
-    seqs = sorted(unique(r["seq"] for r in rows))
+    mma = [r for r in (docs[1]["rows"] if len(docs) > 1 else [])
+           if r.get("correct") and r.get("kernel") == "mma" and r.get("page_size", 0) == 0
+           and r.get("window_left", -1) < 0 and "kiln_vs_cudnn" in r and "kiln_vs_flash" in r]
+    seqs = sorted(unique(r["seq"] for r in rows + mma))
     x = [seq_label(s) for s in seqs]
-    keys = unique((r["workload"], r["head_dim"], r["dtype"], r["mask"]) for r in rows)
-    keys.sort(key=lambda k: (k[0] != "fa3", -k[1], k[2], k[3] != "full"))
     dt_color = {}
-    ratios = {"cudnn": [], "flash": []}
-    ceil = []
-    for key in keys:
-        wl, hd, dt, mask = key
-        sel = {r["seq"]: r for r in rows if (r["workload"], r["head_dim"], r["dtype"],
-                                             r["mask"]) == key}
-        r0 = next(iter(sel.values()))
-        if wl == "fa3":
-            color = dt_color.setdefault((hd, dt), COLORS[len(dt_color)])
-            label, marker = f"d{hd} {dt} {mask}", "o"
-        else:
-            color = "#000000"
-            label = (f"{wl.upper()} {r0['q_heads']}/{r0['kv_heads']} d{hd} {dt} {mask}, "
-                     f"B {r0['batch']}")
-            marker = "*" if mask == "full" else "P"  # drawn larger: one point each
-        style = "-" if mask == "full" else "--"
-        for peer in ratios:
-            ratios[peer].append(line(label, [ratio(sel[s], f"kiln_vs_{peer}", "kiln_us",
-                                                   f"{peer}_us") if s in sel else None
-                                             for s in seqs], color, style, marker))
-        ceil.append(line(label, [sel[s]["kiln_pct_of_gemm"] if s in sel else None for s in seqs],
-                         color, style, marker))
-    meta = meta_of([d], files)
-    gemm = d["gemm_tflops"]
-    gemm_txt = " / ".join(f"{k} {v:.0f}" for k, v in sorted(gemm.items()))
+
+    def shape(r):
+        return r["q_heads"] != r["kv_heads"], r["head_dim"], r["dtype"], r["mask"]
+
+    def series(rows):
+        """kiln / cuDNN, kiln / FlashAttention-2 and % of the GEMM rate: a line per head dim,
+        dtype and mask; GQA a point each."""
+        keys = unique(shape(r) for r in rows)
+        keys.sort(key=lambda k: (k[0], -k[1], k[2], k[3] != "full"))
+        ratios = {"cudnn": [], "flash": []}
+        ceil = []
+        for key in keys:
+            gqa, hd, dt, mask = key
+            sel = {r["seq"]: r for r in rows if shape(r) == key}
+            r0 = next(iter(sel.values()))
+            if not gqa:
+                color = dt_color.setdefault((hd, dt), COLORS[len(dt_color)])
+                label, marker = f"d{hd} {dt} {mask}", "o"
+            else:
+                color = "#000000"
+                label = (f"GQA {r0['q_heads']}/{r0['kv_heads']} d{hd} {dt} {mask}, "
+                         f"B {r0['batch']}")
+                marker = "*" if mask == "full" else "P"  # drawn larger: one point each
+            style = "-" if mask == "full" else "--"
+            for peer in ratios:
+                ratios[peer].append(line(label, [ratio(sel[s], f"kiln_vs_{peer}", "kiln_us",
+                                                       f"{peer}_us") if s in sel else None
+                                                 for s in seqs], color, style, marker))
+            ceil.append(line(label, [sel[s]["kiln_pct_of_gemm"] if s in sel else None
+                                     for s in seqs], color, style, marker))
+        return ratios, ceil
+
+    def gemm_txt(doc):
+        return " / ".join(f"{k} {v:.0f}" for k, v in sorted(doc["gemm_tflops"].items()))
+
+    meta = meta_of(docs, files, per_file=True)
+    ratios, ceil = series(rows)
+    kernel = f"wgmma kernel, {d['gpu']}: " if mma else ""
     panels = [
-        panel("kiln / cuDNN (torch SDPA), FlashAttention-3 workload (16k tokens, hidden 2048)",
-              "ratio", "sequence length S", x, ratios["cudnn"]),
-        panel("kiln / FlashAttention-2 (torch SDPA)", "ratio", "sequence length S", x,
+        panel(f"{kernel}kiln / cuDNN (torch SDPA), FlashAttention-3 workload (16k tokens, hidden "
+              f"2048)", "ratio", "sequence length S", x, ratios["cudnn"]),
+        panel(f"{kernel}kiln / FlashAttention-2 (torch SDPA)", "ratio", "sequence length S", x,
               ratios["flash"]),
-        panel(f"kiln, % of the dense tensor-core GEMM rate measured in the run (torch GEMM, "
-              f"{gemm_txt} TFLOP/s)", "ceiling", "sequence length S", x, ceil),
+        panel(f"{kernel}kiln, % of the dense tensor-core GEMM rate measured in the run (torch "
+              f"GEMM, {gemm_txt(d)} TFLOP/s)", "ceiling", "sequence length S", x, ceil),
     ]
     cud = [r["kiln_vs_cudnn"] for r in rows]
     d128_long = [r["kiln_vs_cudnn"] for r in rows
@@ -319,19 +349,48 @@ def fmha(files):
             r["seq"] for r in below if r["head_dim"] == hd)))
         for hd in sorted(unique(r["head_dim"] for r in below), reverse=True))
     fl = [r["kiln_vs_flash"] for r in rows]
-    peak = max(rows, key=lambda r: r["kiln_tflops"])
+
+    def peak_of(rows):
+        p = max(rows, key=lambda r: r["kiln_tflops"])
+        return (f"{p['kiln_tflops']:.0f} TFLOP/s ("
+                + (f"GQA {p['q_heads']}/{p['kv_heads']}, " if p["q_heads"] != p["kv_heads"]
+                   else "")
+                + f"d{p['head_dim']} {p['dtype']} {p['mask']}, B {p['batch']}, "
+                  f"S = {seq_label(p['seq'])}), {p['kiln_pct_of_gemm']:.0f}% of the "
+                  f"{p['dtype']} GEMM rate measured in the same run ("
+                  f"{p['gemm_tflops']:.0f} TFLOP/s)")
+
     text = [
-        f"kiln / cuDNN spans {rng(cud)} over the {len(rows)} rows ({rng(d128_long)} at d128, "
-        f"S >= 4k); it is below 1.00x on {len(below)} rows: {where}.",
+        (f"The wgmma kernel ({d['gpu']}): k" if mma else "K")
+        + f"iln / cuDNN spans {rng(cud)} over the {len(rows)} rows ({rng(d128_long)} at d128, "
+          f"S >= 4k); it is below 1.00x on {len(below)} rows: {where}.",
         f"Against FlashAttention-2 kiln is {rng(fl)} as fast"
         + (" on every row." if min(fl) > 1.0 else "."),
-        f"Peak: {peak['kiln_tflops']:.0f} TFLOP/s ("
-        + (f"{peak['workload'].upper()} {peak['q_heads']}/{peak['kv_heads']}, "
-           if peak["workload"] != "fa3" else "")
-        + f"d{peak['head_dim']} {peak['dtype']} {peak['mask']}, B {peak['batch']}, "
-          f"S = {seq_label(peak['seq'])}), {peak['kiln_pct_of_gemm']:.0f}% of the "
-        f"{peak['dtype']} GEMM rate measured in the same run ({gemm[peak['dtype']]:.0f} TFLOP/s).",
+        f"Peak: {peak_of(rows)}.",
     ]
+    if mma:
+        m = docs[1]
+        m_ratios, m_ceil = series(mma)
+        what = f"mma kernel, {m['gpu']}: "
+        panels += [
+            panel(f"{what}kiln / cuDNN (torch SDPA), the same workload", "ratio",
+                  "sequence length S", x, m_ratios["cudnn"]),
+            panel(f"{what}kiln / FlashAttention-2 (torch SDPA)", "ratio", "sequence length S", x,
+                  m_ratios["flash"]),
+            panel(f"{what}kiln, % of the dense tensor-core GEMM rate measured in the run (torch "
+                  f"GEMM, {gemm_txt(m)} TFLOP/s)", "ceiling", "sequence length S", x, m_ceil),
+        ]
+        paged = [r["paged_vs_contiguous"] for r in m.get("derived", [])
+                 if "paged_vs_contiguous" in r]
+        text += [
+            f"The mma kernel ({m['gpu']}, {len(mma)} rows, "
+            + "/".join(unique(r["dtype"] for r in mma)) + ", "
+            + "/".join(f"d{hd}" for hd in sorted(unique(r["head_dim"] for r in mma)))
+            + f"): kiln / FlashAttention-2 {rng([r['kiln_vs_flash'] for r in mma])}, kiln / "
+              f"cuDNN {rng([r['kiln_vs_cudnn'] for r in mma])}; peak {peak_of(mma)}"
+            + (f"; paged K / V runs at {rng(paged, '{:.3f}')} the contiguous rate." if paged
+               else "."),
+        ]
     return meta, panels, text
 
 
@@ -495,7 +554,124 @@ def w4a16(files):
     return meta, panels, text
 
 
-GROUPS = {"rmsnorm": rmsnorm, "decodeattn": decodeattn, "fmha": fmha, "gdn": gdn, "w4a16": w4a16}
+def moe(files):
+    d = load(files[0])
+    rows = [r for r in d["rows"] if r.get("correct")]
+    ts = sorted(unique(r["tokens"] for r in rows))
+    x = [str(t) for t in ts]
+    models = unique(r["model"] for r in rows)
+    at = {(r["model"], r["tokens"]): r for r in rows}
+    gemm = d["gemm_tflops"]["bf16"]
+    cfg = {m: d["models"][m] for m in models}
+    names = {m: f"{m} ({c['experts']} experts, top {c['top_k']}, {c['hidden']} x "
+                f"{c['intermediate']})" for m, c in cfg.items()}
+
+    def vals(model, fn):
+        return [fn(at[(model, t)]) if (model, t) in at else None for t in ts]
+
+    def share(r, who):
+        """(% of the binding ceiling, marker): the activated weights' bytes against the copy
+        bandwidth (where the JSON has them) or the GEMM FLOPs against the dense GEMM rate."""
+        copy = r.get(f"{who}_pct_of_copy")
+        flops = r.get(f"{who}_pct_of_gemm", 100.0 * r[f"{who}_tflops"] / gemm)
+        return (copy, "o") if copy is not None and copy >= flops else (flops, "s")
+
+    ratios, ceil = [], []
+    for i, m in enumerate(models):
+        ratios.append(line(f"{names[m]}, the block",
+                           vals(m, lambda r: ratio(r, "kiln_vs_torch", "kiln_us", "torch_us")),
+                           COLORS[i]))
+        ratios.append(line(f"{m}, the two GEMMs alone",
+                           vals(m, lambda r: ratio(r, "kiln_vs_torch_gemms", "kiln_gemms_us",
+                                                   "torch_gemms_us")), COLORS[i], "--", "x"))
+        for who, label, style in (("kiln", "the block", "-"), ("kiln_gemms", "the GEMMs alone",
+                                                                "--")):
+            sh = vals(m, lambda r: share(r, who))
+            ceil.append(line(f"{m}, {label}", [s[0] if s else None for s in sh], COLORS[i],
+                             style, markers=[s[1] if s else None for s in sh]))
+    meta = meta_of([d], files)
+    panels = [
+        panel(f"kiln / a PyTorch block of the same maths on torch._grouped_mm ({d['dtype']}; "
+              f"router logits to y, both CUDA graphs)", "ratio", "T (tokens)", x, ratios),
+        panel(f"kiln, % of the binding ceiling measured in the run: \u25cf copy of the activated "
+              f"experts' weights ({meta['copy']} TB/s), \u25a0 dense {d['dtype']} GEMM "
+              f"({gemm:.0f} TFLOP/s)", "ceiling", "T (tokens)", x, ceil),
+    ]
+    tl = " / ".join(x)
+    big = max(ts)
+    small = [r for r in rows if "kiln_pct_of_copy" in r]
+    text = [
+        f"The block against PyTorch's at T = {tl}: "
+        + "; ".join(f"{m} {slash(vals(m, lambda r: r['kiln_vs_torch']))}x" for m in models)
+        + "; the two GEMMs alone: "
+        + "; ".join(f"{m} {slash(vals(m, lambda r: r['kiln_vs_torch_gemms']))}x" for m in models)
+        + ".",
+        f"At T = {big}, kiln's GEMMs run at "
+        + " / ".join(f"{at[(m, big)]['kiln_gemms_tflops']:.0f}" for m in models)
+        + " TFLOP/s against torch._grouped_mm's "
+        + " / ".join(f"{at[(m, big)]['torch_gemms_tflops']:.0f}" for m in models)
+        + f" ({' / '.join(models)}; dense {d['dtype']} GEMM {gemm:.0f} TFLOP/s in the same run); "
+          f"the block takes "
+        + " / ".join(f"{at[(m, big)]['kiln_us'] - at[(m, big)]['kiln_gemms_us']:.0f}" for m in
+                     models)
+        + " us more than its GEMMs in kiln, "
+        + " / ".join(f"{at[(m, big)]['torch_us'] - at[(m, big)]['torch_gemms_us']:.0f}" for m in
+                     models)
+        + " us more in PyTorch (routing, alignment, gather, finalize).",
+        f"At T <= {max(r['tokens'] for r in small)} the block reads the activated experts' "
+        f"weights at {rng([r['kiln_pct_of_copy'] for r in small], '{:.0f}', '%')} of the copy "
+        f"bandwidth, PyTorch's at "
+        f"{rng([r['torch_pct_of_copy'] for r in small], '{:.0f}', '%')}.",
+    ]
+    return meta, panels, text
+
+
+def qkrope(files):
+    d = load(files[0])
+    rows = [r for r in d["cases"] if r.get("correct")]
+    ts = sorted(unique(r["tokens"] for r in rows))
+    x = [seq_label(t) for t in ts]
+    dts = unique(r["dtype"] for r in rows)
+    at = {(r["dtype"], r["tokens"]): r for r in rows}
+
+    def vals(dt, fn):
+        return [fn(at[(dt, t)]) if (dt, t) in at else None for t in ts]
+
+    ratios = [line(dt, vals(dt, lambda r: ratio(r, "speedup_vs_torch", "kiln_us", "torch_us")),
+                   COLORS[i]) for i, dt in enumerate(dts)]
+    ceil = [line(dt, vals(dt, lambda r: r["kiln_pct_of_copy"]), COLORS[i])
+            for i, dt in enumerate(dts)]
+    meta = meta_of([d], files)
+    r0 = rows[0]
+    cfg = f"{r0['q_heads']} query / {r0['kv_heads']} KV heads, head dim {r0['head_dim']}"
+    panels = [
+        panel(f"kiln (QK norm + RoPE + paged KV write, one kernel) / eager PyTorch of the same "
+              f"maths, {cfg}", "ratio", "T (tokens)", x, ratios),
+        panel(f"kiln, bytes read and written as % of the copy bandwidth measured in the run "
+              f"({meta['copy']} TB/s)", "ceiling", "T (tokens)", x, ceil),
+    ]
+    big = ts[-2:]
+    small = [r for r in rows if r["tokens"] not in big]
+
+    def vals_at(t, field):
+        return [at[(dt, t)][field] for dt in dts if (dt, t) in at]
+
+    text = [
+        f"kiln runs {rng([r['speedup_vs_torch'] for r in rows])} as fast as eager PyTorch on all "
+        f"{len(rows)} rows ({' and '.join(dts)}, T = {x[0]} to {x[-1]}).",
+        f"Up to {seq_label(max(r['tokens'] for r in small))} tokens the call is launch bound: "
+        f"kiln {rng([r['kiln_us'] for r in small], '{:.1f}', ' us')} (PyTorch "
+        f"{rng([r['torch_us'] for r in small], '{:.0f}', ' us')}), at most "
+        f"{max(r['kiln_pct_of_copy'] for r in small):.0f}% of copy; "
+        + ", ".join(f"at {seq_label(t)} tokens {rng(vals_at(t, 'kiln_us'), '{:.0f}', ' us')} at "
+                    f"{rng(vals_at(t, 'kiln_pct_of_copy'), '{:.1f}', '%')} of copy"
+                    for t in big) + ".",
+    ]
+    return meta, panels, text
+
+
+GROUPS = {"rmsnorm": rmsnorm, "decodeattn": decodeattn, "fmha": fmha, "gdn": gdn, "w4a16": w4a16,
+          "moe": moe, "qkrope": qkrope}
 
 
 # ---------------------------------------------------------------- drawing
@@ -558,7 +734,8 @@ def draw(plt, group, meta, panels, path):
         if p["note"]:
             ax.text(0.005, 0.03, p["note"], transform=ax.transAxes, fontsize=8, color="#555555")
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.005, 1.0), frameon=False)
-    fig.suptitle(f"{group}: {meta['gpu']}, artifact {meta['fingerprint']}, run of {meta['date']}",
+    fig.suptitle(f"{group}: " + "\n".join(f"{m['gpu']}, artifact {m['fingerprint']}, run of "
+                                          f"{m['date']}" for m in meta.get("runs", [meta])),
                  fontsize=12, fontweight="bold")
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
@@ -592,15 +769,18 @@ def markdown(sections):
     for para in intro:
         out += textwrap.wrap(para, 100, break_long_words=False, break_on_hyphens=False) + [""]
     for group, meta, text in sections:
-        files = ", ".join(f"[`{f}`](../{f})" for f in meta["files"])
-        copy = f", copy {meta['copy']} TB/s" if meta["copy"] else ""
+        caption = []
+        for m in meta.get("runs", [meta]):
+            files = ", ".join(f"[`{f}`](../{f})" for f in m["files"])
+            copy = f", copy {m['copy']} TB/s" if m["copy"] else ""
+            caption.append(f"{m['gpu']}{copy}, artifact {m['fingerprint']}, run of {m['date']}: "
+                           f"{files}")
         out += [
             f"## {group}",
             "",
             f"![{group}: kiln against its peers, {meta['gpu']}](performance/{group}.png)",
             "",
-            f"*{meta['gpu']}{copy}, artifact {meta['fingerprint']}, run of {meta['date']}: "
-            f"{files}.*",
+            f"*{'; '.join(caption)}.*",
             "",
             " ".join(text),
             "",

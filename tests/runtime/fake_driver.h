@@ -70,6 +70,13 @@ struct LaunchRecord {
   bool programmatic = false;  // through cuLaunchKernelEx with programmatic stream serialization
 };
 
+// One successful launch, with the first `record_first_arg_bytes` bytes its first parameter pointed
+// to (empty when that is 0): what a runner test checks of each launch of a run.
+struct RecordedLaunch {
+  LaunchRecord launch;
+  std::vector<unsigned char> first_arg;
+};
+
 // The arguments of the last cuTensorMapEncodeTiled call, copied (entries past the rank stay 0).
 struct TensorMapRecord {
   void* map = nullptr;
@@ -155,6 +162,16 @@ class Driver {
   LaunchRecord lastLaunch() {
     std::lock_guard<std::mutex> lock(mu_);
     return last_launch_;
+  }
+  // Every successful launch since the driver was made or the history was last cleared, in order
+  // (cuLaunchKernel and cuLaunchKernelEx alike).
+  std::vector<RecordedLaunch> launchHistory() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return launch_history_;
+  }
+  void clearLaunchHistory() {
+    std::lock_guard<std::mutex> lock(mu_);
+    launch_history_.clear();
   }
   TensorMapRecord lastTensorMap() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -528,6 +545,9 @@ class Driver {
       const auto* first = static_cast<const unsigned char*>(params[0]);
       self.last_first_arg_.assign(first, first + self.record_first_arg_bytes);
     }
+    self.launch_history_.push_back(RecordedLaunch{
+        self.last_launch_,
+        self.record_first_arg_bytes > 0 ? self.last_first_arg_ : std::vector<unsigned char>{}});
     return CUDA_SUCCESS;
   }
   // The same checks and record as launchKernel; accepts only the one attribute kiln sets.
@@ -545,6 +565,7 @@ class Driver {
     if (result == CUDA_SUCCESS) {
       std::lock_guard<std::mutex> lock(d().mu_);
       d().last_launch_.programmatic = true;
+      d().launch_history_.back().launch.programmatic = true;
     }
     return result;
   }
@@ -665,6 +686,7 @@ class Driver {
   std::vector<std::unique_ptr<Module>> modules_;
   std::vector<std::unique_ptr<Function>> functions_;
   LaunchRecord last_launch_;
+  std::vector<RecordedLaunch> launch_history_;
   std::vector<TensorMapRecord> tensor_maps_;
   std::vector<unsigned char> last_first_arg_;
   std::unique_ptr<kiln::testing::ScopedDriver> scope_;

@@ -27,50 +27,22 @@ T* fakeAddress(std::uintptr_t a) {
   return reinterpret_cast<T*>(a);
 }
 
-// Every launch, in order: the fake driver keeps the last one only, so its table's two launch
-// entries are wrapped to copy each record (and the parameter bytes) as it is made.
-struct Recorded {
-  fake::LaunchRecord launch;
-  std::vector<unsigned char> params;
-};
-DriverApi g_table;
-std::vector<Recorded> g_launches;
-
-void record(CUresult result) {
-  if (result != CUDA_SUCCESS) return;
-  g_launches.push_back(
-      Recorded{fake::g_driver->lastLaunch(), fake::g_driver->lastLaunchFirstArg()});
-}
-CUresult recordLaunch(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                      unsigned by, unsigned bz, unsigned shared_bytes, CUstream stream,
-                      void** params, void** extra) {
-  const CUresult r =
-      g_table.launchKernel(function, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra);
-  record(r);
-  return r;
-}
-CUresult recordLaunchEx(const CUlaunchConfig* config, CUfunction function, void** params,
-                        void** extra) {
-  const CUresult r = g_table.launchKernelEx(config, function, params, extra);
-  record(r);
-  return r;
+// The launches of the fake driver since its history was last cleared (fake::Driver::
+// launchHistory), each with its parameter struct's bytes.
+std::vector<fake::RecordedLaunch> launched() {
+  return fake::g_driver->launchHistory();
 }
 
-// The fake driver with the recording launches installed (before any launch, as install() needs).
+// Records each launch's parameter struct and starts the history afresh.
 void recordLaunches(fake::Driver& driver) {
   driver.record_first_arg_bytes = sizeof(MoeParams);
-  g_table = driver.api();
-  g_launches.clear();
-  DriverApi table = g_table;
-  table.launchKernel = &recordLaunch;
-  table.launchKernelEx = &recordLaunchEx;
-  driver.install(table);
+  driver.clearLaunchHistory();
 }
 
-MoeParams moeParams(const Recorded& r) {
+MoeParams moeParams(const fake::RecordedLaunch& r) {
   MoeParams p;
-  EXPECT_EQ(r.params.size(), sizeof(MoeParams));
-  std::memcpy(static_cast<void*>(&p), r.params.data(), sizeof(p));
+  EXPECT_EQ(r.first_arg.size(), sizeof(MoeParams));
+  std::memcpy(static_cast<void*>(&p), r.first_arg.data(), sizeof(p));
   return p;
 }
 
@@ -206,9 +178,9 @@ TEST(MoeRunner, AllStepsLaunchTheFiveKernelsInOrder) {
   ASSERT_TRUE(s.ok()) << s.toString();
 
   ASSERT_EQ(driver.launches.load(), 5);
-  ASSERT_EQ(g_launches.size(), 5u);
+  ASSERT_EQ(launched().size(), 5u);
   for (int step = 0; step < 5; ++step) {
-    const Recorded& r = g_launches[static_cast<std::size_t>(step)];
+    const fake::RecordedLaunch r = launched()[static_cast<std::size_t>(step)];
     expectLaunch(r.launch, step, stream);
     // The bf16 variant's image: its fake cubin names its five entries.
     EXPECT_EQ(r.launch.image, kFakeCubin);
@@ -230,31 +202,31 @@ TEST(MoeRunner, EachRunOfStepsLaunchesExactlyItsKernelsInOrder) {
     p.steps = steps;
     // The whole block's workspace for any run of its steps: a caller passes the same one to each.
     EXPECT_EQ(workspaceSize(p), kBytes) << steps;
-    g_launches.clear();
+    fake::g_driver->clearLaunchHistory();
     const Status s = run(p, kWorkspace, kBytes, stream);
     ASSERT_TRUE(s.ok()) << steps << ": " << s.toString();
     std::vector<int> want;
     for (int step = 0; step < 5; ++step) {
       if ((steps & (1u << step)) != 0) want.push_back(step);
     }
-    ASSERT_EQ(g_launches.size(), want.size()) << steps;
+    ASSERT_EQ(launched().size(), want.size()) << steps;
     for (std::size_t i = 0; i < want.size(); ++i) {
-      expectLaunch(g_launches[i].launch, want[i], stream);
-      expectParams(moeParams(g_launches[i]), p, kWorkspaceBase, validLayout());
+      expectLaunch(launched()[i].launch, want[i], stream);
+      expectParams(moeParams(launched()[i]), p, kWorkspaceBase, validLayout());
     }
     total += static_cast<int>(want.size());
     EXPECT_EQ(driver.launches.load(), total) << steps;
   }
   // One step at a time is the whole block, launch for launch.
-  g_launches.clear();
+  fake::g_driver->clearLaunchHistory();
   for (unsigned step : {kRoute, kAlign, kFc1, kFc2, kFinalize}) {
     Problem p = validProblem();
     p.steps = step;
     ASSERT_TRUE(run(p, kWorkspace, kBytes, stream).ok()) << step;
   }
-  ASSERT_EQ(g_launches.size(), 5u);
+  ASSERT_EQ(launched().size(), 5u);
   for (int step = 0; step < 5; ++step) {
-    expectLaunch(g_launches[static_cast<std::size_t>(step)].launch, step, stream);
+    expectLaunch(launched()[static_cast<std::size_t>(step)].launch, step, stream);
   }
 }
 
@@ -274,26 +246,26 @@ TEST(MoeRunner, OnlyTheChosenStepsPointersAreNeeded) {
   p.y = nullptr;
   ASSERT_TRUE(canImplement(p).ok()) << canImplement(p).toString();
   ASSERT_TRUE(run(p, kWorkspace, kBytes, stream).ok());
-  ASSERT_EQ(g_launches.size(), 1u);
-  EXPECT_EQ(g_launches[0].launch.function, "kiln_moe_align");
-  const MoeParams params = moeParams(g_launches[0]);
+  ASSERT_EQ(launched().size(), 1u);
+  EXPECT_EQ(launched()[0].launch.function, "kiln_moe_align");
+  const MoeParams params = moeParams(launched()[0]);
   EXPECT_EQ(params.x, nullptr);
   EXPECT_EQ(params.tile_offsets, fakeAddress<std::int32_t>(kWorkspaceBase + 1792));
   // From kAlign to the end with null logits.
   p = validProblem();
   p.steps = kAllSteps & ~static_cast<unsigned>(kRoute);
   p.logits = nullptr;
-  g_launches.clear();
+  fake::g_driver->clearLaunchHistory();
   ASSERT_TRUE(run(p, kWorkspace, kBytes, stream).ok());
-  ASSERT_EQ(g_launches.size(), 4u);
-  EXPECT_EQ(g_launches[0].launch.function, "kiln_moe_align");
-  EXPECT_EQ(g_launches[3].launch.function, "kiln_moe_finalize");
+  ASSERT_EQ(launched().size(), 4u);
+  EXPECT_EQ(launched()[0].launch.function, "kiln_moe_align");
+  EXPECT_EQ(launched()[3].launch.function, "kiln_moe_finalize");
   // But the steps that read a pointer need it.
   p.steps = kAllSteps;
   const Status s = run(p, kWorkspace, kBytes, stream);
   EXPECT_EQ(s.message(), "moe: logits is null");
   EXPECT_EQ(canImplement(p).message(), s.message());
-  EXPECT_EQ(g_launches.size(), 4u);
+  EXPECT_EQ(launched().size(), 4u);
 }
 
 TEST(MoeRunner, Fp16AndFp32LogitsAndTinyShapes) {
@@ -328,16 +300,16 @@ TEST(MoeRunner, Fp16AndFp32LogitsAndTinyShapes) {
   ASSERT_EQ(workspaceSize(p), 3328u);
   const Status s = run(p, kWorkspace, 3328, stream);
   ASSERT_TRUE(s.ok()) << s.toString();
-  ASSERT_EQ(g_launches.size(), 5u);
+  ASSERT_EQ(launched().size(), 5u);
   const unsigned grids[5][2] = {{1, 1}, {1, 1}, {6, 1}, {6, 1}, {3, 1}};
   for (int step = 0; step < 5; ++step) {
-    const fake::LaunchRecord& l = g_launches[static_cast<std::size_t>(step)].launch;
+    const fake::LaunchRecord l = launched()[static_cast<std::size_t>(step)].launch;
     EXPECT_EQ(l.function, kStepEntries[step]);
     EXPECT_EQ(l.grid[0], grids[step][0]) << l.function;
     EXPECT_EQ(l.grid[1], grids[step][1]) << l.function;
     EXPECT_EQ(l.device, 0);
     EXPECT_FALSE(l.programmatic);  // an sm_80 image
-    expectParams(moeParams(g_launches[static_cast<std::size_t>(step)]), p, kWorkspaceBase, w);
+    expectParams(moeParams(launched()[static_cast<std::size_t>(step)]), p, kWorkspaceBase, w);
   }
   // The fp16 variant is the one checked against the device.
   EXPECT_EQ(canImplement(p, 75).message().rfind("moe_fp16: ", 0), 0u)
@@ -366,7 +338,7 @@ TEST(MoeRunner, WorkspaceErrorsSurfaceFromRunBeforeAnyLaunch) {
   one.steps = kFinalize;
   EXPECT_EQ(run(one, kWorkspace, kBytes - 1, stream).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(driver.launches.load(), 0);
-  EXPECT_TRUE(g_launches.empty());
+  EXPECT_TRUE(launched().empty());
   // Exactly the size is enough.
   EXPECT_TRUE(run(p, kWorkspace, kBytes, stream).ok());
   EXPECT_EQ(driver.launches.load(), 5);

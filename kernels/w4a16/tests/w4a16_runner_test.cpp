@@ -26,50 +26,22 @@ T* fakeAddress(std::uintptr_t a) {
   return reinterpret_cast<T*>(a);
 }
 
-// Every launch, in order: the fake driver keeps the last one only, so its table's two launch
-// entries are wrapped to copy each record (and the parameter bytes) as it is made.
-struct Recorded {
-  fake::LaunchRecord launch;
-  std::vector<unsigned char> params;
-};
-DriverApi g_table;
-std::vector<Recorded> g_launches;
-
-void record(CUresult result) {
-  if (result != CUDA_SUCCESS) return;
-  g_launches.push_back(
-      Recorded{fake::g_driver->lastLaunch(), fake::g_driver->lastLaunchFirstArg()});
-}
-CUresult recordLaunch(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                      unsigned by, unsigned bz, unsigned shared_bytes, CUstream stream,
-                      void** params, void** extra) {
-  const CUresult r =
-      g_table.launchKernel(function, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra);
-  record(r);
-  return r;
-}
-CUresult recordLaunchEx(const CUlaunchConfig* config, CUfunction function, void** params,
-                        void** extra) {
-  const CUresult r = g_table.launchKernelEx(config, function, params, extra);
-  record(r);
-  return r;
+// The launches of the fake driver since its history was last cleared (fake::Driver::
+// launchHistory), each with its parameter struct's bytes.
+std::vector<fake::RecordedLaunch> launched() {
+  return fake::g_driver->launchHistory();
 }
 
-// The fake driver with the recording launches installed (before any launch, as install() needs).
+// Records each launch's parameter struct and starts the history afresh.
 void recordLaunches(fake::Driver& driver, std::size_t param_bytes) {
   driver.record_first_arg_bytes = param_bytes;
-  g_table = driver.api();
-  g_launches.clear();
-  DriverApi table = g_table;
-  table.launchKernel = &recordLaunch;
-  table.launchKernelEx = &recordLaunchEx;
-  driver.install(table);
+  driver.clearLaunchHistory();
 }
 
-GemmParams gemmParams(const Recorded& r) {
+GemmParams gemmParams(const fake::RecordedLaunch& r) {
   GemmParams p;
-  EXPECT_EQ(r.params.size(), sizeof(GemmParams));
-  std::memcpy(static_cast<void*>(&p), r.params.data(), sizeof(p));
+  EXPECT_EQ(r.first_arg.size(), sizeof(GemmParams));
+  std::memcpy(static_cast<void*>(&p), r.first_arg.data(), sizeof(p));
   return p;
 }
 
@@ -123,8 +95,8 @@ TEST(W4a16Runner, GemvLaunchesTheGemmThenTheReductionAsItsDependent) {
   ASSERT_TRUE(s.ok()) << s.toString();
 
   ASSERT_EQ(driver.launches.load(), 2);
-  ASSERT_EQ(g_launches.size(), 2u);
-  const fake::LaunchRecord& gemm = g_launches[0].launch;
+  ASSERT_EQ(launched().size(), 2u);
+  const fake::LaunchRecord gemm = launched()[0].launch;
   EXPECT_EQ(gemm.function, "kiln_w4a16_gemm");
   EXPECT_EQ(gemm.stream, stream);
   // grid (n / tile_n, ceil(m / tile_m), splits), block = threads, shared bytes: the m8 tile's.
@@ -142,7 +114,7 @@ TEST(W4a16Runner, GemvLaunchesTheGemmThenTheReductionAsItsDependent) {
             "FAKECUBIN kiln_w4a16_gemm kiln_w4a16_reduce kiln_w4a16_repack_weights "
             "kiln_w4a16_repack_scales");
 
-  const fake::LaunchRecord& reduce = g_launches[1].launch;
+  const fake::LaunchRecord reduce = launched()[1].launch;
   EXPECT_EQ(reduce.function, "kiln_w4a16_reduce");
   EXPECT_EQ(reduce.stream, stream);
   EXPECT_EQ(reduce.grid[0], 2u);  // 4096 outputs / 8 per thread / 256 threads
@@ -153,7 +125,7 @@ TEST(W4a16Runner, GemvLaunchesTheGemmThenTheReductionAsItsDependent) {
   EXPECT_TRUE(reduce.programmatic);  // sm_90 image: cuLaunchKernelEx, programmatic serialization
 
   // Both kernels get the same parameters, the partials in the caller's workspace.
-  for (const Recorded& r : g_launches) {
+  for (const fake::RecordedLaunch& r : launched()) {
     const GemmParams params = gemmParams(r);
     EXPECT_EQ(params.x, p.x);
     EXPECT_EQ(params.weight, p.weight);
@@ -181,18 +153,18 @@ TEST(W4a16Runner, SixteenTokensRunTheGemvTileOf16) {
   ASSERT_TRUE(tile.gemv);
   ASSERT_GT(split.splits, 1);
   ASSERT_TRUE(run(p, kWorkspace, workspaceSize(p), driver.makeStream(0)).ok());
-  ASSERT_EQ(g_launches.size(), 2u);
-  const fake::LaunchRecord& gemm = g_launches[0].launch;
+  ASSERT_EQ(launched().size(), 2u);
+  const fake::LaunchRecord gemm = launched()[0].launch;
   EXPECT_EQ(gemm.function, "kiln_w4a16_gemm");
   EXPECT_EQ(gemm.grid[0], static_cast<unsigned>(4096 / tile.tile_n));
   EXPECT_EQ(gemm.grid[1], 1u);
   EXPECT_EQ(gemm.grid[2], static_cast<unsigned>(split.splits));
   EXPECT_EQ(gemm.block[0], static_cast<unsigned>(tile.threads));
   EXPECT_EQ(gemm.shared_bytes, static_cast<unsigned>(tile.shared_bytes));
-  EXPECT_EQ(gemmParams(g_launches[0]).m, 16);
-  EXPECT_EQ(gemmParams(g_launches[0]).chunks_per_split, split.chunks_per_split);
-  EXPECT_EQ(g_launches[1].launch.function, "kiln_w4a16_reduce");
-  EXPECT_EQ(g_launches[1].launch.grid[0], 16u * 4096u / 8u / 256u);
+  EXPECT_EQ(gemmParams(launched()[0]).m, 16);
+  EXPECT_EQ(gemmParams(launched()[0]).chunks_per_split, split.chunks_per_split);
+  EXPECT_EQ(launched()[1].launch.function, "kiln_w4a16_reduce");
+  EXPECT_EQ(launched()[1].launch.grid[0], 16u * 4096u / 8u / 256u);
   EXPECT_EQ(workspaceSize(p), gemvWorkspace(kMaxMultiprocessors, 16));
 }
 
@@ -210,19 +182,19 @@ TEST(W4a16Runner, SplitFollowsTheStreamsDevice) {
   p.zeros = fakeAddress<const void>(0x7f0000050000);
   p.dtype = DType::kFloat16;
   ASSERT_TRUE(run(p, kWorkspace, workspaceSize(p), driver.makeStream(0)).ok());
-  ASSERT_EQ(g_launches.size(), 2u);
-  EXPECT_EQ(g_launches[0].launch.grid[2], static_cast<unsigned>(a100.splits));
-  EXPECT_EQ(gemmParams(g_launches[0]).splits, a100.splits);
-  EXPECT_EQ(gemmParams(g_launches[0]).chunks_per_split, a100.chunks_per_split);
-  EXPECT_EQ(gemmParams(g_launches[0]).zeros, p.zeros);
-  EXPECT_EQ(g_launches[1].launch.function, "kiln_w4a16_reduce");
-  EXPECT_FALSE(g_launches[1].launch.programmatic);
+  ASSERT_EQ(launched().size(), 2u);
+  EXPECT_EQ(launched()[0].launch.grid[2], static_cast<unsigned>(a100.splits));
+  EXPECT_EQ(gemmParams(launched()[0]).splits, a100.splits);
+  EXPECT_EQ(gemmParams(launched()[0]).chunks_per_split, a100.chunks_per_split);
+  EXPECT_EQ(gemmParams(launched()[0]).zeros, p.zeros);
+  EXPECT_EQ(launched()[1].launch.function, "kiln_w4a16_reduce");
+  EXPECT_FALSE(launched()[1].launch.programmatic);
   // Exactly the workspace the A100's plan needs is enough.
-  g_launches.clear();
+  fake::g_driver->clearLaunchHistory();
   ASSERT_TRUE(run(p, kWorkspace, gemvWorkspace(108, 1, kLongK), driver.makeStream(0)).ok());
-  EXPECT_EQ(g_launches.size(), 2u);
+  EXPECT_EQ(launched().size(), 2u);
   EXPECT_FALSE(run(p, kWorkspace, gemvWorkspace(108, 1, kLongK) - 1, driver.makeStream(0)).ok());
-  EXPECT_EQ(g_launches.size(), 2u);
+  EXPECT_EQ(launched().size(), 2u);
 }
 
 TEST(W4a16Runner, OneSplitLaunchesOnlyTheGemm) {
@@ -233,12 +205,12 @@ TEST(W4a16Runner, OneSplitLaunchesOnlyTheGemm) {
   EXPECT_EQ(workspaceSize(p), 0u);
   Status s = run(p, nullptr, 0, driver.makeStream(0));
   ASSERT_TRUE(s.ok()) << s.toString();
-  ASSERT_EQ(g_launches.size(), 1u);
-  EXPECT_EQ(g_launches[0].launch.function, "kiln_w4a16_gemm");
-  EXPECT_EQ(g_launches[0].launch.grid[2], 1u);
-  EXPECT_EQ(gemmParams(g_launches[0]).partials, nullptr);
-  EXPECT_EQ(gemmParams(g_launches[0]).splits, 1);
-  EXPECT_EQ(gemmParams(g_launches[0]).chunks_per_split, 64);
+  ASSERT_EQ(launched().size(), 1u);
+  EXPECT_EQ(launched()[0].launch.function, "kiln_w4a16_gemm");
+  EXPECT_EQ(launched()[0].launch.grid[2], 1u);
+  EXPECT_EQ(gemmParams(launched()[0]).partials, nullptr);
+  EXPECT_EQ(gemmParams(launched()[0]).splits, 1);
+  EXPECT_EQ(gemmParams(launched()[0]).chunks_per_split, 64);
 }
 
 TEST(W4a16Runner, PrefillRunsOneSplitOfTheLargestTile) {
@@ -255,13 +227,13 @@ TEST(W4a16Runner, PrefillRunsOneSplitOfTheLargestTile) {
   EXPECT_EQ(workspaceSize(p), 0u);
   const Status s = run(p, nullptr, 0, driver.makeStream(0));
   ASSERT_TRUE(s.ok()) << s.toString();
-  ASSERT_EQ(g_launches.size(), 1u);
-  EXPECT_EQ(g_launches[0].launch.function, "kiln_w4a16_gemm");
-  EXPECT_EQ(g_launches[0].launch.grid[0], static_cast<unsigned>(14336 / tile.tile_n));
-  EXPECT_EQ(g_launches[0].launch.grid[1], 32u);
-  EXPECT_EQ(g_launches[0].launch.grid[2], 1u);
-  EXPECT_EQ(g_launches[0].launch.block[0], static_cast<unsigned>(tile.threads));
-  EXPECT_EQ(g_launches[0].launch.shared_bytes, static_cast<unsigned>(tile.shared_bytes));
+  ASSERT_EQ(launched().size(), 1u);
+  EXPECT_EQ(launched()[0].launch.function, "kiln_w4a16_gemm");
+  EXPECT_EQ(launched()[0].launch.grid[0], static_cast<unsigned>(14336 / tile.tile_n));
+  EXPECT_EQ(launched()[0].launch.grid[1], 32u);
+  EXPECT_EQ(launched()[0].launch.grid[2], 1u);
+  EXPECT_EQ(launched()[0].launch.block[0], static_cast<unsigned>(tile.threads));
+  EXPECT_EQ(launched()[0].launch.shared_bytes, static_cast<unsigned>(tile.shared_bytes));
   // Over 48 KiB: the runtime opted the function in to its shared memory.
   EXPECT_EQ(driver.functionSharedOptIn("kiln_w4a16_gemm"), tile.shared_bytes);
 }
@@ -336,10 +308,10 @@ TEST(W4a16Runner, FixedSmCountIsUsedOnTheDeviceToo) {
   p.k = kLongK;
   p.multiprocessors = kMaxMultiprocessors;
   ASSERT_TRUE(run(p, kWorkspace, workspaceSize(p), driver.makeStream(0)).ok());
-  ASSERT_EQ(g_launches.size(), 2u);
-  EXPECT_EQ(g_launches[0].launch.grid[2], static_cast<unsigned>(most.splits));
-  EXPECT_EQ(gemmParams(g_launches[1]).splits, most.splits);
-  EXPECT_EQ(gemmParams(g_launches[1]).chunks_per_split, most.chunks_per_split);
+  ASSERT_EQ(launched().size(), 2u);
+  EXPECT_EQ(launched()[0].launch.grid[2], static_cast<unsigned>(most.splits));
+  EXPECT_EQ(gemmParams(launched()[1]).splits, most.splits);
+  EXPECT_EQ(gemmParams(launched()[1]).chunks_per_split, most.chunks_per_split);
   // So a workspace sized for 132 SMs is too small for it.
   Problem h200 = p;
   h200.multiprocessors = 132;
@@ -348,7 +320,7 @@ TEST(W4a16Runner, FixedSmCountIsUsedOnTheDeviceToo) {
                              " bytes is smaller than the " +
                              std::to_string(gemvWorkspace(kMaxMultiprocessors, 1, kLongK)) +
                              " bytes the plan needs (" + std::to_string(most.splits) + " splits)");
-  EXPECT_EQ(g_launches.size(), 2u);
+  EXPECT_EQ(launched().size(), 2u);
 }
 
 TEST(W4a16Runner, RepackLaunchesItsTwoKernels) {
@@ -370,9 +342,9 @@ TEST(W4a16Runner, RepackLaunchesItsTwoKernels) {
   ASSERT_TRUE(canRepack(r).ok()) << canRepack(r).toString();
   const Status s = repack(r, stream);
   ASSERT_TRUE(s.ok()) << s.toString();
-  ASSERT_EQ(g_launches.size(), 2u);
-  const fake::LaunchRecord& weights = g_launches[0].launch;
-  const fake::LaunchRecord& scales = g_launches[1].launch;
+  ASSERT_EQ(launched().size(), 2u);
+  const fake::LaunchRecord weights = launched()[0].launch;
+  const fake::LaunchRecord scales = launched()[1].launch;
   EXPECT_EQ(weights.function, "kiln_w4a16_repack_weights");
   EXPECT_EQ(weights.grid[0], 22016u);  // 4096 x 11008 / 8 words, 256 per block
   EXPECT_EQ(weights.block[0], 256u);
@@ -381,10 +353,10 @@ TEST(W4a16Runner, RepackLaunchesItsTwoKernels) {
   EXPECT_EQ(scales.grid[0], 1376u);  // 86 groups x 4096 scales, 256 per block
   EXPECT_EQ(scales.block[0], 256u);
   EXPECT_FALSE(scales.programmatic);
-  for (const Recorded& rec : g_launches) {
+  for (const fake::RecordedLaunch& rec : launched()) {
     RepackParams params;
-    ASSERT_EQ(rec.params.size(), sizeof(RepackParams));
-    std::memcpy(static_cast<void*>(&params), rec.params.data(), sizeof(params));
+    ASSERT_EQ(rec.first_arg.size(), sizeof(RepackParams));
+    std::memcpy(static_cast<void*>(&params), rec.first_arg.data(), sizeof(params));
     EXPECT_EQ(params.qweight, r.qweight);
     EXPECT_EQ(params.qzeros, r.qzeros);
     EXPECT_EQ(params.src_scales, r.src_scales);
