@@ -61,8 +61,9 @@ cmake --preset asan -DKILN_BUILD_TOOLS=ON -DCMAKE_C_COMPILER_LAUNCHER=ccache \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 cmake --build --preset asan -j "$JOBS"
 
-step "asan: ctest -L 'unit|runtime|runners'"
-ctest --preset asan -L 'unit|runtime|runners' -j 2
+# examples: the Qwen3 example's checkpoint loader, a parser of outside files (safetensors, JSON).
+step "asan: ctest -L 'unit|runtime|runners|examples'"
+ctest --preset asan -L 'unit|runtime|runners|examples' -j 2
 
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   step "fuzz: ${FUZZ_SECONDS}s per target"
