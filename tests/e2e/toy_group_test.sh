@@ -14,7 +14,7 @@ ROOT="$2"
 WORK="$3"
 rm -rf "$WORK"
 mkdir -p "$WORK/src"
-for path in CMakeLists.txt CMakePresets.json cmake runtime kernels tests tools bench; do
+for path in CMakeLists.txt CMakePresets.json cmake runtime kernels tests tools bench examples; do
   cp -r "$ROOT/$path" "$WORK/src/"
 done
 rm -rf "$WORK/src/kernels/toy"
