@@ -45,6 +45,24 @@ Status checkDtype(const char* group, DType dtype) {
                                                   " is not a DType value (fp16, bf16 or fp32)");
 }
 
+Status checkPageSize(const char* group, int page_size) {
+  if (page_size >= kMinPageSize && page_size <= kMaxPageSize && (page_size & (page_size - 1)) == 0)
+    return Status::Ok();
+  return Status(StatusCode::kInvalidArgument,
+                std::string(group) + ": page_size " + std::to_string(page_size) +
+                    " is not a power of two in " + std::to_string(kMinPageSize) + ".." +
+                    std::to_string(kMaxPageSize));
+}
+
+PagedCacheStrides pagedCacheStrides(int page_size, int kv_heads, int head_dim, bool head_major) {
+  PagedCacheStrides s;
+  s.page_stride = static_cast<std::int64_t>(page_size) * kv_heads * head_dim;
+  s.token_stride = head_major ? head_dim : kv_heads * head_dim;
+  s.head_stride = head_major ? page_size * head_dim : head_dim;
+  while ((1 << s.page_size_log2) < page_size) ++s.page_size_log2;
+  return s;
+}
+
 int findEntry(const kiln_variant& variant, const char* entry) {
   for (int i = 0; i < variant.num_entries; ++i) {
     if (variant.entries[i] != nullptr && std::strcmp(variant.entries[i], entry) == 0) return i;

@@ -27,16 +27,6 @@ std::size_t alignUp(std::size_t n, std::size_t a) {
   return (n + a - 1) / a * a;
 }
 
-bool isPowerOfTwo(int v) {
-  return v > 0 && (v & (v - 1)) == 0;
-}
-
-int log2Exact(int v) {
-  int l = 0;
-  while ((1 << l) < v) ++l;
-  return l;
-}
-
 }  // namespace
 
 int chooseSplits(long long pairs, long long max_keys, int multiprocessors, int head_dim) {
@@ -89,11 +79,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
     return device != nullptr ? checkDevice(*plan, *device) : Status::Ok();
   }
   KILN_RETURN_IF_ERROR(runner::checkHeads("decodeattn", problem.q_heads, problem.kv_heads));
-  if (!isPowerOfTwo(problem.page_size) || problem.page_size < kMinPageSize ||
-      problem.page_size > kMaxPageSize) {
-    return invalid("page_size " + std::to_string(problem.page_size) + " is not a power of two in " +
-                   std::to_string(kMinPageSize) + ".." + std::to_string(kMaxPageSize));
-  }
+  KILN_RETURN_IF_ERROR(runner::checkPageSize("decodeattn", problem.page_size));
   if (problem.kv_layout != KvLayout::kNHD && problem.kv_layout != KvLayout::kHND) {
     return invalid("kv_layout " + std::to_string(static_cast<int>(problem.kv_layout)) +
                    " is not a KvLayout value (kNHD or kHND)");
@@ -204,15 +190,15 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
   params.kv_heads = problem.kv_heads;
   params.group_size = group_size;
   params.head_chunks = static_cast<int>(head_chunks);  // <= 65535: the grid check above
-  params.page_size_log2 = log2Exact(problem.page_size);
   params.max_pages_per_seq = problem.max_pages_per_seq;
   params.num_pages = problem.num_pages;
   params.num_splits = splits;
-  const int head_elems = info->head_dim;
-  const bool hnd = problem.kv_layout == KvLayout::kHND;
-  params.token_stride = hnd ? head_elems : problem.kv_heads * head_elems;
-  params.head_stride = hnd ? problem.page_size * head_elems : head_elems;
-  params.page_stride = static_cast<std::int64_t>(problem.page_size) * problem.kv_heads * head_elems;
+  const runner::PagedCacheStrides strides = runner::pagedCacheStrides(
+      problem.page_size, problem.kv_heads, info->head_dim, problem.kv_layout == KvLayout::kHND);
+  params.page_size_log2 = strides.page_size_log2;
+  params.token_stride = strides.token_stride;
+  params.head_stride = strides.head_stride;
+  params.page_stride = strides.page_stride;
   params.scale_log2 = static_cast<float>(static_cast<double>(problem.scale) * 1.4426950408889634);
   params.query_tokens = problem.query_tokens;
   // Last, so that select(device) == select(host) followed by checkDevice, which is what run() does.

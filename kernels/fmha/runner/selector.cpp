@@ -3,7 +3,6 @@
 #include "selector.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -171,10 +170,7 @@ Status checkShape(const Problem& problem, PointerChecks pointers) {
                      "sequence b has seq_lens_k[b] keys");
     }
     const int ps = problem.page_size;
-    if (ps < kMinPageSize || ps > kMaxPageSize || (ps & (ps - 1)) != 0) {
-      return invalid("page_size " + std::to_string(ps) + " is not a power of two in " +
-                     std::to_string(kMinPageSize) + ".." + std::to_string(kMaxPageSize));
-    }
+    KILN_RETURN_IF_ERROR(runner::checkPageSize("fmha", ps));
     if (problem.max_pages_per_seq < 1) {
       return invalid("max_pages_per_seq " + std::to_string(problem.max_pages_per_seq) +
                      " is not positive");
@@ -306,16 +302,16 @@ Status planMma(const Problem& problem, Plan* plan) {
   params.window_left = problem.window_left;
   params.scale_log2 = static_cast<float>(static_cast<double>(problem.scale) * kLog2e);
   if (paged(problem)) {
-    const long long ps = problem.page_size;
     params.seq_lens_k = problem.seq_lens_k;
     params.page_table = problem.page_table;
-    params.page_size_log2 = std::countr_zero(static_cast<unsigned>(problem.page_size));
     params.max_pages_per_seq = problem.max_pages_per_seq;
     params.num_pages = problem.num_pages;
-    params.page_stride = ps * problem.kv_heads * head_dim;
-    const bool nhd = problem.kv_layout == KvLayout::kNhd;
-    params.token_stride = nhd ? problem.kv_heads * head_dim : head_dim;
-    params.head_stride = nhd ? head_dim : static_cast<int>(ps) * head_dim;
+    const runner::PagedCacheStrides strides = runner::pagedCacheStrides(
+        problem.page_size, problem.kv_heads, head_dim, problem.kv_layout == KvLayout::kHnd);
+    params.page_size_log2 = strides.page_size_log2;
+    params.page_stride = strides.page_stride;
+    params.token_stride = strides.token_stride;
+    params.head_stride = strides.head_stride;
   } else {
     params.cu_seqlens_k = problem.cu_seqlens_k;
     params.total_k = problem.total_k;

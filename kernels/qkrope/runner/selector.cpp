@@ -28,16 +28,6 @@ Status checkPointer(const char* name, const void* p, std::size_t alignment, bool
   return runner::checkPointer("qkrope", name, p, alignment);
 }
 
-bool isPowerOfTwo(int v) {
-  return v > 0 && (v & (v - 1)) == 0;
-}
-
-int log2Exact(int v) {
-  int l = 0;
-  while ((1 << l) < v) ++l;
-  return l;
-}
-
 // inv_freq of (theta, rotary_dim) into `out` (rope.h), remembered per thread for the last pair:
 // run() on a layer's every call asks for the same table, and the powers cost ~1 us per call.
 void fillInvFreq(float theta, int rotary_dim, float* out) {
@@ -77,11 +67,7 @@ Status checkShape(const Problem& problem, int head_dim) {
   if (problem.qk_norm && (!std::isfinite(problem.eps) || problem.eps <= 0.0f)) {
     return invalid("eps " + formatFloat(problem.eps) + " is not a finite positive number");
   }
-  if (!isPowerOfTwo(problem.page_size) || problem.page_size < kMinPageSize ||
-      problem.page_size > kMaxPageSize) {
-    return invalid("page_size " + std::to_string(problem.page_size) + " is not a power of two in " +
-                   std::to_string(kMinPageSize) + ".." + std::to_string(kMaxPageSize));
-  }
+  KILN_RETURN_IF_ERROR(runner::checkPageSize("qkrope", problem.page_size));
   if (problem.kv_layout != KvLayout::kNHD && problem.kv_layout != KvLayout::kHND) {
     return invalid("kv_layout " + std::to_string(static_cast<int>(problem.kv_layout)) +
                    " is not a KvLayout value (kNHD or kHND)");
@@ -165,11 +151,12 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   params.positions = problem.positions;
   params.slot_mapping = problem.slot_mapping;
   params.num_slots = static_cast<std::int64_t>(problem.num_pages) * problem.page_size;
-  const bool hnd = problem.kv_layout == KvLayout::kHND;
-  params.page_stride = static_cast<std::int64_t>(problem.page_size) * problem.kv_heads * head_dim;
-  params.token_stride = hnd ? head_dim : problem.kv_heads * head_dim;
-  params.head_stride = hnd ? problem.page_size * head_dim : head_dim;
-  params.page_size_log2 = log2Exact(problem.page_size);
+  const runner::PagedCacheStrides strides = runner::pagedCacheStrides(
+      problem.page_size, problem.kv_heads, head_dim, problem.kv_layout == KvLayout::kHND);
+  params.page_stride = strides.page_stride;
+  params.token_stride = strides.token_stride;
+  params.head_stride = strides.head_stride;
+  params.page_size_log2 = strides.page_size_log2;
   params.q_heads = problem.q_heads;
   params.kv_heads = problem.kv_heads;
   params.rows_per_block = shape.rows_per_block;

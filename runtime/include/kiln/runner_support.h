@@ -63,6 +63,27 @@ Status checkHeads(const char* group, std::int64_t q_heads, std::int64_t kv_heads
 // the enum (dtypeName() names every value inside it); Ok otherwise.
 Status checkDtype(const char* group, DType dtype);
 
+// The paged KV cache that decodeattn reads, fmha reads and qkrope writes: pages of a power-of-two
+// page_size in kMinPageSize..kMaxPageSize rows, element (page, row, kv head, i) at
+// page * page_stride + row * token_stride + head * head_stride + i, NHD ([num_pages, page_size,
+// kv_heads, head_dim]) or HND ([num_pages, kv_heads, page_size, head_dim]).
+inline constexpr int kMinPageSize = 16;
+inline constexpr int kMaxPageSize = 256;
+
+struct PagedCacheStrides {
+  std::int64_t page_stride = 0;
+  std::int32_t token_stride = 0;
+  std::int32_t head_stride = 0;
+  std::int32_t page_size_log2 = 0;
+};
+
+// kInvalidArgument "<group>: page_size 48 is not a power of two in 16..256"; Ok otherwise.
+Status checkPageSize(const char* group, int page_size);
+
+// The strides of a cache of `page_size` (admitted by checkPageSize) rows of kv_heads x head_dim;
+// head_major: HND, else NHD.
+PagedCacheStrides pagedCacheStrides(int page_size, int kv_heads, int head_dim, bool head_major);
+
 // The index of entry kernel `entry` in `variant.entries`, or -1.
 int findEntry(const kiln_variant& variant, const char* entry);
 
