@@ -136,6 +136,12 @@ std::string allocate(DeviceBuffer* b, std::size_t bytes, const void* data, std::
 ::testing::AssertionResult allocate(DeviceBuffer* b, std::size_t elements, std::size_t guard,
                                     const std::vector<std::uint16_t>* data);
 
+// A buffer holding exactly `v` (allocate() with the vector's bytes); "" or what failed.
+template <typename T>
+std::string uploadVector(DeviceBuffer* b, const std::vector<T>& v) {
+  return allocate(b, v.size() * sizeof(T), v.data(), v.size() * sizeof(T));
+}
+
 // The whole buffer; empty if the copy failed.
 template <typename T = std::uint16_t>
 std::vector<T> download(const DeviceBuffer& b) {

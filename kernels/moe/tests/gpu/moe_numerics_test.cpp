@@ -59,15 +59,6 @@ ref::Format formatOf(kiln::DType dtype) {
   return dtype == kiln::DType::kFloat16 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
 }
 
-std::string upload(DeviceBuffer* b, const void* data, std::size_t bytes) {
-  return allocate(b, bytes, data, bytes);
-}
-
-template <typename T>
-std::string uploadVector(DeviceBuffer* b, const std::vector<T>& v) {
-  return upload(b, v.data(), v.size() * sizeof(T));
-}
-
 // ---- inputs ------------------------------------------------------------------------------------
 
 // Expert weights, drawn once per (format, E, H, I) and kept on both sides: Mixtral's are 2.8 GB.

@@ -114,15 +114,6 @@ struct PreparedCase {
   kiln::w4a16::Problem p;
 };
 
-std::string upload(DeviceBuffer* b, const void* data, std::size_t bytes) {
-  return allocate(b, bytes, data, bytes);
-}
-
-template <typename T>
-std::string uploadVector(DeviceBuffer* b, const std::vector<T>& v) {
-  return upload(b, v.data(), v.size() * sizeof(T));
-}
-
 // Compares a downloaded buffer with what the host expects, bit for bit.
 template <typename T>
 std::string compareBits(const char* what, const DeviceBuffer& b, const std::vector<T>& expect) {
