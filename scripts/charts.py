@@ -53,7 +53,7 @@ BENCHES = {
     ],
     "gdn": ["evidence/h100_sm_90/2026-12-07-run2/gdn_bench_cur.json"],
     "w4a16": ["evidence/h100_sm_90/2026-12-07-run3/w4a16_bench.json"],
-    "moe": ["evidence/h100_sm_90/2026-12-07-run5/moe_bench.json"],
+    "moe": ["evidence/h100_sm_90/2026-12-07-run6/moe_bench.json"],
     "qkrope": ["evidence/h100_sm_90/2026-12-07-run5/qkrope_bench.json"],
 }
 
