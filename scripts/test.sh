@@ -2,8 +2,9 @@
 # test.sh: the README's second command, and what CI runs (.ci/run). Installs what is missing,
 # checks that every C++ / CUDA file is clang-formatted (scripts/format.sh --check), builds kiln
 # and its tests (release preset), runs every CPU test through ctest (GPU-labelled
-# tests excluded; the e2e ones include the aarch64 cross-build of examples/consumer), packages two
-# entries of the release matrix, builds the host unit tests with ASan + UBSan (asan preset) and
+# tests excluded; the e2e ones include the aarch64 cross-build of examples/consumer), packages three
+# entries of the release matrix, builds examples/qwen3's decoder against the x86_64 one and runs
+# its CPU tests, builds the host unit tests with ASan + UBSan (asan preset) and
 # runs them, then runs each libFuzzer target for a bounded time on its seed corpus
 # (tests/fuzz/run.sh).
 #
@@ -55,6 +56,17 @@ doctor=build/release/matrix/artifacts/aarch64/sm_87/bin/kiln-doctor
 readelf -h "$doctor" | grep -E 'Machine:|Type:'
 echo "$doctor needs $(grep -ao 'GLIBC_2\.[0-9]*' "$doctor" | sort -uV | tail -n 1) on the target"
 readelf -h "$doctor" | grep -q 'Machine: *AArch64' || { echo "$doctor is not aarch64" >&2; exit 1; }
+
+# examples/qwen3's decoder, a consumer of the default artifact (the matrix's x86_64/sm_90, every
+# group): built against it, and its refusals run with no GPU (each one comes before CUDA is used).
+step "examples/qwen3: qwen3_generate against the x86_64/sm_90 artifact"
+cmake -S examples/qwen3 -B build/qwen3 -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DKiln_DIR="$ROOT/cmake" -DKILN_ARTIFACTS_DIR="$ROOT/build/release/matrix/artifacts" \
+  -DKILN_DIST_DIR="$ROOT/build/release/matrix/dist" -DKILN_TAG=sm_90 \
+  -DKILN_VERIFY_EXECUTABLE="$ROOT/build/release/tools/kiln-verify/kiln-verify" \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+cmake --build build/qwen3 -j "$JOBS"
+ctest --test-dir build/qwen3 -j 2 --output-on-failure
 
 step "asan: configure and build"
 cmake --preset asan -DKILN_BUILD_TOOLS=ON -DCMAKE_C_COMPILER_LAUNCHER=ccache \

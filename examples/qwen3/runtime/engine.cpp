@@ -1,0 +1,702 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "kiln/runners/decodeattn.h"
+#include "kiln/runners/decoderops.h"
+#include "kiln/runners/fmha.h"
+#include "kiln/runners/qkrope.h"
+#include "kiln/runners/rmsnorm.h"
+
+namespace qwen3 {
+
+namespace {
+
+// The sizes every kernel problem of the decoder is built from: the config's and the options'.
+struct Shapes {
+  kiln::DType dtype;
+  std::int64_t hidden, q_heads, kv_heads, head_dim, inter, vocab;
+  float eps, theta;
+  int page_size, max_pages_per_seq, num_pages, max_batch, max_tokens;
+};
+
+kiln::DType kilnDtype(Dtype dtype) {
+  return dtype == Dtype::kF16 ? kiln::DType::kFloat16 : kiln::DType::kBFloat16;
+}
+
+int ceilDiv(std::int64_t a, std::int64_t b) {
+  return static_cast<int>((a + b - 1) / b);
+}
+
+Shapes shapesOf(const Config& c, const EngineOptions& o) {
+  Shapes s{};
+  s.dtype = kilnDtype(c.dtype);
+  s.hidden = c.hidden_size;
+  s.q_heads = c.num_attention_heads;
+  s.kv_heads = c.num_key_value_heads;
+  s.head_dim = c.head_dim;
+  s.inter = c.intermediate_size;
+  s.vocab = c.vocab_size;
+  s.eps = static_cast<float>(c.rms_norm_eps);
+  s.theta = static_cast<float>(c.rope_theta);
+  s.page_size = o.page_size;
+  s.max_pages_per_seq = ceilDiv(o.max_seq_len, o.page_size);
+  s.num_pages = o.max_batch * s.max_pages_per_seq;
+  s.max_batch = o.max_batch;
+  s.max_tokens = std::max<int>(
+      o.max_batch,
+      static_cast<int>(std::min<std::int64_t>(
+          o.max_prefill_tokens, static_cast<std::int64_t>(o.max_batch) * o.max_seq_len)));
+  return s;
+}
+
+// The problems of one step, built the same way for admission (placeholder addresses: canImplement
+// reads no memory) and for the launches.
+kiln::rmsnorm::Problem rmsnormProblem(const Shapes& s, std::int64_t rows, const void* x,
+                                      void* residual, const void* weight, void* out) {
+  kiln::rmsnorm::Problem p;
+  p.dtype = s.dtype;
+  p.rows = rows;
+  p.hidden = s.hidden;
+  p.eps = s.eps;
+  p.x = x;
+  p.residual = residual;
+  p.weight = weight;
+  p.out = out;
+  return p;
+}
+
+struct QkropeBuffers {
+  const void* qkv;
+  const std::int64_t* positions;
+  const std::int64_t* slots;
+  const void* q_norm;
+  const void* k_norm;
+  void* q_out;
+  void* k_cache;
+  void* v_cache;
+  void* k_out;  // null in decode
+  void* v_out;
+};
+
+kiln::qkrope::Problem qkropeProblem(const Shapes& s, std::int64_t tokens, const QkropeBuffers& b) {
+  kiln::qkrope::Problem p;
+  p.dtype = s.dtype;
+  p.tokens = tokens;
+  p.q_heads = static_cast<int>(s.q_heads);
+  p.kv_heads = static_cast<int>(s.kv_heads);
+  p.head_dim = static_cast<int>(s.head_dim);
+  p.rotary_dim = 0;  // the whole head, as Qwen3
+  p.rope_theta = s.theta;
+  p.qk_norm = true;
+  p.eps = s.eps;
+  p.page_size = s.page_size;
+  p.kv_layout = kiln::qkrope::KvLayout::kNHD;
+  p.num_pages = s.num_pages;
+  p.qkv = b.qkv;
+  p.positions = b.positions;
+  p.slot_mapping = b.slots;
+  p.q_norm_weight = b.q_norm;
+  p.k_norm_weight = b.k_norm;
+  p.q_out = b.q_out;
+  p.k_cache = b.k_cache;
+  p.v_cache = b.v_cache;
+  p.k_out = b.k_out;
+  p.v_out = b.v_out;
+  return p;
+}
+
+float softmaxScale(const Shapes& s) {
+  return 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+}
+
+// Prefill attention: the packed prompts, causal, over their own keys (k_new / v_new, contiguous,
+// as qkrope wrote them), so the runner may take Hopper's wgmma kernel.
+kiln::fmha::Problem prefillProblem(const Shapes& s, int seqs, int tokens, int max_seqlen_q,
+                                   const void* q, const void* k, const void* v,
+                                   const std::int32_t* cu_seqlens, void* out) {
+  kiln::fmha::Problem p;
+  p.dtype = s.dtype;
+  p.mask = kiln::fmha::Mask::kCausal;
+  p.head_dim = static_cast<int>(s.head_dim);
+  p.batch = seqs;
+  p.q_heads = static_cast<int>(s.q_heads);
+  p.kv_heads = static_cast<int>(s.kv_heads);
+  p.total_q = tokens;
+  p.total_k = tokens;
+  p.max_seqlen_q = max_seqlen_q;
+  p.scale = softmaxScale(s);
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.cu_seqlens_q = cu_seqlens;
+  p.cu_seqlens_k = cu_seqlens;
+  p.out = out;
+  return p;
+}
+
+kiln::decodeattn::Problem decodeProblem(const Shapes& s, int batch, int multiprocessors,
+                                        const void* q, const void* k_cache, const void* v_cache,
+                                        const std::int32_t* page_table,
+                                        const std::int32_t* seq_lens, void* out) {
+  kiln::decodeattn::Problem p;
+  p.dtype = s.dtype;
+  p.batch = batch;
+  p.q_heads = static_cast<int>(s.q_heads);
+  p.kv_heads = static_cast<int>(s.kv_heads);
+  p.head_dim = static_cast<int>(s.head_dim);
+  p.query_tokens = 1;
+  p.page_size = s.page_size;
+  p.kv_layout = kiln::decodeattn::KvLayout::kNHD;
+  p.num_pages = s.num_pages;
+  p.max_pages_per_seq = s.max_pages_per_seq;
+  p.max_seq_len = 0;  // the cache's length: the split count stays fixed for the captured graph
+  p.multiprocessors = multiprocessors;
+  p.scale = softmaxScale(s);
+  p.q = q;
+  p.k_cache = k_cache;
+  p.v_cache = v_cache;
+  p.page_table = page_table;
+  p.seq_lens = seq_lens;
+  p.out = out;
+  return p;
+}
+
+kiln::decoderops::EmbedProblem gatherProblem(kiln::DType dtype, std::int64_t tokens,
+                                             std::int64_t rows, std::int64_t width,
+                                             const std::int32_t* ids, const void* table,
+                                             void* out) {
+  kiln::decoderops::EmbedProblem p;
+  p.dtype = dtype;
+  p.tokens = tokens;
+  p.rows = rows;
+  p.width = width;
+  p.ids = ids;
+  p.table = table;
+  p.out = out;
+  return p;
+}
+
+kiln::decoderops::SiluMulProblem siluMulProblem(const Shapes& s, std::int64_t tokens,
+                                                const void* in, void* out) {
+  kiln::decoderops::SiluMulProblem p;
+  p.dtype = s.dtype;
+  p.tokens = tokens;
+  p.width = s.inter;
+  p.in = in;
+  p.out = out;
+  return p;
+}
+
+kiln::decoderops::ArgmaxProblem argmaxProblem(const Shapes& s, std::int64_t rows, const float* x,
+                                              std::int32_t* out) {
+  kiln::decoderops::ArgmaxProblem p;
+  p.dtype = kiln::DType::kFloat32;
+  p.rows = rows;
+  p.width = s.vocab;
+  p.x = x;
+  p.out = out;
+  return p;
+}
+
+// Distinct, aligned addresses that are never dereferenced: canImplement checks alignment and
+// nullness only.
+template <typename T = void>
+T* placeholder(int i) {
+  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(i + 1) << 40);
+}
+
+// Runs `check` (one runner's canImplement) on every problem the decoder gives that runner, at the
+// largest sizes, and collects refusals.
+class Admission {
+ public:
+  explicit Admission(const Shapes& s) : s_(s) {}
+
+  template <typename Check>
+  void run(Check&& check) {
+    const Shapes& s = s_;
+    const auto p = [](int i) { return placeholder(i); };
+    add("rmsnorm", check(rmsnormProblem(s, s.max_tokens, p(0), p(1), p(2), p(3))));
+    add("qkrope",
+        check(qkropeProblem(s, s.max_tokens,
+                            {p(0), placeholder<std::int64_t>(1), placeholder<std::int64_t>(2), p(3),
+                             p(4), p(5), p(6), p(7), p(8), p(9)})));
+    add("fmha (prefill)", check(prefillProblem(s, s.max_batch, s.max_tokens, s.max_tokens, p(0),
+                                               p(1), p(2), placeholder<std::int32_t>(3), p(4))));
+    add("decodeattn",
+        check(decodeProblem(s, s.max_batch, 0, p(0), p(1), p(2), placeholder<std::int32_t>(3),
+                            placeholder<std::int32_t>(4), p(5))));
+    add("decoderops (embedding)", check(gatherProblem(s.dtype, s.max_tokens, s.vocab, s.hidden,
+                                                      placeholder<std::int32_t>(0), p(1), p(2))));
+    add("decoderops (last rows)", check(gatherProblem(s.dtype, s.max_batch, s.max_tokens, s.hidden,
+                                                      placeholder<std::int32_t>(0), p(1), p(2))));
+    add("decoderops (silu_mul)", check(siluMulProblem(s, s.max_tokens, p(0), p(1))));
+    add("decoderops (argmax)",
+        check(argmaxProblem(s, s.max_batch, placeholder<float>(0), placeholder<std::int32_t>(1))));
+  }
+
+  void add(const char* what, const kiln::Status& status) {
+    if (!status.ok()) problems_.push_back(std::string(what) + ": " + status.toString());
+  }
+  void add(std::string problem) { problems_.push_back(std::move(problem)); }
+
+  void throwIfRefused(const std::string& context) const {
+    if (problems_.empty()) return;
+    std::string message = context;
+    for (const std::string& problem : problems_) message += "\n  " + problem;
+    throw Error(message);
+  }
+
+ private:
+  Shapes s_;
+  std::vector<std::string> problems_;
+};
+
+std::size_t elementBytes(Dtype dtype) {
+  return static_cast<std::size_t>(dtypeBits(dtype) / 8);
+}
+
+// Uploads tensors, concatenated along their first dimension (a fused projection's rows).
+DeviceBuffer upload(const Checkpoint& checkpoint, const std::vector<std::string>& names,
+                    const std::vector<std::vector<std::int64_t>>& shapes) {
+  const Dtype dtype = checkpoint.config().dtype;
+  std::vector<const TensorInfo*> tensors;
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    tensors.push_back(&checkpoint.tensor(names[i], dtype, shapes[i]));
+    total += tensors.back()->bytes.size();
+  }
+  DeviceBuffer buffer(total);
+  std::size_t offset = 0;
+  for (const TensorInfo* t : tensors) {
+    QWEN3_CUDA(cudaMemcpy(buffer.as<std::byte>() + offset, t->bytes.data(), t->bytes.size(),
+                          cudaMemcpyHostToDevice));
+    offset += t->bytes.size();
+  }
+  return buffer;
+}
+
+// The config, once admit() took it: the first member's initializer, so nothing is sized before.
+const Config& admitted(const Config& config, const EngineOptions& options) {
+  admit(config, options);
+  return config;
+}
+
+int bucketOf(int batch, int max_batch) {
+  int bucket = 1;
+  while (bucket < batch) bucket *= 2;
+  return std::min(bucket, max_batch);
+}
+
+}  // namespace
+
+void admit(const Config& c, const EngineOptions& o) {
+  std::vector<std::string> refusals;
+  if (c.moe)
+    refusals.push_back(
+        c.architecture +
+        ": MoE layers are not wired into this decoder yet (dense Qwen3ForCausalLM only)");
+  if (c.gptq)
+    refusals.push_back(
+        "a GPTQ checkpoint: int4 projections are not wired into this decoder yet (bf16 / fp16 "
+        "weights only)");
+  const auto positive = [&](const char* name, std::int64_t value, std::int64_t limit) {
+    if (value < 1 || value > limit) {
+      refusals.push_back(std::string(name) + " " + std::to_string(value) + " is outside 1.." +
+                         std::to_string(limit));
+    }
+  };
+  positive("max_batch", o.max_batch, 1024);
+  positive("max_seq_len", o.max_seq_len, c.max_position_embeddings);
+  positive("max_prefill_tokens", o.max_prefill_tokens, 1 << 20);
+  positive("page_size", o.page_size, 256);
+  if (!refusals.empty()) {
+    std::string message = "the decoder cannot run this configuration:";
+    for (const std::string& r : refusals) message += "\n  " + r;
+    throw Error(message);
+  }
+  Admission admission(shapesOf(c, o));
+  // Each runner's canImplement, found by argument-dependent lookup from its problem's namespace.
+  admission.run([](const auto& problem) { return canImplement(problem); });
+  admission.throwIfRefused("the artifact cannot run this model (" + c.architecture + ", hidden " +
+                           std::to_string(c.hidden_size) + ", head_dim " +
+                           std::to_string(c.head_dim) + ", " + std::string(dtypeName(c.dtype)) +
+                           "):");
+}
+
+void checkPrompts(const Config& c, const EngineOptions& o,
+                  const std::vector<std::vector<std::int32_t>>& prompts, int new_tokens) {
+  if (prompts.empty() || static_cast<int>(prompts.size()) > o.max_batch) {
+    throw Error("a batch of " + std::to_string(prompts.size()) + " prompts; the decoder runs 1.." +
+                std::to_string(o.max_batch) + " (max_batch)");
+  }
+  if (new_tokens < 0) throw Error("new_tokens " + std::to_string(new_tokens) + " is negative");
+  const std::int64_t limit = std::min<std::int64_t>(o.max_seq_len, c.max_position_embeddings);
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const auto& prompt = prompts[i];
+    const std::string which = "prompt " + std::to_string(i);
+    if (prompt.empty()) throw Error(which + " is empty; a prompt needs at least one token");
+    const std::int64_t total = static_cast<std::int64_t>(prompt.size()) + new_tokens;
+    if (total > limit) {
+      throw Error(which + ": " + std::to_string(prompt.size()) + " tokens + " +
+                  std::to_string(new_tokens) + " new = " + std::to_string(total) +
+                  " tokens; the cache holds " + std::to_string(limit) +
+                  " per sequence (max_seq_len " + std::to_string(o.max_seq_len) +
+                  ", max_position_embeddings " + std::to_string(c.max_position_embeddings) + ")");
+    }
+    if (static_cast<std::int64_t>(prompt.size()) > o.max_prefill_tokens) {
+      throw Error(which + ": " + std::to_string(prompt.size()) +
+                  " tokens; one prefill pass takes " + std::to_string(o.max_prefill_tokens) +
+                  " (max_prefill_tokens)");
+    }
+    for (std::size_t j = 0; j < prompt.size(); ++j) {
+      if (prompt[j] < 0 || prompt[j] >= c.vocab_size) {
+        throw Error(which + " token " + std::to_string(j) + " is id " + std::to_string(prompt[j]) +
+                    "; the vocabulary is 0.." + std::to_string(c.vocab_size - 1));
+      }
+    }
+  }
+}
+
+Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
+    : config_(admitted(checkpoint.config(), options)),
+      options_(options),
+      dtype_(kilnDtype(config_.dtype)),
+      cuda_dtype_(config_.dtype == Dtype::kF16 ? CUDA_R_16F : CUDA_R_16BF),
+      hidden_(config_.hidden_size),
+      q_heads_(config_.num_attention_heads),
+      kv_heads_(config_.num_key_value_heads),
+      head_dim_(config_.head_dim),
+      inter_(config_.intermediate_size),
+      vocab_(config_.vocab_size),
+      qkv_width_((q_heads_ + 2 * kv_heads_) * head_dim_),
+      pages_(options.page_size, shapesOf(config_, options).num_pages, options.max_batch,
+             shapesOf(config_, options).max_pages_per_seq, options.page_seed) {
+  const Shapes s = shapesOf(config_, options_);
+  max_tokens_ = s.max_tokens;
+  num_pages_ = s.num_pages;
+
+  int device = 0;
+  QWEN3_CUDA(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  QWEN3_CUDA(cudaGetDeviceProperties(&prop, device));
+  device_sm_ = prop.major * 10 + prop.minor;
+  multiprocessors_ = prop.multiProcessorCount;
+  Admission on_device(s);
+  on_device.run([sm = device_sm_](const auto& problem) { return canImplement(problem, sm); });
+  on_device.throwIfRefused("the artifact has no kernel for this GPU (" + std::string(prop.name) +
+                           ", sm_" + std::to_string(device_sm_) + "):");
+
+  QWEN3_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  gemm_ = std::make_unique<Gemm>(cuda_dtype_);
+
+  // Weights: the fused projections' rows in the order the kernels read them.
+  const std::int64_t h = hidden_, d = head_dim_;
+  const std::size_t elt = elementBytes(config_.dtype);
+  embed_ = upload(checkpoint, {"model.embed_tokens.weight"}, {{vocab_, h}});
+  final_norm_ = upload(checkpoint, {"model.norm.weight"}, {{h}});
+  lm_head_ = upload(checkpoint,
+                    {config_.tie_word_embeddings && checkpoint.find("lm_head.weight") == nullptr
+                         ? "model.embed_tokens.weight"
+                         : "lm_head.weight"},
+                    {{vocab_, h}});
+  const std::uint64_t kv_bytes = static_cast<std::uint64_t>(num_pages_) * options_.page_size *
+                                 static_cast<std::uint64_t>(kv_heads_ * d) * elt;
+  for (std::int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    Layer layer;
+    layer.input_norm = upload(checkpoint, {p + "input_layernorm.weight"}, {{h}});
+    layer.post_norm = upload(checkpoint, {p + "post_attention_layernorm.weight"}, {{h}});
+    layer.q_norm = upload(checkpoint, {p + "self_attn.q_norm.weight"}, {{d}});
+    layer.k_norm = upload(checkpoint, {p + "self_attn.k_norm.weight"}, {{d}});
+    layer.qkv = upload(checkpoint,
+                       {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                        p + "self_attn.v_proj.weight"},
+                       {{q_heads_ * d, h}, {kv_heads_ * d, h}, {kv_heads_ * d, h}});
+    layer.o = upload(checkpoint, {p + "self_attn.o_proj.weight"}, {{h, q_heads_ * d}});
+    layer.gate_up = upload(checkpoint, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"},
+                           {{inter_, h}, {inter_, h}});
+    layer.down = upload(checkpoint, {p + "mlp.down_proj.weight"}, {{h, inter_}});
+    layer.k_cache = DeviceBuffer(kv_bytes);
+    layer.v_cache = DeviceBuffer(kv_bytes);
+    weight_bytes_per_step_ += layer.input_norm.bytes() + layer.post_norm.bytes() +
+                              layer.q_norm.bytes() + layer.k_norm.bytes() + layer.qkv.bytes() +
+                              layer.o.bytes() + layer.gate_up.bytes() + layer.down.bytes();
+    layers_.push_back(std::move(layer));
+  }
+  weight_bytes_per_step_ += final_norm_.bytes() + lm_head_.bytes();
+
+  // Activations and per-step inputs.
+  const auto rows = [&](std::int64_t width) {
+    return DeviceBuffer(static_cast<std::size_t>(max_tokens_) * static_cast<std::size_t>(width) *
+                        elt);
+  };
+  h_ = rows(h);
+  xn_ = rows(h);
+  qkv_ = rows(qkv_width_);
+  q_ = rows(q_heads_ * d);
+  k_new_ = rows(kv_heads_ * d);
+  v_new_ = rows(kv_heads_ * d);
+  attn_ = rows(q_heads_ * d);
+  proj_ = rows(h);
+  gate_up_ = rows(2 * inter_);
+  act_ = rows(inter_);
+  const std::size_t batch = static_cast<std::size_t>(options_.max_batch);
+  last_rows_ = DeviceBuffer(batch * static_cast<std::size_t>(h) * elt);
+  logits_ = DeviceBuffer(batch * static_cast<std::size_t>(vocab_) * sizeof(float));
+  next_ = DeviceBuffer(batch * sizeof(std::int32_t));
+  QWEN3_CUDA(cudaMemset(next_.get(), 0, next_.bytes()));
+
+  const std::size_t tokens = static_cast<std::size_t>(max_tokens_);
+  const std::size_t table = pages_.pageTable().size() * sizeof(std::int32_t);
+  ids_ = DeviceBuffer(tokens * sizeof(std::int32_t));
+  positions_ = DeviceBuffer(tokens * sizeof(std::int64_t));
+  slots_ = DeviceBuffer(tokens * sizeof(std::int64_t));
+  cu_seqlens_ = DeviceBuffer((batch + 1) * sizeof(std::int32_t));
+  seq_lens_ = DeviceBuffer(batch * sizeof(std::int32_t));
+  last_index_ = DeviceBuffer(batch * sizeof(std::int32_t));
+  page_table_ = DeviceBuffer(table);
+  ids_h_ = PinnedBuffer(ids_.bytes());
+  positions_h_ = PinnedBuffer(positions_.bytes());
+  slots_h_ = PinnedBuffer(slots_.bytes());
+  cu_seqlens_h_ = PinnedBuffer(cu_seqlens_.bytes());
+  seq_lens_h_ = PinnedBuffer(seq_lens_.bytes());
+  last_index_h_ = PinnedBuffer(last_index_.bytes());
+  page_table_h_ = PinnedBuffer(table);
+  next_h_ = PinnedBuffer(next_.bytes());
+  logits_h_ = PinnedBuffer(logits_.bytes());
+
+  // The split-KV workspace of the largest bucket covers the smaller ones.
+  std::size_t workspace = 0;
+  for (int bucket = 1;; bucket = std::min(bucket * 2, options_.max_batch)) {
+    workspace = std::max(workspace, kiln::decodeattn::workspaceSize(
+                                        decodeProblem(s, bucket, multiprocessors_, nullptr, nullptr,
+                                                      nullptr, nullptr, nullptr, nullptr)));
+    if (bucket == options_.max_batch) break;
+  }
+  decode_workspace_ = DeviceBuffer(workspace);
+  QWEN3_CUDA(cudaDeviceSynchronize());
+}
+
+Engine::~Engine() {
+  releaseGraphs();
+  if (stream_ != nullptr) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+void Engine::releaseGraphs() {
+  for (auto& [bucket, exec] : graphs_) cudaGraphExecDestroy(exec);
+  graphs_.clear();
+}
+
+std::uint64_t Engine::kvBytesPerToken() const {
+  return 2ull * static_cast<std::uint64_t>(kv_heads_ * head_dim_) * elementBytes(config_.dtype);
+}
+
+void Engine::uploadPageTable() {
+  if (uploaded_table_version_ == pages_.pageTableVersion()) return;
+  const auto& table = pages_.pageTable();
+  std::memcpy(page_table_h_.as<std::int32_t>(), table.data(), table.size() * sizeof(std::int32_t));
+  QWEN3_CUDA(cudaMemcpyAsync(page_table_.get(), page_table_h_.as<std::int32_t>(),
+                             table.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+  uploaded_table_version_ = pages_.pageTableVersion();
+}
+
+std::vector<std::int32_t> Engine::prefill(const std::vector<std::vector<std::int32_t>>& prompts,
+                                          std::vector<float>* logits) {
+  checkPrompts(config_, options_, prompts, 0);
+  const int n = static_cast<int>(prompts.size());
+  pages_.reset(n);
+  for (int first = 0; first < n;) {
+    // One pass: whole prompts while they fit max_tokens_ (checkPrompts: each one does).
+    int last = first, tokens = 0, longest = 0;
+    while (last < n && tokens + static_cast<int>(prompts[last].size()) <= max_tokens_) {
+      tokens += static_cast<int>(prompts[last].size());
+      longest = std::max(longest, static_cast<int>(prompts[last].size()));
+      ++last;
+    }
+    if (first > 0) QWEN3_CUDA(cudaStreamSynchronize(stream_));  // the staging is reused
+    auto* ids = ids_h_.as<std::int32_t>();
+    auto* positions = positions_h_.as<std::int64_t>();
+    auto* slots = slots_h_.as<std::int64_t>();
+    auto* cu = cu_seqlens_h_.as<std::int32_t>();
+    auto* last_index = last_index_h_.as<std::int32_t>();
+    int t = 0;
+    cu[0] = 0;
+    for (int seq = first; seq < last; ++seq) {
+      const auto& prompt = prompts[static_cast<std::size_t>(seq)];
+      for (std::size_t j = 0; j < prompt.size(); ++j, ++t) {
+        ids[t] = prompt[j];
+        positions[t] = static_cast<std::int64_t>(j);
+        slots[t] = pages_.append(seq);
+      }
+      cu[seq - first + 1] = t;
+      last_index[seq - first] = t - 1;
+    }
+    const int seqs = last - first;
+    const auto copy = [&](const DeviceBuffer& to, const PinnedBuffer& from, std::size_t bytes) {
+      QWEN3_CUDA(
+          cudaMemcpyAsync(to.get(), from.as<std::byte>(), bytes, cudaMemcpyHostToDevice, stream_));
+    };
+    copy(ids_, ids_h_, static_cast<std::size_t>(t) * sizeof(std::int32_t));
+    copy(positions_, positions_h_, static_cast<std::size_t>(t) * sizeof(std::int64_t));
+    copy(slots_, slots_h_, static_cast<std::size_t>(t) * sizeof(std::int64_t));
+    copy(cu_seqlens_, cu_seqlens_h_, static_cast<std::size_t>(seqs + 1) * sizeof(std::int32_t));
+    copy(last_index_, last_index_h_, static_cast<std::size_t>(seqs) * sizeof(std::int32_t));
+    forward(Pass::kPrefill, t, seqs, first, longest);
+    first = last;
+  }
+  return readTokens(n, logits);
+}
+
+std::vector<std::int32_t> Engine::decode(std::vector<float>* logits) {
+  const int n = batch();
+  if (n == 0) throw Error("decode before prefill: no sequence is running");
+  const int bucket = bucketOf(n, options_.max_batch);
+  auto* positions = positions_h_.as<std::int64_t>();
+  auto* slots = slots_h_.as<std::int64_t>();
+  auto* seq_lens = seq_lens_h_.as<std::int32_t>();
+  for (int seq = 0; seq < bucket; ++seq) {
+    if (seq < n) {
+      positions[seq] = pages_.length(seq);
+      slots[seq] = pages_.append(seq);
+      seq_lens[seq] = pages_.length(seq);
+    } else {  // padding: no cache write (slot -1), no keys (an all-zero output)
+      positions[seq] = 0;
+      slots[seq] = -1;
+      seq_lens[seq] = 0;
+    }
+  }
+  const std::size_t rows = static_cast<std::size_t>(bucket);
+  QWEN3_CUDA(cudaMemcpyAsync(positions_.get(), positions, rows * sizeof(std::int64_t),
+                             cudaMemcpyHostToDevice, stream_));
+  QWEN3_CUDA(cudaMemcpyAsync(slots_.get(), slots, rows * sizeof(std::int64_t),
+                             cudaMemcpyHostToDevice, stream_));
+  QWEN3_CUDA(cudaMemcpyAsync(seq_lens_.get(), seq_lens, rows * sizeof(std::int32_t),
+                             cudaMemcpyHostToDevice, stream_));
+  uploadPageTable();
+
+  if (const auto it = graphs_.find(bucket); it != graphs_.end()) {
+    QWEN3_CUDA(cudaGraphLaunch(it->second, stream_));
+  } else {
+    forward(Pass::kDecode, bucket, bucket, 0, 1);
+    if (options_.cuda_graphs) {  // the bucket's first step ran eagerly; capture the next ones
+      cudaGraph_t graph = nullptr;
+      QWEN3_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      try {
+        forward(Pass::kDecode, bucket, bucket, 0, 1);
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &graph);
+        if (graph != nullptr) cudaGraphDestroy(graph);
+        throw;
+      }
+      QWEN3_CUDA(cudaStreamEndCapture(stream_, &graph));
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      QWEN3_CUDA(instantiated);
+      graphs_[bucket] = exec;
+    }
+  }
+  return readTokens(n, logits);
+}
+
+std::vector<std::int32_t> Engine::readTokens(int seqs, std::vector<float>* logits) {
+  const std::size_t n = static_cast<std::size_t>(seqs);
+  QWEN3_CUDA(cudaMemcpyAsync(next_h_.as<std::int32_t>(), next_.get(), n * sizeof(std::int32_t),
+                             cudaMemcpyDeviceToHost, stream_));
+  const std::size_t logit_count = n * static_cast<std::size_t>(vocab_);
+  if (logits != nullptr) {
+    QWEN3_CUDA(cudaMemcpyAsync(logits_h_.as<float>(), logits_.get(), logit_count * sizeof(float),
+                               cudaMemcpyDeviceToHost, stream_));
+  }
+  QWEN3_CUDA(cudaStreamSynchronize(stream_));
+  if (logits != nullptr) logits->assign(logits_h_.as<float>(), logits_h_.as<float>() + logit_count);
+  return {next_h_.as<std::int32_t>(), next_h_.as<std::int32_t>() + n};
+}
+
+void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seqlen_q) {
+  const Shapes s = shapesOf(config_, options_);
+  const std::int64_t h = hidden_, t = tokens;
+  const auto* ids = pass == Pass::kPrefill ? ids_.as<std::int32_t>() : next_.as<std::int32_t>();
+  checkKiln(kiln::decoderops::run(gatherProblem(dtype_, t, vocab_, h, ids, embed_.get(), h_.get()),
+                                  nullptr, 0, stream_),
+            "embedding");
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& layer = layers_[l];
+    // xn = norm(h), the residual first taking the previous layer's MLP output.
+    checkKiln(kiln::rmsnorm::run(
+                  rmsnormProblem(s, t, l == 0 ? h_.get() : proj_.get(), l == 0 ? nullptr : h_.get(),
+                                 layer.input_norm.get(), xn_.get()),
+                  nullptr, 0, stream_),
+              "input rmsnorm");
+    gemm_->run(xn_.get(), layer.qkv.get(), qkv_.get(), t, qkv_width_, h, cuda_dtype_, stream_);
+    const bool prefill = pass == Pass::kPrefill;
+    checkKiln(
+        kiln::qkrope::run(
+            qkropeProblem(s, t,
+                          {qkv_.get(), positions_.as<std::int64_t>(), slots_.as<std::int64_t>(),
+                           layer.q_norm.get(), layer.k_norm.get(), q_.get(), layer.k_cache.get(),
+                           layer.v_cache.get(), prefill ? k_new_.get() : nullptr,
+                           prefill ? v_new_.get() : nullptr}),
+            nullptr, 0, stream_),
+        "qkrope");
+    attention(pass, layer, tokens, seqs, max_seqlen_q);
+    gemm_->run(attn_.get(), layer.o.get(), proj_.get(), t, h, q_heads_ * head_dim_, cuda_dtype_,
+               stream_);
+    checkKiln(kiln::rmsnorm::run(
+                  rmsnormProblem(s, t, proj_.get(), h_.get(), layer.post_norm.get(), xn_.get()),
+                  nullptr, 0, stream_),
+              "post-attention rmsnorm");
+    gemm_->run(xn_.get(), layer.gate_up.get(), gate_up_.get(), t, 2 * inter_, h, cuda_dtype_,
+               stream_);
+    checkKiln(kiln::decoderops::run(siluMulProblem(s, t, gate_up_.get(), act_.get()), nullptr, 0,
+                                    stream_),
+              "silu_mul");
+    gemm_->run(act_.get(), layer.down.get(), proj_.get(), t, h, inter_, cuda_dtype_, stream_);
+  }
+  checkKiln(
+      kiln::rmsnorm::run(rmsnormProblem(s, t, proj_.get(), h_.get(), final_norm_.get(), xn_.get()),
+                         nullptr, 0, stream_),
+      "final rmsnorm");
+  // The LM head reads each sequence's last row: a prefill's are gathered, a decode's are all.
+  const void* rows = xn_.get();
+  if (pass == Pass::kPrefill) {
+    checkKiln(
+        kiln::decoderops::run(gatherProblem(dtype_, seqs, t, h, last_index_.as<std::int32_t>(),
+                                            xn_.get(), last_rows_.get()),
+                              nullptr, 0, stream_),
+        "last-token gather");
+    rows = last_rows_.get();
+  }
+  float* logits = logits_.as<float>() + static_cast<std::size_t>(first_seq) * vocab_;
+  gemm_->run(rows, lm_head_.get(), logits, seqs, vocab_, h, CUDA_R_32F, stream_);
+  checkKiln(
+      kiln::decoderops::run(argmaxProblem(s, seqs, logits, next_.as<std::int32_t>() + first_seq),
+                            nullptr, 0, stream_),
+      "argmax");
+}
+
+void Engine::attention(Pass pass, const Layer& layer, int tokens, int seqs, int max_seqlen_q) {
+  const Shapes s = shapesOf(config_, options_);
+  if (pass == Pass::kPrefill) {
+    checkKiln(
+        kiln::fmha::run(prefillProblem(s, seqs, tokens, max_seqlen_q, q_.get(), k_new_.get(),
+                                       v_new_.get(), cu_seqlens_.as<std::int32_t>(), attn_.get()),
+                        nullptr, 0, stream_),
+        "fmha (prefill)");
+    return;
+  }
+  const kiln::decodeattn::Problem p =
+      decodeProblem(s, seqs, multiprocessors_, q_.get(), layer.k_cache.get(), layer.v_cache.get(),
+                    page_table_.as<std::int32_t>(), seq_lens_.as<std::int32_t>(), attn_.get());
+  checkKiln(kiln::decodeattn::run(p, decode_workspace_.get(), decode_workspace_.bytes(), stream_),
+            "decodeattn");
+}
+
+}  // namespace qwen3
