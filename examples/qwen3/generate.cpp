@@ -200,7 +200,7 @@ int generate(const Args& a, const qwen3::Checkpoint& checkpoint) {
   options.max_batch = widest;
   options.max_seq_len =
       a.max_seq_len > 0 ? a.max_seq_len : roundUp(longest + a.new_tokens, a.page_size);
-  qwen3::admit(config, options);
+  qwen3::admit(checkpoint, options);
   for (const Batch& b : batches) {
     try {
       qwen3::checkPrompts(config, options, b.prompts, a.new_tokens);
@@ -298,8 +298,7 @@ int bench(const Args& a, const qwen3::Checkpoint& checkpoint) {
     options.max_seq_len = std::max(options.max_seq_len, roundUp(length, a.page_size));
     options.max_prefill_tokens = std::max(options.max_prefill_tokens, batch * length);
   }
-  qwen3::admit(config, options);
-  qwen3::Engine engine(checkpoint, options);
+  qwen3::Engine engine(checkpoint, options);  // admits first
   cudaStream_t stream = engine.stream();
   std::mt19937 rng(7);
   cudaDeviceProp prop{};
@@ -312,7 +311,7 @@ int bench(const Args& a, const qwen3::Checkpoint& checkpoint) {
                         {"sm", engine.deviceSm()},
                         {"cuda_driver", driver},
                         {"copy_bytes_per_s", copy},
-                        {"weight_bytes_per_step", engine.weightBytesPerStep()},
+                        {"weight_bytes_per_step", engine.weightBytesPerStep(1)},
                         {"kv_bytes_per_token_per_layer", engine.kvBytesPerToken()},
                         {"layers", config.num_hidden_layers},
                         {"page_size", a.page_size},
@@ -325,10 +324,11 @@ int bench(const Args& a, const qwen3::Checkpoint& checkpoint) {
     const double ms = timeMs(stream, [&] {
       for (int i = 0; i < a.steps; ++i) engine.decode();
     });
-    // The memory floor of a step: every weight once, and each sequence's cached K and V per
-    // layer (its mean length over the timed steps).
+    // The memory floor of a step: every weight it reads once (in MoE layers, the experts the
+    // batch is expected to route to), and each sequence's cached K and V per layer (its mean
+    // length over the timed steps).
     const double mean_len = a.prompt_len + kWarmSteps + (a.steps + 1) / 2.0;
-    const double bytes = static_cast<double>(engine.weightBytesPerStep()) +
+    const double bytes = static_cast<double>(engine.weightBytesPerStep(batch)) +
                          batch * mean_len * static_cast<double>(engine.kvBytesPerToken()) *
                              static_cast<double>(config.num_hidden_layers);
     const double step_ms = ms / a.steps;

@@ -8,8 +8,10 @@
 #include "kiln/runners/decodeattn.h"
 #include "kiln/runners/decoderops.h"
 #include "kiln/runners/fmha.h"
+#include "kiln/runners/moe.h"
 #include "kiln/runners/qkrope.h"
 #include "kiln/runners/rmsnorm.h"
+#include "kiln/runners/w4a16.h"
 
 namespace qwen3 {
 
@@ -21,6 +23,12 @@ struct Shapes {
   std::int64_t hidden, q_heads, kv_heads, head_dim, inter, vocab;
   float eps, theta;
   int page_size, max_pages_per_seq, num_pages, max_batch, max_tokens;
+  bool gptq;       // the projections are int4 (w4a16)
+  int group_size;  // GPTQ's
+  bool moe;        // some layers are sparse (Qwen3-MoE)
+  int experts, top_k;
+  std::int64_t moe_inter;
+  bool renormalize;
 };
 
 kiln::DType kilnDtype(Dtype dtype) {
@@ -50,6 +58,13 @@ Shapes shapesOf(const Config& c, const EngineOptions& o) {
       o.max_batch,
       static_cast<int>(std::min<std::int64_t>(
           o.max_prefill_tokens, static_cast<std::int64_t>(o.max_batch) * o.max_seq_len)));
+  s.gptq = c.gptq.has_value();
+  s.group_size = c.gptq ? static_cast<int>(c.gptq->group_size) : 0;
+  s.moe = c.moe.has_value();
+  s.experts = c.moe ? static_cast<int>(c.moe->num_experts) : 0;
+  s.top_k = c.moe ? static_cast<int>(c.moe->num_experts_per_tok) : 0;
+  s.moe_inter = c.moe ? c.moe->moe_intermediate_size : 0;
+  s.renormalize = c.moe && c.moe->norm_topk_prob;
   return s;
 }
 
@@ -202,6 +217,54 @@ kiln::decoderops::ArgmaxProblem argmaxProblem(const Shapes& s, std::int64_t rows
   return p;
 }
 
+kiln::w4a16::Problem int4Problem(const Shapes& s, std::int64_t m, std::int64_t n, std::int64_t k,
+                                 int multiprocessors, const void* x, const void* weight,
+                                 const void* scales, void* y) {
+  kiln::w4a16::Problem p;
+  p.dtype = s.dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.group_size = s.group_size;
+  p.x = x;
+  p.weight = weight;
+  p.scales = scales;
+  p.zeros = nullptr;  // symmetric GPTQ: z = 8
+  p.y = y;
+  p.multiprocessors = multiprocessors;
+  return p;
+}
+
+kiln::moe::Problem moeProblem(const Shapes& s, std::int64_t tokens, const void* x,
+                              const void* logits, const void* w1, const void* w2, void* y) {
+  kiln::moe::Problem p;
+  p.dtype = s.dtype;
+  p.tokens = tokens;
+  p.experts = s.experts;
+  p.top_k = s.top_k;
+  p.hidden = s.hidden;
+  p.intermediate = s.moe_inter;
+  p.renormalize = s.renormalize;
+  p.logits_fp32 = false;  // the router is a linear of the dtype, as in transformers
+  p.x = x;
+  p.logits = logits;
+  p.w1 = w1;
+  p.w2 = w2;
+  p.y = y;
+  return p;
+}
+
+// The projections of a layer as (n, k): y[m, n] = x[m, k] . W^T.
+std::vector<std::pair<std::int64_t, std::int64_t>> projections(const Shapes& s) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> nk = {
+      {(s.q_heads + 2 * s.kv_heads) * s.head_dim, s.hidden}, {s.hidden, s.q_heads * s.head_dim}};
+  if (s.inter > 0) {  // the dense MLP (every layer of a dense model)
+    nk.push_back({2 * s.inter, s.hidden});
+    nk.push_back({s.hidden, s.inter});
+  }
+  return nk;
+}
+
 // Distinct, aligned addresses that are never dereferenced: canImplement checks alignment and
 // nullness only.
 template <typename T = void>
@@ -236,12 +299,23 @@ class Admission {
     add("decoderops (silu_mul)", check(siluMulProblem(s, s.max_tokens, p(0), p(1))));
     add("decoderops (argmax)",
         check(argmaxProblem(s, s.max_batch, placeholder<float>(0), placeholder<std::int32_t>(1))));
+    if (s.gptq) {  // the GEMV tile (decode) and the tiled kernel (prefill) are separate variants
+      for (const auto& [n, k] : projections(s)) {
+        for (const std::int64_t m : {std::int64_t{1}, std::int64_t{s.max_tokens}}) {
+          add("w4a16 (" + std::to_string(n) + " x " + std::to_string(k) + ", m " +
+                  std::to_string(m) + ")",
+              check(int4Problem(s, m, n, k, 0, p(0), p(1), p(2), p(3))));
+        }
+      }
+    }
+    if (s.moe) {
+      add("moe", check(moeProblem(s, s.max_tokens, p(0), p(1), p(2), p(3), p(4))));
+    }
   }
 
-  void add(const char* what, const kiln::Status& status) {
-    if (!status.ok()) problems_.push_back(std::string(what) + ": " + status.toString());
+  void add(const std::string& what, const kiln::Status& status) {
+    if (!status.ok()) problems_.push_back(what + ": " + status.toString());
   }
-  void add(std::string problem) { problems_.push_back(std::move(problem)); }
 
   void throwIfRefused(const std::string& context) const {
     if (problems_.empty()) return;
@@ -279,10 +353,59 @@ DeviceBuffer upload(const Checkpoint& checkpoint, const std::vector<std::string>
   return buffer;
 }
 
-// The config, once admit() took it: the first member's initializer, so nothing is sized before.
-const Config& admitted(const Config& config, const EngineOptions& options) {
-  admit(config, options);
-  return config;
+// The config, once admit() took the checkpoint: the first member's initializer, so nothing is
+// sized before.
+const Config& admitted(const Checkpoint& checkpoint, const EngineOptions& options) {
+  admit(checkpoint, options);
+  return checkpoint.config();
+}
+
+// Row-major matrices of `rows` rows each, side by side: [rows, the sum of their columns]. Fuses
+// GPTQ projections along their outputs (qweight [k / 8, n] and scales [k / group, n] keep n last).
+std::vector<std::byte> besideEachOther(const std::vector<const TensorInfo*>& parts,
+                                       std::int64_t rows) {
+  std::size_t total = 0;
+  for (const TensorInfo* t : parts) total += t->bytes.size();
+  std::vector<std::byte> out(total);
+  std::byte* to = out.data();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (const TensorInfo* t : parts) {
+      const std::size_t row = t->bytes.size() / static_cast<std::size_t>(rows);
+      std::memcpy(to, t->bytes.data() + static_cast<std::size_t>(r) * row, row);
+      to += row;
+    }
+  }
+  return out;
+}
+
+// A symmetric GPTQ checkpoint's qzeros hold z - 1 = 7 in every nibble (z = 8, which w4a16's
+// symmetric variants assume), and its g_idx, if present, is the identity grouping (no act order):
+// anything else would be silently wrong, so it is refused.
+void checkSymmetricGptq(const Checkpoint& checkpoint, const std::string& prefix, std::int64_t out,
+                        std::int64_t in, std::int64_t group) {
+  const TensorInfo& zeros = checkpoint.tensor(prefix + ".qzeros", Dtype::kI32,
+                                              std::vector<std::int64_t>{in / group, out / 8});
+  for (std::size_t i = 0; i < zeros.bytes.size(); i += 4) {
+    std::uint32_t word;
+    std::memcpy(&word, zeros.bytes.data() + i, 4);
+    if (word != 0x77777777u) {
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "0x%08x", word);
+      throw Error(prefix + ".qzeros word " + std::to_string(i / 4) + " is " + hex +
+                  "; a symmetric GPTQ checkpoint stores z - 1 = 7 in every nibble (0x77777777)");
+    }
+  }
+  if (const TensorInfo* g_idx = checkpoint.find(prefix + ".g_idx")) {
+    for (std::int64_t i = 0; i < in; ++i) {
+      std::int32_t value;
+      std::memcpy(&value, g_idx->bytes.data() + 4 * i, 4);
+      if (value != i / group) {
+        throw Error(prefix + ".g_idx[" + std::to_string(i) + "] is " + std::to_string(value) +
+                    ", not " + std::to_string(i / group) +
+                    ": act-order GPTQ (a permuted grouping) is not supported");
+      }
+    }
+  }
 }
 
 int bucketOf(int batch, int max_batch) {
@@ -295,14 +418,13 @@ int bucketOf(int batch, int max_batch) {
 
 void admit(const Config& c, const EngineOptions& o) {
   std::vector<std::string> refusals;
-  if (c.moe)
-    refusals.push_back(
-        c.architecture +
-        ": MoE layers are not wired into this decoder yet (dense Qwen3ForCausalLM only)");
-  if (c.gptq)
-    refusals.push_back(
-        "a GPTQ checkpoint: int4 projections are not wired into this decoder yet (bf16 / fp16 "
-        "weights only)");
+  if (c.moe && c.gptq) {
+    refusals.push_back(c.architecture +
+                       " with GPTQ experts: kiln's moe group runs fp16 / bf16 experts only");
+  }
+  if (c.gptq && !c.gptq->sym) {
+    refusals.push_back("GPTQ sym false (zero points): this decoder runs symmetric GPTQ only");
+  }
   const auto positive = [&](const char* name, std::int64_t value, std::int64_t limit) {
     if (value < 1 || value > limit) {
       refusals.push_back(std::string(name) + " " + std::to_string(value) + " is outside 1.." +
@@ -325,6 +447,26 @@ void admit(const Config& c, const EngineOptions& o) {
                            std::to_string(c.hidden_size) + ", head_dim " +
                            std::to_string(c.head_dim) + ", " + std::string(dtypeName(c.dtype)) +
                            "):");
+}
+
+void admit(const Checkpoint& checkpoint, const EngineOptions& options) {
+  const Config& c = checkpoint.config();
+  admit(c, options);
+  if (!c.gptq) return;
+  const std::int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim;
+  const std::int64_t kv = c.num_key_value_heads * c.head_dim, i = c.intermediate_size;
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    for (const auto& [name, out, in] : {std::tuple{"self_attn.q_proj", q, h},
+                                        {"self_attn.k_proj", kv, h},
+                                        {"self_attn.v_proj", kv, h},
+                                        {"self_attn.o_proj", h, q},
+                                        {"mlp.gate_proj", i, h},
+                                        {"mlp.up_proj", i, h},
+                                        {"mlp.down_proj", h, i}}) {
+      checkSymmetricGptq(checkpoint, p + name, out, in, c.gptq->group_size);
+    }
+  }
 }
 
 void checkPrompts(const Config& c, const EngineOptions& o,
@@ -362,7 +504,7 @@ void checkPrompts(const Config& c, const EngineOptions& o,
 }
 
 Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
-    : config_(admitted(checkpoint.config(), options)),
+    : config_(admitted(checkpoint, options)),
       options_(options),
       dtype_(kilnDtype(config_.dtype)),
       cuda_dtype_(config_.dtype == Dtype::kF16 ? CUDA_R_16F : CUDA_R_16BF),
@@ -412,22 +554,45 @@ Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
     layer.post_norm = upload(checkpoint, {p + "post_attention_layernorm.weight"}, {{h}});
     layer.q_norm = upload(checkpoint, {p + "self_attn.q_norm.weight"}, {{d}});
     layer.k_norm = upload(checkpoint, {p + "self_attn.k_norm.weight"}, {{d}});
-    layer.qkv = upload(checkpoint,
-                       {p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
-                        p + "self_attn.v_proj.weight"},
-                       {{q_heads_ * d, h}, {kv_heads_ * d, h}, {kv_heads_ * d, h}});
-    layer.o = upload(checkpoint, {p + "self_attn.o_proj.weight"}, {{h, q_heads_ * d}});
-    layer.gate_up = upload(checkpoint, {p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"},
-                           {{inter_, h}, {inter_, h}});
-    layer.down = upload(checkpoint, {p + "mlp.down_proj.weight"}, {{h, inter_}});
+    layer.qkv = loadLinear(checkpoint,
+                           {p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
+                           {q_heads_ * d, kv_heads_ * d, kv_heads_ * d}, h);
+    layer.o = loadLinear(checkpoint, {p + "self_attn.o_proj"}, {h}, q_heads_ * d);
     layer.k_cache = DeviceBuffer(kv_bytes);
     layer.v_cache = DeviceBuffer(kv_bytes);
-    weight_bytes_per_step_ += layer.input_norm.bytes() + layer.post_norm.bytes() +
-                              layer.q_norm.bytes() + layer.k_norm.bytes() + layer.qkv.bytes() +
-                              layer.o.bytes() + layer.gate_up.bytes() + layer.down.bytes();
+    dense_bytes_per_step_ += layer.input_norm.bytes() + layer.post_norm.bytes() +
+                             layer.q_norm.bytes() + layer.k_norm.bytes() +
+                             layer.qkv.weight.bytes() + layer.qkv.scales.bytes() +
+                             layer.o.weight.bytes() + layer.o.scales.bytes();
+    layer.sparse = config_.sparseLayer(l);
+    if (layer.sparse) {  // w1: each expert's gate rows then its up rows; w2: each expert's down
+      const std::int64_t experts = config_.moe->num_experts;
+      const std::int64_t inter = config_.moe->moe_intermediate_size;
+      std::vector<std::string> w1, w2;
+      std::vector<std::vector<std::int64_t>> w1_shapes, w2_shapes;
+      for (std::int64_t e = 0; e < experts; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        w1.insert(w1.end(), {x + "gate_proj.weight", x + "up_proj.weight"});
+        w1_shapes.insert(w1_shapes.end(), {{inter, h}, {inter, h}});
+        w2.push_back(x + "down_proj.weight");
+        w2_shapes.push_back({h, inter});
+      }
+      layer.router = upload(checkpoint, {p + "mlp.gate.weight"}, {{experts, h}});
+      layer.w1 = upload(checkpoint, w1, w1_shapes);
+      layer.w2 = upload(checkpoint, w2, w2_shapes);
+      dense_bytes_per_step_ += layer.router.bytes();
+      expert_bytes_per_layer_ +=
+          (layer.w1.bytes() + layer.w2.bytes()) / static_cast<std::uint64_t>(experts);
+    } else {
+      layer.gate_up =
+          loadLinear(checkpoint, {p + "mlp.gate_proj", p + "mlp.up_proj"}, {inter_, inter_}, h);
+      layer.down = loadLinear(checkpoint, {p + "mlp.down_proj"}, {h}, inter_);
+      dense_bytes_per_step_ += layer.gate_up.weight.bytes() + layer.gate_up.scales.bytes() +
+                               layer.down.weight.bytes() + layer.down.scales.bytes();
+    }
     layers_.push_back(std::move(layer));
   }
-  weight_bytes_per_step_ += final_norm_.bytes() + lm_head_.bytes();
+  dense_bytes_per_step_ += final_norm_.bytes() + lm_head_.bytes();
 
   // Activations and per-step inputs.
   const auto rows = [&](std::int64_t width) {
@@ -478,6 +643,22 @@ Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
     if (bucket == options_.max_batch) break;
   }
   decode_workspace_ = DeviceBuffer(workspace);
+  if (s.gptq) {  // w4a16's split-K partials: the most any projection needs at any m
+    std::size_t int4 = 0;
+    for (const auto& [n, k] : projections(s)) {
+      for (std::int64_t m = 1; m <= max_tokens_; ++m) {
+        int4 =
+            std::max(int4, kiln::w4a16::workspaceSize(int4Problem(
+                               s, m, n, k, multiprocessors_, nullptr, nullptr, nullptr, nullptr)));
+      }
+    }
+    w4a16_workspace_ = DeviceBuffer(int4);
+  }
+  if (s.moe) {
+    moe_workspace_ = DeviceBuffer(kiln::moe::workspaceSize(
+        moeProblem(s, max_tokens_, nullptr, nullptr, nullptr, nullptr, nullptr)));
+    router_logits_ = rows(s.experts);
+  }
   QWEN3_CUDA(cudaDeviceSynchronize());
 }
 
@@ -635,7 +816,7 @@ void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seq
                                  layer.input_norm.get(), xn_.get()),
                   nullptr, 0, stream_),
               "input rmsnorm");
-    gemm_->run(xn_.get(), layer.qkv.get(), qkv_.get(), t, qkv_width_, h, cuda_dtype_, stream_);
+    project(layer.qkv, xn_.get(), qkv_.get(), t);
     const bool prefill = pass == Pass::kPrefill;
     checkKiln(
         kiln::qkrope::run(
@@ -647,18 +828,12 @@ void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seq
             nullptr, 0, stream_),
         "qkrope");
     attention(pass, layer, tokens, seqs, max_seqlen_q);
-    gemm_->run(attn_.get(), layer.o.get(), proj_.get(), t, h, q_heads_ * head_dim_, cuda_dtype_,
-               stream_);
+    project(layer.o, attn_.get(), proj_.get(), t);
     checkKiln(kiln::rmsnorm::run(
                   rmsnormProblem(s, t, proj_.get(), h_.get(), layer.post_norm.get(), xn_.get()),
                   nullptr, 0, stream_),
               "post-attention rmsnorm");
-    gemm_->run(xn_.get(), layer.gate_up.get(), gate_up_.get(), t, 2 * inter_, h, cuda_dtype_,
-               stream_);
-    checkKiln(kiln::decoderops::run(siluMulProblem(s, t, gate_up_.get(), act_.get()), nullptr, 0,
-                                    stream_),
-              "silu_mul");
-    gemm_->run(act_.get(), layer.down.get(), proj_.get(), t, h, inter_, cuda_dtype_, stream_);
+    mlp(layer, tokens);
   }
   checkKiln(
       kiln::rmsnorm::run(rmsnormProblem(s, t, proj_.get(), h_.get(), final_norm_.get(), xn_.get()),
@@ -680,6 +855,96 @@ void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seq
       kiln::decoderops::run(argmaxProblem(s, seqs, logits, next_.as<std::int32_t>() + first_seq),
                             nullptr, 0, stream_),
       "argmax");
+}
+
+Engine::Linear Engine::loadLinear(const Checkpoint& checkpoint,
+                                  const std::vector<std::string>& prefixes,
+                                  const std::vector<std::int64_t>& outs, std::int64_t in) {
+  Linear linear;
+  linear.k = in;
+  for (const std::int64_t out : outs) linear.n += out;
+  if (!config_.gptq) {
+    std::vector<std::string> names;
+    std::vector<std::vector<std::int64_t>> shapes;
+    for (std::size_t i = 0; i < prefixes.size(); ++i) {
+      names.push_back(prefixes[i] + ".weight");
+      shapes.push_back({outs[i], in});
+    }
+    linear.weight = upload(checkpoint, names, shapes);
+    return linear;
+  }
+  // GPTQ: the parts side by side on the host, then w4a16's repack into kiln's packed layout.
+  const std::int64_t group = config_.gptq->group_size;
+  std::vector<const TensorInfo*> qweights, scales;
+  for (std::size_t i = 0; i < prefixes.size(); ++i) {  // admit() checked qzeros and g_idx
+    qweights.push_back(&checkpoint.tensor(prefixes[i] + ".qweight", Dtype::kI32,
+                                          std::vector<std::int64_t>{in / 8, outs[i]}));
+    scales.push_back(&checkpoint.tensor(prefixes[i] + ".scales", Dtype::kF16,
+                                        std::vector<std::int64_t>{in / group, outs[i]}));
+  }
+  const std::vector<std::byte> qweight = besideEachOther(qweights, in / 8);
+  const std::vector<std::byte> scale = besideEachOther(scales, in / group);
+  DeviceBuffer qweight_d(qweight.size()), scales_d(scale.size());
+  QWEN3_CUDA(cudaMemcpy(qweight_d.get(), qweight.data(), qweight.size(), cudaMemcpyHostToDevice));
+  QWEN3_CUDA(cudaMemcpy(scales_d.get(), scale.data(), scale.size(), cudaMemcpyHostToDevice));
+  linear.int4 = true;
+  linear.weight = DeviceBuffer(static_cast<std::size_t>(linear.n * in / 2));
+  linear.scales =
+      DeviceBuffer(static_cast<std::size_t>(in / group * linear.n) * elementBytes(config_.dtype));
+  kiln::w4a16::RepackProblem repack;
+  repack.format = kiln::w4a16::SourceFormat::kGptq;
+  repack.dtype = dtype_;
+  repack.scales_dtype = kiln::DType::kFloat16;
+  repack.n = linear.n;
+  repack.k = in;
+  repack.group_size = static_cast<int>(group);
+  repack.qweight = qweight_d.get();
+  repack.src_scales = scales_d.get();
+  repack.weight = linear.weight.get();
+  repack.scales = linear.scales.get();
+  checkKiln(kiln::w4a16::repack(repack, stream_), "w4a16 repack of " + prefixes.front());
+  QWEN3_CUDA(cudaStreamSynchronize(stream_));  // before the staging buffers are freed
+  return linear;
+}
+
+std::uint64_t Engine::weightBytesPerStep(int batch) const {
+  if (!config_.moe) return dense_bytes_per_step_;
+  const double experts = static_cast<double>(config_.moe->num_experts);
+  const double k = static_cast<double>(config_.moe->num_experts_per_tok);
+  const double touched = experts * (1.0 - std::pow(1.0 - k / experts, batch));
+  return dense_bytes_per_step_ +
+         static_cast<std::uint64_t>(touched * static_cast<double>(expert_bytes_per_layer_));
+}
+
+void Engine::project(const Linear& linear, const void* x, void* y, std::int64_t m) {
+  if (!linear.int4) {
+    gemm_->run(x, linear.weight.get(), y, m, linear.n, linear.k, cuda_dtype_, stream_);
+    return;
+  }
+  const Shapes s = shapesOf(config_, options_);
+  checkKiln(kiln::w4a16::run(int4Problem(s, m, linear.n, linear.k, multiprocessors_, x,
+                                         linear.weight.get(), linear.scales.get(), y),
+                             w4a16_workspace_.get(), w4a16_workspace_.bytes(), stream_),
+            "w4a16");
+}
+
+void Engine::mlp(const Layer& layer, int tokens) {
+  const Shapes s = shapesOf(config_, options_);
+  const std::int64_t t = tokens;
+  if (layer.sparse) {  // the router's logits, then routing, experts and the weighted sum
+    gemm_->run(xn_.get(), layer.router.get(), router_logits_.get(), t, s.experts, hidden_,
+               cuda_dtype_, stream_);
+    checkKiln(kiln::moe::run(moeProblem(s, t, xn_.get(), router_logits_.get(), layer.w1.get(),
+                                        layer.w2.get(), proj_.get()),
+                             moe_workspace_.get(), moe_workspace_.bytes(), stream_),
+              "moe");
+    return;
+  }
+  project(layer.gate_up, xn_.get(), gate_up_.get(), t);
+  checkKiln(
+      kiln::decoderops::run(siluMulProblem(s, t, gate_up_.get(), act_.get()), nullptr, 0, stream_),
+      "silu_mul");
+  project(layer.down, act_.get(), proj_.get(), t);
 }
 
 void Engine::attention(Pass pass, const Layer& layer, int tokens, int seqs, int max_seqlen_q) {

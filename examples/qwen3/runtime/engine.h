@@ -8,6 +8,11 @@
 //   attn = fmha(q, k, v) (prefill) | decodeattn(q, cache) (decode)    kiln fmha / decodeattn
 //   xn   = add_rmsnorm(h += attn . Wo^T)                              cuBLASLt, kiln rmsnorm
 //   mlp_out = silu_mul(xn . [Wgate; Wup]^T) . Wdown^T                 cuBLASLt, kiln decoderops
+//   (a Qwen3-MoE layer: router logits = xn . Wgate^T, then the experts)  cuBLASLt, kiln moe
+//
+// A GPTQ checkpoint's seven projections per layer run on kiln's w4a16 instead of cuBLASLt, from
+// kiln's packed int4 layout, which w4a16's repack writes once at load (the fused QKV and gate/up
+// concatenated along their outputs first, on the host).
 //
 // then the final norm, the last token of each sequence (decoderops' row gather), the LM head in
 // fp32 (cuBLASLt) and the greedy token (decoderops' argmax). The embedding is decoderops' gather.
@@ -47,6 +52,10 @@ struct EngineOptions {
 // it (each runner's canImplement: the artifact has the variants). Throws Error listing every
 // problem, each naming the value and the limit.
 void admit(const Config& config, const EngineOptions& options);
+// admit(config), and the checkpoint's own promises the decoder relies on: a GPTQ checkpoint is
+// symmetric (every qzeros nibble z - 1 = 7) with no act order (g_idx, if present, the identity).
+// Host only; the Engine's constructor runs it first.
+void admit(const Checkpoint& checkpoint, const EngineOptions& options);
 
 // The prompts against the options and the config: 1..max_batch prompts, each 1.. tokens with
 // ids in [0, vocab), prompt + new_tokens <= max_seq_len (the cache) and <= max_position_embeddings,
@@ -57,8 +66,9 @@ void checkPrompts(const Config& config, const EngineOptions& options,
 
 class Engine {
  public:
-  // Admits (admit(), then every runner against the current device's SM), allocates the weights,
-  // the cache and the buffers of max_batch x max_seq_len, and uploads the checkpoint's tensors.
+  // Admits (admit(checkpoint), then every runner against the current device's SM), allocates the
+  // weights, the cache and the buffers of max_batch x max_seq_len, and uploads the checkpoint's
+  // tensors.
   Engine(const Checkpoint& checkpoint, const EngineOptions& options);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -77,17 +87,28 @@ class Engine {
   const Config& config() const { return config_; }
   const EngineOptions& options() const { return options_; }
   int batch() const { return pages_.sequences(); }
-  // Bytes a decode step reads at the least: every weight but the embedding table (of which it
-  // reads one row per token), for the memory floor of a step.
-  std::uint64_t weightBytesPerStep() const { return weight_bytes_per_step_; }
+  // Bytes a decode step of `batch` sequences reads at the least: every weight but the embedding
+  // table (of which it reads one row per token) and, in MoE layers, only the experts the batch
+  // routes to: expected E (1 - (1 - k / E)^batch) of them for uniform routing.
+  std::uint64_t weightBytesPerStep(int batch = 1) const;
   // The KV-cache bytes of one layer's K and V per token.
   std::uint64_t kvBytesPerToken() const;
   int deviceSm() const { return device_sm_; }
 
  private:
+  // y = x . W^T, W [n, k]: dense (cuBLASLt) or kiln's packed int4 with a scale per group (w4a16).
+  struct Linear {
+    std::int64_t n = 0, k = 0;
+    bool int4 = false;
+    DeviceBuffer weight;  // [n, k] of the dtype; int4: n * k / 2 bytes, w4a16's packed layout
+    DeviceBuffer scales;  // int4 only: [k / group, n] of the dtype, w4a16's pair order
+  };
   struct Layer {
     DeviceBuffer input_norm, post_norm, q_norm, k_norm;
-    DeviceBuffer qkv, o, gate_up, down;
+    Linear qkv, o, gate_up, down;  // gate_up and down: dense layers only
+    bool sparse = false;           // a Qwen3-MoE layer: router and experts
+    DeviceBuffer router;           // [experts, hidden]
+    DeviceBuffer w1, w2;  // [experts, 2 I, hidden] (gate then up rows), [experts, hidden, I]
     DeviceBuffer k_cache, v_cache;
   };
   enum class Pass { kPrefill, kDecode };
@@ -97,6 +118,10 @@ class Engine {
   // first_seq + seqs) of logits_ / next_.
   void forward(Pass pass, int tokens, int seqs, int first_seq, int max_seqlen_q);
   void attention(Pass pass, const Layer& layer, int tokens, int seqs, int max_seqlen_q);
+  void mlp(const Layer& layer, int tokens);
+  void project(const Linear& linear, const void* x, void* y, std::int64_t m);
+  Linear loadLinear(const Checkpoint& checkpoint, const std::vector<std::string>& prefixes,
+                    const std::vector<std::int64_t>& outs, std::int64_t in);
   void uploadPageTable();
   std::vector<std::int32_t> readTokens(int seqs, std::vector<float>* logits);
   void releaseGraphs();
@@ -108,8 +133,9 @@ class Engine {
   int device_sm_ = 0;
   int multiprocessors_ = 0;
   std::int64_t hidden_, q_heads_, kv_heads_, head_dim_, inter_, vocab_, qkv_width_;
-  std::uint64_t weight_bytes_per_step_ = 0;
-  int max_tokens_ = 0;  // rows of the activation buffers
+  std::uint64_t dense_bytes_per_step_ = 0;    // every weight a step reads but the experts
+  std::uint64_t expert_bytes_per_layer_ = 0;  // one expert's w1 + w2, times the sparse layers
+  int max_tokens_ = 0;                        // rows of the activation buffers
   int num_pages_ = 0;
 
   cudaStream_t stream_ = nullptr;
@@ -123,7 +149,8 @@ class Engine {
   DeviceBuffer h_, xn_, qkv_, q_, k_new_, v_new_, attn_, proj_, gate_up_, act_, last_rows_;
   DeviceBuffer logits_;  // [max_batch, vocab] fp32
   DeviceBuffer next_;    // [max_batch] int32: each sequence's latest token
-  DeviceBuffer decode_workspace_;
+  DeviceBuffer decode_workspace_, w4a16_workspace_, moe_workspace_;
+  DeviceBuffer router_logits_;  // [max_tokens_, experts] of the dtype (MoE)
   // Per-step inputs, device and their pinned staging.
   DeviceBuffer ids_, positions_, slots_, cu_seqlens_, seq_lens_, last_index_, page_table_;
   PinnedBuffer ids_h_, positions_h_, slots_h_, cu_seqlens_h_, seq_lens_h_, last_index_h_,

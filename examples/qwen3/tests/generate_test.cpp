@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -43,8 +44,10 @@ Json smallConfig() {
               {"torch_dtype", "bfloat16"}};
 }
 
-// config.json and a model.safetensors of zeros holding every tensor expectedTensors() lists.
-fs::path writeCheckpoint(const std::string& name, const Json& config_json) {
+// config.json and a model.safetensors holding every tensor expectedTensors() lists, each filled
+// with one byte value: `fill(name)`, zero by default.
+fs::path writeCheckpoint(const std::string& name, const Json& config_json,
+                         const std::function<char(const std::string&)>& fill = {}) {
   // One directory per process: ctest runs each test case as its own process, in parallel.
   const fs::path dir =
       fs::temp_directory_path() / ("qwen3_generate_test_" + name + "_" + std::to_string(getpid()));
@@ -54,6 +57,7 @@ fs::path writeCheckpoint(const std::string& name, const Json& config_json) {
   const Config config = parseConfig(config_json.dump());
   Json header = Json::object();
   std::uint64_t offset = 0;
+  std::vector<std::pair<std::uint64_t, char>> fills;  // each tensor's size and byte
   for (const TensorSpec& spec : expectedTensors(config)) {
     if (!spec.required) continue;
     std::uint64_t bytes = static_cast<std::uint64_t>(dtypeBits(spec.dtype) / 8);
@@ -62,17 +66,20 @@ fs::path writeCheckpoint(const std::string& name, const Json& config_json) {
                          {"shape", spec.shape},
                          {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
+    fills.emplace_back(bytes, fill ? fill(spec.name) : '\0');
   }
   const std::string text = header.dump();
   const std::uint64_t length = text.size();
   std::ofstream out(dir / "model.safetensors", std::ios::binary);
   out.write(reinterpret_cast<const char*>(&length), sizeof length);  // little endian (x86, arm)
   out << text;
-  const std::vector<char> zeros(1 << 20);
-  for (std::uint64_t left = offset; left > 0;) {
-    const std::uint64_t n = std::min<std::uint64_t>(left, zeros.size());
-    out.write(zeros.data(), static_cast<std::streamsize>(n));
-    left -= n;
+  for (const auto& [size, byte] : fills) {
+    const std::vector<char> chunk(1 << 20, byte);
+    for (std::uint64_t left = size; left > 0;) {
+      const std::uint64_t n = std::min<std::uint64_t>(left, chunk.size());
+      out.write(chunk.data(), static_cast<std::streamsize>(n));
+      left -= n;
+    }
   }
   return dir;
 }
@@ -184,7 +191,7 @@ TEST(Generate, RefusesAHiddenSizeTheArtifactLacks) {
   EXPECT_NE(r.output.find("hidden 1000"), std::string::npos) << r.output;
 }
 
-TEST(Generate, RefusesAMoeCheckpoint) {
+Json moeConfig() {
   Json config = smallConfig();
   config["architectures"] = {"Qwen3MoeForCausalLM"};
   config["num_experts"] = 4;
@@ -193,15 +200,75 @@ TEST(Generate, RefusesAMoeCheckpoint) {
   config["norm_topk_prob"] = true;
   config["decoder_sparse_step"] = 1;
   config["mlp_only_layers"] = Json::array();
-  const fs::path dir = writeCheckpoint("moe", config);
+  return config;
+}
+
+Json gptqConfig() {
+  Json config = smallConfig();
+  config["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4},
+                                   {"group_size", 128},      {"sym", true},
+                                   {"desc_act", false},      {"checkpoint_format", "gptq"}};
+  return config;
+}
+
+// qzeros of a symmetric GPTQ checkpoint: z - 1 = 7 in every nibble.
+char symmetricZeros(const std::string& name) {
+  return name.ends_with(".qzeros") ? static_cast<char>(0x77) : '\0';
+}
+
+Result checkOnly(const fs::path& dir) {
   const fs::path prompts =
       writePrompts(dir, Json::array({Json{{"name", "b1"}, {"prompts", {prompt(4)}}}}));
-  const Result r = run("--model " + dir.string() + " --prompts " + prompts.string() +
-                       " --new-tokens 2 --out /tmp/unused");
+  return run("--model " + dir.string() + " --prompts " + prompts.string() +
+             " --new-tokens 2 --out /tmp/unused --check");
+}
+
+TEST(Generate, AdmitsAMoeCheckpoint) {
+  const fs::path dir = writeCheckpoint("moe", moeConfig());
+  const Result r = checkOnly(dir);
+  fs::remove_all(dir);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("admitted: 1 batches"), std::string::npos) << r.output;
+}
+
+TEST(Generate, AdmitsASymmetricGptqCheckpoint) {
+  const fs::path dir = writeCheckpoint("gptq", gptqConfig(), symmetricZeros);
+  const Result r = checkOnly(dir);
+  fs::remove_all(dir);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("admitted: 1 batches"), std::string::npos) << r.output;
+}
+
+TEST(Generate, RefusesGptqZerosOtherThanSymmetric) {
+  const fs::path dir = writeCheckpoint("gptq_zeros", gptqConfig());  // qzeros 0: z = 1
+  const Result r = checkOnly(dir);
   fs::remove_all(dir);
   EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_NE(r.output.find("the decoder cannot run this configuration:\n  Qwen3MoeForCausalLM: MoE "
-                          "layers are not wired into this decoder yet"),
+  EXPECT_NE(r.output.find("model.layers.0.self_attn.q_proj.qzeros word 0 is 0x00000000; a "
+                          "symmetric GPTQ checkpoint stores z - 1 = 7 in every nibble"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Generate, RefusesGptqExpertsAndAsymmetricGptq) {
+  Json config = moeConfig();
+  config["quantization_config"] = gptqConfig()["quantization_config"];
+  fs::path dir = writeCheckpoint("moe_gptq", config, symmetricZeros);
+  Result r = checkOnly(dir);
+  fs::remove_all(dir);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("the decoder cannot run this configuration:\n  Qwen3MoeForCausalLM "
+                          "with GPTQ experts: kiln's moe group runs fp16 / bf16 experts only"),
+            std::string::npos)
+      << r.output;
+
+  config = gptqConfig();
+  config["quantization_config"]["sym"] = false;
+  dir = writeCheckpoint("gptq_asym", config, symmetricZeros);
+  r = checkOnly(dir);
+  fs::remove_all(dir);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("GPTQ sym false (zero points): this decoder runs symmetric GPTQ only"),
             std::string::npos)
       << r.output;
 }
