@@ -2,7 +2,7 @@
 // decoder's speed runs.
 //
 //   qwen3_generate --model DIR --prompts PROMPTS.json --new-tokens N --out OUTDIR
-//                  [--page-size 16] [--max-seq-len L] [--no-graphs] [--check]
+//                  [--page-size 16] [--max-seq-len L] [--no-graphs] [--tune-gemms] [--check]
 //     PROMPTS.json: {"batches": [{"name": "b3", "prompts": [[token ids], ...]}, ...]}. For each
 //     batch: one prefill and N - 1 decode steps; OUTDIR/<name>.json holds the generated tokens,
 //     OUTDIR/<name>_logits.f32 the fp32 logits that chose them ([prompts, N, vocab], little
@@ -13,6 +13,9 @@
 //     Decode tokens/s per batch size (after a prompt of --prompt-len random tokens per sequence),
 //     prefill milliseconds per batch x length, the device's copy bandwidth and each decode row's
 //     memory floor (weights + the KV cache read per step over the copy bandwidth).
+//
+//   --tune-gemms: cuBLASLt's algorithm for each decode GEMM (m <= the batch) by timing its first
+//   8 heuristic candidates on the first call, instead of the heuristic's first.
 //
 // Every input is checked on the host before anything is allocated on the GPU: the checkpoint
 // (model/checkpoint.h), the config against the artifact (admit), the prompts against the cache.
@@ -45,19 +48,20 @@ struct Args {
   int new_tokens = 16;
   int page_size = 16;
   int max_seq_len = 0;  // 0: what the prompts need
-  bool graphs = true, check_only = false, bench = false;
+  bool graphs = true, check_only = false, bench = false, tune_gemms = false;
   std::vector<int> batches = {1, 8, 32, 64};
   int prompt_len = 128, steps = 128;
   std::vector<std::pair<int, int>> prefill = {{1, 4096}, {8, 1024}};
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "qwen3_generate: %s\nusage: qwen3_generate --model DIR --prompts FILE "
-               "--new-tokens N --out DIR [--page-size P] [--max-seq-len L] [--no-graphs] "
-               "[--check]\n       qwen3_generate --model DIR --bench --out FILE [--batches "
-               "1,8,32,64] [--prompt-len 128] [--steps 128] [--prefill 1x4096,8x1024]\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "qwen3_generate: %s\nusage: qwen3_generate --model DIR --prompts FILE "
+      "--new-tokens N --out DIR [--page-size P] [--max-seq-len L] [--no-graphs] [--tune-gemms] "
+      "[--check]\n       qwen3_generate --model DIR --bench --out FILE [--batches "
+      "1,8,32,64] [--prompt-len 128] [--steps 128] [--prefill 1x4096,8x1024]\n",
+      why.c_str());
   std::exit(2);
 }
 
@@ -192,6 +196,7 @@ int generate(const Args& a, const qwen3::Checkpoint& checkpoint) {
   qwen3::EngineOptions options;
   options.page_size = a.page_size;
   options.cuda_graphs = a.graphs;
+  options.tune_gemms = a.tune_gemms;
   int longest = 0, widest = 0;
   for (const Batch& b : batches) {
     widest = std::max(widest, static_cast<int>(b.prompts.size()));
@@ -290,6 +295,7 @@ int bench(const Args& a, const qwen3::Checkpoint& checkpoint) {
   qwen3::EngineOptions options;
   options.page_size = a.page_size;
   options.cuda_graphs = a.graphs;
+  options.tune_gemms = a.tune_gemms;
   options.max_batch = *std::max_element(a.batches.begin(), a.batches.end());
   options.max_seq_len = roundUp(a.prompt_len + kWarmSteps + a.steps, a.page_size);
   options.max_prefill_tokens = options.max_batch * a.prompt_len;
@@ -316,6 +322,7 @@ int bench(const Args& a, const qwen3::Checkpoint& checkpoint) {
                         {"layers", config.num_hidden_layers},
                         {"page_size", a.page_size},
                         {"cuda_graphs", a.graphs},
+                        {"tune_gemms", a.tune_gemms},
                         {"prompt_len", a.prompt_len},
                         {"steps", a.steps}};
   for (const int batch : a.batches) {

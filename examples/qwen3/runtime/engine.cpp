@@ -533,7 +533,7 @@ Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
                            ", sm_" + std::to_string(device_sm_) + "):");
 
   QWEN3_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  gemm_ = std::make_unique<Gemm>(cuda_dtype_);
+  gemm_ = std::make_unique<Gemm>(cuda_dtype_, options_.tune_gemms ? options_.max_batch : 0);
 
   // Weights: the fused projections' rows in the order the kernels read them.
   const std::int64_t h = hidden_, d = head_dim_;

@@ -44,6 +44,7 @@ struct EngineOptions {
   int page_size = 16;              // tokens per KV-cache page (kiln's kernels: 16..256)
   int max_prefill_tokens = 16384;  // prompt tokens of one prefill pass (a batch takes several)
   bool cuda_graphs = true;         // decode steps replayed from per-bucket CUDA graphs
+  bool tune_gemms = false;         // decode GEMMs (m <= max_batch): cuBLASLt's algorithm by timing
   std::uint64_t page_seed = 1;     // the free list's shuffle
 };
 

@@ -3,10 +3,13 @@
 // bf16, fp32 accumulation, y of the input dtype or fp32 (the logits). cuBLASLt is column-major,
 // so the call computes y^T = w . x^T: A = w seen as k x n column-major, transposed; B = x^T, k x m.
 //
-// One cuBLASLt handle and one workspace per Gemm; the descriptors and the heuristic's algorithm
-// are cached per shape, so a call allocates nothing and asks the heuristic nothing the second
-// time, and a shape's first call happens before its CUDA graph capture (the decoder runs every
-// decode bucket once eagerly first).
+// One cuBLASLt handle and one workspace per Gemm; the descriptors and the algorithm are cached per
+// shape, so a call allocates nothing and asks the heuristic nothing the second time, and a shape's
+// first call happens before its CUDA graph capture (the decoder runs every decode bucket once
+// eagerly first). The algorithm is the heuristic's first, or, for m <= tune_max_m, the fastest of
+// its first kTunedCandidates timed on the call's own operands (the output is written by every
+// candidate and last by the chosen one): decode's skinny GEMMs are where the heuristic's pick
+// was measured slowest (examples/qwen3/README.md).
 #pragma once
 
 #include <cublasLt.h>
@@ -23,7 +26,10 @@ namespace qwen3 {
 class Gemm {
  public:
   // in_type: CUDA_R_16BF or CUDA_R_16F (x and w).
-  explicit Gemm(cudaDataType_t in_type, std::size_t workspace_bytes = 32u << 20);
+  static constexpr int kTunedCandidates = 8;
+  // tune_max_m: the largest m whose algorithm is chosen by timing; 0 tunes nothing.
+  explicit Gemm(cudaDataType_t in_type, std::int64_t tune_max_m = 0,
+                std::size_t workspace_bytes = 32u << 20);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -38,9 +44,13 @@ class Gemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  const Plan& plan(std::int64_t m, std::int64_t n, std::int64_t k, cudaDataType_t out_type);
+  const Plan& plan(const void* x, const void* w, void* y, std::int64_t m, std::int64_t n,
+                   std::int64_t k, cudaDataType_t out_type, cudaStream_t stream);
+  void launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* x, const void* w,
+              void* y, cudaStream_t stream);
 
   cudaDataType_t in_type_;
+  std::int64_t tune_max_m_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, int>, Plan> plans_;
