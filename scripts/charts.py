@@ -55,6 +55,7 @@ BENCHES = {
     "w4a16": ["evidence/h100_sm_90/2026-12-07-run3/w4a16_bench.json"],
     "moe": ["evidence/h100_sm_90/2026-12-07-run6/moe_bench.json"],
     "qkrope": ["evidence/h100_sm_90/2026-12-07-run5/qkrope_bench.json"],
+    "decoderops": ["evidence/h100_sm_90/2026-12-07-run7/decoderops_bench.json"],
 }
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -670,8 +671,91 @@ def qkrope(files):
     return meta, panels, text
 
 
+def decoderops(files):
+    """Three ops in one chart: a line per op and dtype (color by op, line style by dtype), x the
+    tokens (embed, silu_mul) or rows (argmax) of each case."""
+    d = load(files[0])
+    rows = [r for r in d["cases"] if r.get("correct")]
+    ns = sorted(unique(r["tokens"] for r in rows))
+    x = [seq_label(n) for n in ns]
+    ops = unique(r["op"] for r in rows)
+    dts = sorted(unique(r["dtype"] for r in rows))
+    at = {(r["op"], r["dtype"], r["tokens"]): r for r in rows}
+    style = {dt: (["-", "--", ":"][i % 3], ["o", "x", "+"][i % 3]) for i, dt in enumerate(dts)}
+
+    def vals(op, dt, fn):
+        return [fn(at[(op, dt, n)]) if (op, dt, n) in at else None for n in ns]
+
+    ratios, ceil = [], []
+    for i, op in enumerate(ops):
+        for dt in dts:
+            st, mk = style[dt]
+            ratios.append(line(f"{op} {dt}", vals(op, dt, lambda r: ratio(
+                r, "speedup_vs_torch", "kiln_us", "torch_us")), COLORS[i], st, mk))
+            ceil.append(line(f"{op} {dt}", vals(op, dt, lambda r: r["kiln_pct_of_copy"]),
+                             COLORS[i], st, mk))
+    meta = meta_of([d], files)
+    of = {op: [r for r in rows if r["op"] == op] for op in ops}
+    emb, silu, am = of.get("embed", []), of.get("silu_mul", []), of.get("argmax", [])
+    shapes = []
+    if emb:
+        shapes.append(f"embed {emb[0]['width']} (table {emb[0]['table_rows']} rows)")
+    if silu:
+        shapes.append(f"silu_mul {silu[0]['width']}")
+    if am:
+        shapes.append(f"argmax {am[0]['width']}")
+    panels = [
+        panel(f"kiln / eager PyTorch (F.embedding, F.silu(g) * u, torch.argmax); width: "
+              f"{', '.join(shapes)}", "ratio", "tokens (embed, silu_mul) or rows (argmax)", x,
+              ratios),
+        panel(f"kiln, bytes read and written as % of the copy bandwidth measured in the run "
+              f"({meta['copy']} TB/s)", "ceiling", "tokens (embed, silu_mul) or rows (argmax)",
+              x, ceil),
+    ]
+
+    def below(rs):
+        return [r for r in rs if round(r["speedup_vs_torch"], 2) < 1.0]
+
+    def case(r):
+        n = r["tokens"]
+        return f"{r['dtype']} at {n} token{'s' if n > 1 else ''} {r['speedup_vs_torch']:.2f}x"
+
+    big = max(ns)
+    text = []
+    if silu:
+        sb = [r for r in silu if r["tokens"] == big]
+        text.append(
+            f"silu_mul runs {rng([r['speedup_vs_torch'] for r in silu])} as fast as eager "
+            f"PyTorch's `F.silu(g) * u` (two kernels and an intermediate) on all {len(silu)} rows; "
+            f"at {big} tokens it moves its bytes at "
+            f"{rng([r['kiln_pct_of_copy'] for r in sb], '{:.1f}', '%')} of the copy bandwidth "
+            f"(PyTorch {rng([r['torch_pct_of_copy'] for r in sb], '{:.1f}', '%')}).")
+    if emb:
+        eb = [r for r in emb if r["tokens"] == big]
+        lo = below(emb)
+        text.append(
+            f"embed runs {rng([r['speedup_vs_torch'] for r in emb])} against `F.embedding`, below "
+            f"1.00x on {len(lo)} of {len(emb)} rows (" + ", ".join(case(r) for r in lo)
+            + f"); at {big} tokens kiln reaches "
+            f"{rng([r['kiln_pct_of_copy'] for r in eb], '{:.1f}', '%')} of copy, PyTorch "
+            f"{rng([r['torch_pct_of_copy'] for r in eb], '{:.1f}', '%')}.")
+    if am:
+        one = [r for r in am if r["tokens"] == 1]
+        many = [r for r in am if r["tokens"] > 1]
+        text.append(
+            f"argmax of one row is {rng([r['speedup_vs_torch'] for r in one])} PyTorch's speed "
+            f"(kiln {rng([r['kiln_us'] for r in one], '{:.1f}', ' us')}, PyTorch "
+            f"{rng([r['torch_us'] for r in one], '{:.1f}', ' us')}): kiln gives a row one block, "
+            f"so one SM reads all {one[0]['width']} values"
+            + (f"; at {many[0]['tokens']} rows it runs "
+               f"{rng([r['speedup_vs_torch'] for r in many])} at "
+               f"{rng([r['kiln_pct_of_copy'] for r in many], '{:.1f}', '%')} of copy."
+               if many else "."))
+    return meta, panels, text
+
+
 GROUPS = {"rmsnorm": rmsnorm, "decodeattn": decodeattn, "fmha": fmha, "gdn": gdn, "w4a16": w4a16,
-          "moe": moe, "qkrope": qkrope}
+          "moe": moe, "qkrope": qkrope, "decoderops": decoderops}
 
 
 # ---------------------------------------------------------------- drawing
