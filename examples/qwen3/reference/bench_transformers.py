@@ -26,6 +26,16 @@ attn_implementation "sdpa":
   and the LM head; not the embedding table, of which a step reads one row per sequence), plus the
   KV-cache bytes per token, so that the C++ side can compute its memory floor:
   ``floor_ms_per_step`` = weight bytes per step / copy bandwidth.
+- ``checkpoint``: the same from the checkpoint file's own tensors, i.e. what kiln holds and reads:
+  for gptq the int4 ``qweight`` + ``qzeros`` + fp16 ``scales`` of the projections and bf16 for
+  the rest; for moe also the experts' bytes and ``bytes_read_per_decode_step_one_sequence`` (one
+  sequence's step reads its top-k experts per layer, a batch the union of its sequences'), each
+  with its floor.
+
+The model is the one compare.py checks against (hf_compat.load_model) in bf16: for moe
+Qwen3MoeForCausalLM with transformers' default experts implementation (recorded); for gptq the
+dequantized dense model, since transformers runs GPTQ only through optimum: its timings are those
+of the bf16 dense model of the same shape, not of an int4 kernel.
 
 Output: --out BENCH.json with all of the above, the settings, the GPU name and the torch /
 transformers versions; a short summary on stdout.
@@ -45,6 +55,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import math
 import os
 import signal
 import statistics
@@ -57,6 +68,7 @@ import traceback
 import torch
 
 import hf_compat
+import kinds
 
 
 def parse_args(argv=None):
@@ -298,6 +310,43 @@ def weight_bytes(model):
     }
 
 
+SAFETENSORS_DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4, "I64": 8, "U8": 1, "I8": 1}
+
+
+def checkpoint_bytes(model_dir, gb_per_s):
+    """The bytes of the checkpoint file's tensors, what a decode step reads of them, and the floors."""
+    from safetensors import safe_open
+
+    config = kinds.read_config(model_dir)
+    kind = kinds.kind_of(config)
+    total = embed = experts = 0
+    by_dtype = {}
+    with safe_open(os.path.join(model_dir, "model.safetensors"), framework="pt") as f:
+        for name in f.keys():
+            t = f.get_slice(name)
+            nbytes = math.prod(t.get_shape()) * SAFETENSORS_DTYPE_BYTES[t.get_dtype()]
+            total += nbytes
+            by_dtype[t.get_dtype()] = by_dtype.get(t.get_dtype(), 0) + nbytes
+            embed += nbytes if name == "model.embed_tokens.weight" else 0
+            experts += nbytes if ".mlp.experts." in name else 0
+    tied = bool(config.get("tie_word_embeddings"))
+    step = total if tied else total - embed
+    out = {"kind": kind, "total_bytes": total, "bytes_by_dtype": by_dtype, "embedding_bytes": embed,
+           "bytes_read_per_decode_step": step, "floor_ms_per_step": 1e3 * step / (gb_per_s * 1e9)}
+    if kind == "moe":
+        k, e = config["num_experts_per_tok"], config["num_experts"]
+        one = step - experts + experts * k / e
+        out.update({"expert_bytes": experts, "bytes_read_per_decode_step_one_sequence": one,
+                    "floor_ms_per_step_one_sequence": 1e3 * one / (gb_per_s * 1e9),
+                    "note": f"one sequence's step reads {k} of the {e} experts per layer; a batch reads the "
+                            "union of its sequences' experts (all of them, and bytes_read_per_decode_step, "
+                            "once the batch is large enough)"})
+    if kind == "gptq":
+        out["note"] = ("the projections as int4 qweight + int32 qzeros + fp16 scales, the rest bf16: what an "
+                       "int4 kernel reads; transformers' timings here are of the dequantized bf16 dense model")
+    return out
+
+
 # ----------------------------------------------------------------------------------------------
 
 
@@ -310,12 +359,21 @@ def main(argv=None):
     model = hf_compat.load_model(args.model, torch.bfloat16, "sdpa", args.device)
     gen, timer = torch.Generator().manual_seed(args.seed), Timer(args.device)
     c = model.config
+    config_json = kinds.read_config(args.model)
+    kind = kinds.kind_of(config_json)
+    extra = {k: config_json[k] for k in ("num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                                         "norm_topk_prob", "quantization_config") if k in config_json}
+    if kind == "moe":
+        extra["experts_implementation"] = hf_compat.experts_implementation(model)
+    if kind == "gptq":
+        extra["transformers_model"] = ("the dequantized dense Qwen3ForCausalLM in bf16 (compare.py's yardstick): "
+                                       "transformers has no GPTQ kernels without optimum")
     result = {
         "environment": hf_compat.environment(args.device),
-        "model": {"dir": os.path.abspath(args.model), "dtype": "bfloat16", "attn_implementation": "sdpa",
+        "model": {"dir": os.path.abspath(args.model), "kind": kind, "dtype": "bfloat16", "attn_implementation": "sdpa",
                   **{k: getattr(c, k) for k in ("num_hidden_layers", "hidden_size", "num_attention_heads",
                                                 "num_key_value_heads", "head_dim", "intermediate_size",
-                                                "vocab_size")}},
+                                                "vocab_size")}, **extra},
         "settings": {"batches": args.batches, "prompt_len": args.prompt_len, "steps": args.steps,
                      "warmup_steps": args.warmup_steps, "prefill": [list(s) for s in args.prefill],
                      "prefill_reps": args.prefill_reps, "copy_reps": args.copy_reps,
@@ -331,6 +389,14 @@ def main(argv=None):
     print(f"copy {copy['gb_per_s_read_plus_write']:.0f} GB/s; "
           f"weights read per decode step {weights['bytes_read_per_decode_step'] / 1e6:.1f} MB "
           f"(floor {1e3 * floor_s:.3f} ms/step)", flush=True)
+    result["checkpoint"] = ckpt = checkpoint_bytes(args.model, copy["gb_per_s_read_plus_write"])
+    if kind != "dense":
+        line = (f"{kind} checkpoint: {ckpt['bytes_read_per_decode_step'] / 1e6:.1f} MB read per decode step "
+                f"(floor {ckpt['floor_ms_per_step']:.3f} ms/step)")
+        if kind == "moe":
+            line += (f"; one sequence: {ckpt['bytes_read_per_decode_step_one_sequence'] / 1e6:.1f} MB "
+                     f"(floor {ckpt['floor_ms_per_step_one_sequence']:.3f} ms/step)")
+        print(line, flush=True)
 
     result["decode"] = {"eager_dynamic_cache": []}
     for batch in args.batches:

@@ -8,12 +8,23 @@ that chose tokens[b][s] (step 0: the prefill's last position; step s: after feed
 tokens[b][s-1]).
 
 The reference: for every prompt, prompt + tokens[b][:N-1] (kiln's own tokens, teacher-forced) is
-run through transformers' Qwen3ForCausalLM one sequence at a time, no padding, no cache, twice:
+run through transformers one sequence at a time, no padding, no cache, twice:
 
 - float32 (the checkpoint's bf16 weights upcast; attn_implementation "eager"; TF32 off through
   torch.set_float32_matmul_precision("highest")): the reference everything is measured against;
 - bfloat16 (attn_implementation "sdpa", PyTorch's defaults otherwise): the yardstick, what
   transformers itself achieves in the precision kiln computes in.
+
+The model, by the checkpoint's kind (kinds.py; hf_compat.load_model):
+- dense: Qwen3ForCausalLM.from_pretrained;
+- moe: Qwen3MoeForCausalLM.from_pretrained; in float32 the experts run one by one in F.linear
+  (experts_implementation "eager" on transformers 5), in bf16 transformers' default;
+- gptq (transformers cannot run GPTQ without optimum): the dense Qwen3ForCausalLM of config.json
+  without its quantization_config, whose seven projections per layer are the dequantized
+  W' = (q - z) * scale, z = stored zero + 1 = 8, computed in float32 from the checkpoint's
+  qweight / qzeros / scales (exact: a small integer times a float16); the embedding, norms and
+  lm_head are the checkpoint's bf16. The bf16 yardstick is that model cast to bf16, i.e. W'
+  rounded to bf16.
 
 From each, the logits at positions len(prompt)-1 .. len(prompt)+N-2, i.e. [N, V]: the same steps
 as kiln's file.
@@ -43,7 +54,8 @@ Run:
 Self-test without kiln (fake_kiln.py writes --kiln from transformers' bf16 first):
 
     python compare.py --model /tmp/q3 --kiln /tmp/q3-fake --out /tmp/s.json --self-test exact
-    # exact: PASS (exit 0); noise, wrong-token, unit-qk-norm: FAIL (exit 1)
+    # exact: PASS (exit 0); noise, wrong-token, unit-qk-norm: FAIL (exit 1); moe checkpoints:
+    # unnormalized-topk FAILs too, gptq checkpoints: zeros-off-by-one
 """
 
 from __future__ import annotations
@@ -58,6 +70,7 @@ import torch
 
 import fake_kiln
 import hf_compat
+import kinds
 
 CLEAR_FACTOR = 4.0
 CLEAR_RULE = ("a step is clear when the float32 logits' top-1 minus top-2 margin is more than "
@@ -246,19 +259,52 @@ def compare_prompt(batch, b, prompt, tokens, kiln, fp32, bf16, counts):
 # ----------------------------------------------------------------------------------------------
 
 
-def model_summary(config):
+def model_summary(config_json):
+    """The sizes from config.json (and the experts, the quantization) as the checkpoint states them."""
     keys = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
-            "head_dim", "intermediate_size", "vocab_size", "rms_norm_eps")
-    return {k: getattr(config, k) for k in keys}
+            "head_dim", "intermediate_size", "vocab_size", "rms_norm_eps", "architectures",
+            "num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+            "quantization_config")
+    return {k: config_json[k] for k in keys if k in config_json}
+
+
+GPTQ_REFERENCE = ("the dense Qwen3ForCausalLM of config.json without quantization_config, whose "
+                  "q/k/v/o/gate/up/down weights are the dequantized W' = (q - z) * scale with "
+                  "z = stored zero + 1 (= 8), computed in float32 from qweight / qzeros / scales "
+                  "(exact); embedding, norms and lm_head: the checkpoint's bf16")
+
+
+def reference_description(kind, fp32_model, bf16_model):
+    fp32_weights = {"dense": "the checkpoint's bf16 weights, upcast",
+                    "moe": "the checkpoint's bf16 weights, upcast (Qwen3MoeForCausalLM.from_pretrained)",
+                    "gptq": GPTQ_REFERENCE}[kind]
+    ref = {
+        "float32": {"attn_implementation": "eager", "float32_matmul_precision": "highest",
+                    "weights": fp32_weights},
+        "bfloat16": {"attn_implementation": "sdpa"},
+        "method": "prompt + kiln's tokens[:N-1], teacher-forced, one sequence at a time, no padding, no cache",
+    }
+    if kind == "gptq":
+        ref["bfloat16"]["weights"] = "the float32 reference's weights rounded to bf16 (W' rounded to bf16)"
+        ref["note"] = ("transformers cannot run GPTQ without optimum: the reference is the dequantized "
+                       "dense model, i.e. what an exact int4 x bf16 -> float GEMM would compute")
+    if kind == "moe":
+        ref["float32"]["experts_implementation"] = hf_compat.experts_implementation(fp32_model)
+        ref["bfloat16"]["experts_implementation"] = hf_compat.experts_implementation(bf16_model)
+    return ref
 
 
 def run(args):
     with open(os.path.join(args.model, "prompts.json")) as f:
         batches = json.load(f)["batches"]
-    with open(os.path.join(args.model, "config.json")) as f:
-        vocab = json.load(f)["vocab_size"]
+    config_json = kinds.read_config(args.model)
+    kind = kinds.kind_of(config_json)
+    vocab = config_json["vocab_size"]
 
     torch.set_float32_matmul_precision("highest")  # no TF32 in the float32 reference
+    if fake_kiln.MODE_KIND.get(args.self_test, kind) != kind:
+        sys.exit(f"compare: --self-test {args.self_test} is for {fake_kiln.MODE_KIND[args.self_test]} "
+                 f"checkpoints; {args.model} is {kind}")
     if args.self_test:
         fake_kiln.write_fake_kiln(args.model, args.kiln, args.self_test, args.new_tokens, args.device)
     # Every file of kiln's is checked before the reference runs, so a bad directory fails at once.
@@ -269,14 +315,10 @@ def run(args):
     summary = {
         "pass": False, "failures": [],
         "criteria": {"pass_rule": PASS_RULE, "clear_rule": CLEAR_RULE, "clear_factor": CLEAR_FACTOR},
-        "reference": {
-            "float32": {"attn_implementation": "eager", "float32_matmul_precision": "highest",
-                        "weights": "the checkpoint's bf16 weights, upcast"},
-            "bfloat16": {"attn_implementation": "sdpa"},
-            "method": "prompt + kiln's tokens[:N-1], teacher-forced, one sequence at a time, no padding, no cache",
-        },
+        "kind": kind,
+        "reference": reference_description(kind, fp32_model, bf16_model),
         "model_dir": os.path.abspath(args.model), "kiln_dir": os.path.abspath(args.kiln),
-        "model": model_summary(fp32_model.config),
+        "model": model_summary(config_json),
         "self_test": args.self_test,
         "environment": hf_compat.environment(args.device),
         "batches": [],
@@ -341,7 +383,8 @@ def print_table(summary, max_listed):
               "token is not an argmax of kiln's own logits for that step (a few: near-ties, argmax taken over "
               "other numbers than those written; many: logits written a step off?)")
     env = summary["environment"]
-    print(f"torch {env['torch']}, transformers {env['transformers']}, {env.get('gpu', env['device'])}; "
+    print(f"kind {summary['kind']}; torch {env['torch']}, transformers {env['transformers']}, "
+          f"{env.get('gpu', env['device'])}; "
           f"clear rule: margin > {CLEAR_FACTOR:g} x bf16 max abs error at the step")
 
 
@@ -350,7 +393,11 @@ def main(argv=None):
     try:
         summary = run(args)
     except KilnOutputError as e:
-        summary = {"pass": False, "failures": [f"kiln output: {e}"], "error": str(e),
+        try:
+            kind = kinds.kind_of(kinds.read_config(args.model))
+        except (OSError, ValueError, KeyError) as err:
+            kind = f"unknown ({err})"
+        summary = {"pass": False, "failures": [f"kiln output: {e}"], "error": str(e), "kind": kind,
                    "criteria": {"pass_rule": PASS_RULE, "clear_rule": CLEAR_RULE},
                    "model_dir": os.path.abspath(args.model), "kiln_dir": os.path.abspath(args.kiln),
                    "environment": hf_compat.environment(args.device)}

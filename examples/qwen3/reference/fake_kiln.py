@@ -21,6 +21,12 @@ Modes (what compare.py must then say):
 - ``unit-qk-norm``: ``exact`` from a model whose q_norm / k_norm weights are all 1, i.e. a
   kernel that ignores the QK-norm weight: FAIL (make_model.py randomises the norm weights so
   that this shows).
+- ``unnormalized-topk`` (moe checkpoints only): ``exact`` from the model with norm_topk_prob
+  off, i.e. a MoE kernel that does not renormalise the top-k routing weights (they then sum to
+  the top-k share of the softmax, below 1): FAIL.
+- ``zeros-off-by-one`` (gptq checkpoints only): ``exact`` from the model dequantized with the
+  zero point as stored, 7, instead of stored + 1 = 8 (a gptq_v2 reader of this v1 file, the
+  classic GPTQ zero-point slip: every weight moves by + its scale): FAIL.
 """
 
 from __future__ import annotations
@@ -33,8 +39,11 @@ import numpy as np
 import torch
 
 import hf_compat
+import kinds
 
-MODES = ("exact", "noise", "wrong-token", "unit-qk-norm")
+MODES = ("exact", "noise", "wrong-token", "unit-qk-norm", "unnormalized-topk", "zeros-off-by-one")
+# The modes that only make sense for one checkpoint kind.
+MODE_KIND = {"unnormalized-topk": "moe", "zeros-off-by-one": "gptq"}
 
 
 @torch.inference_mode()
@@ -79,13 +88,24 @@ def write_fake_kiln(model_dir, out_dir, mode, new_tokens, device, noise=0.05, se
         raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
     if new_tokens < 1:
         raise ValueError("new_tokens must be at least 1")
+    kind = kinds.kind_of(kinds.read_config(model_dir))
+    if MODE_KIND.get(mode, kind) != kind:
+        raise ValueError(f"mode {mode} is for {MODE_KIND[mode]} checkpoints; {model_dir} is {kind}")
     if model is None:
-        model = hf_compat.load_model(model_dir, torch.bfloat16, "sdpa", device)
+        model = hf_compat.load_model(model_dir, torch.bfloat16, "sdpa", device,
+                                     gptq_zero_offset=0 if mode == "zeros-off-by-one" else 1)
     if mode == "unit-qk-norm":
         with torch.no_grad():
             for name, param in model.named_parameters():
                 if name.endswith(("q_norm.weight", "k_norm.weight")):
                     param.fill_(1.0)
+    if mode == "unnormalized-topk":
+        # transformers 5 keeps the flag on the router (mlp.gate), 4 on the sparse MoE block.
+        routers = [m for m in model.modules() if hasattr(m, "norm_topk_prob")]
+        if not routers:
+            raise RuntimeError("no module with norm_topk_prob in this transformers' MoE model")
+        for m in routers:
+            m.norm_topk_prob = False
     vocab = model.config.vocab_size
     rng = np.random.default_rng(seed)
     with open(os.path.join(model_dir, "prompts.json")) as f:
