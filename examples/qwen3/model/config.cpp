@@ -233,7 +233,18 @@ Config parseConfig(std::string_view text, std::string_view source) {
 
   if (moe) {
     MoeConfig m;
-    m.num_experts = r.integer("num_experts", 1, kMaxExperts);
+    // transformers 5's save_pretrained writes the experts' count as num_local_experts (the Hub's
+    // Qwen3-MoE configs say num_experts): either key, and equal if both are there.
+    const bool local = r.has("num_local_experts");
+    m.num_experts = r.has("num_experts") || !local ? r.integer("num_experts", 1, kMaxExperts)
+                                                   : r.integer("num_local_experts", 1, kMaxExperts);
+    if (local && r.has("num_experts")) {
+      const std::int64_t other = r.integer("num_local_experts", 1, kMaxExperts);
+      if (other != m.num_experts) {
+        r.fail("num_local_experts", std::to_string(other),
+               "differs from num_experts " + std::to_string(m.num_experts));
+      }
+    }
     m.num_experts_per_tok = r.integer("num_experts_per_tok", 1, m.num_experts);
     m.moe_intermediate_size = r.integer("moe_intermediate_size", 1, kMaxIntermediate);
     m.norm_topk_prob = r.boolean("norm_topk_prob");

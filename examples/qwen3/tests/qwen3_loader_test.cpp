@@ -336,6 +336,15 @@ TEST_F(LoaderTest, ShardedCheckpointLoads) {
             std::string::npos);
 }
 
+TEST(Config, MoeExpertCountUnderEitherKey) {
+  Json config = tinyMoeConfig();  // transformers 5's save_pretrained writes num_local_experts
+  config.erase("num_experts");
+  config["num_local_experts"] = 4;
+  EXPECT_EQ(parseConfig(config.dump()).moe->num_experts, 4);
+  config["num_experts"] = 4;  // both, equal
+  EXPECT_EQ(parseConfig(config.dump()).moe->num_experts, 4);
+}
+
 TEST_F(LoaderTest, MoeCheckpointListsRouterAndExperts) {
   Json config = tinyMoeConfig();
   config["mlp_only_layers"] = {1};  // layer 1 keeps the dense MLP
@@ -711,6 +720,12 @@ TEST_F(LoaderTest, UnsupportedConfigValuesAreRefused) {
          c.erase("num_experts");
        },
        "config.json: num_experts is missing"},
+      {"moe expert counts differ",
+       [&](Json& c) {
+         moe(c);
+         c["num_local_experts"] = 8;
+       },
+       "config.json: num_local_experts 8 differs from num_experts 4"},
       {"moe top-k",
        [&](Json& c) {
          moe(c);
