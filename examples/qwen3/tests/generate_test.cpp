@@ -47,7 +47,8 @@ Json smallConfig() {
 // config.json and a model.safetensors holding every tensor expectedTensors() lists, each filled
 // with one byte value: `fill(name)`, zero by default.
 fs::path writeCheckpoint(const std::string& name, const Json& config_json,
-                         const std::function<char(const std::string&)>& fill = {}) {
+                         const std::function<char(const std::string&)>& fill = {},
+                         bool optional_tensors = false) {
   // One directory per process: ctest runs each test case as its own process, in parallel.
   const fs::path dir =
       fs::temp_directory_path() / ("qwen3_generate_test_" + name + "_" + std::to_string(getpid()));
@@ -59,7 +60,7 @@ fs::path writeCheckpoint(const std::string& name, const Json& config_json,
   std::uint64_t offset = 0;
   std::vector<std::pair<std::uint64_t, char>> fills;  // each tensor's size and byte
   for (const TensorSpec& spec : expectedTensors(config)) {
-    if (!spec.required) continue;
+    if (!spec.required && !optional_tensors) continue;
     std::uint64_t bytes = static_cast<std::uint64_t>(dtypeBits(spec.dtype) / 8);
     for (std::int64_t d : spec.shape) bytes *= static_cast<std::uint64_t>(d);
     header[spec.name] = {{"dtype", std::string(dtypeName(spec.dtype))},
@@ -246,6 +247,20 @@ TEST(Generate, RefusesGptqZerosOtherThanSymmetric) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("model.layers.0.self_attn.q_proj.qzeros word 0 is 0x00000000; a "
                           "symmetric GPTQ checkpoint stores z - 1 = 7 in every nibble"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Generate, RefusesActOrderGptq) {
+  // Every optional tensor written, GPTQ's g_idx among them, all zero: group 0 for every k, where
+  // a checkpoint without act order has k / 128.
+  const fs::path dir = writeCheckpoint("gptq_g_idx", gptqConfig(), symmetricZeros,
+                                       /*optional_tensors=*/true);
+  const Result r = checkOnly(dir);
+  fs::remove_all(dir);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("model.layers.0.self_attn.q_proj.g_idx[128] is 0, not 1: act-order "
+                          "GPTQ (a permuted grouping) is not supported"),
             std::string::npos)
       << r.output;
 }
