@@ -17,19 +17,7 @@ namespace qwen3 {
 
 namespace {
 
-// The sizes every kernel problem of the decoder is built from: the config's and the options'.
-struct Shapes {
-  kiln::DType dtype;
-  std::int64_t hidden, q_heads, kv_heads, head_dim, inter, vocab;
-  float eps, theta;
-  int page_size, max_pages_per_seq, num_pages, max_batch, max_tokens;
-  bool gptq;       // the projections are int4 (w4a16)
-  int group_size;  // GPTQ's
-  bool moe;        // some layers are sparse (Qwen3-MoE)
-  int experts, top_k;
-  std::int64_t moe_inter;
-  bool renormalize;
-};
+using detail::Shapes;
 
 kiln::DType kilnDtype(Dtype dtype) {
   return dtype == Dtype::kF16 ? kiln::DType::kFloat16 : kiln::DType::kBFloat16;
@@ -506,20 +494,10 @@ void checkPrompts(const Config& c, const EngineOptions& o,
 Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
     : config_(admitted(checkpoint, options)),
       options_(options),
-      dtype_(kilnDtype(config_.dtype)),
+      s_(shapesOf(config_, options)),
       cuda_dtype_(config_.dtype == Dtype::kF16 ? CUDA_R_16F : CUDA_R_16BF),
-      hidden_(config_.hidden_size),
-      q_heads_(config_.num_attention_heads),
-      kv_heads_(config_.num_key_value_heads),
-      head_dim_(config_.head_dim),
-      inter_(config_.intermediate_size),
-      vocab_(config_.vocab_size),
-      qkv_width_((q_heads_ + 2 * kv_heads_) * head_dim_),
-      pages_(options.page_size, shapesOf(config_, options).num_pages, options.max_batch,
-             shapesOf(config_, options).max_pages_per_seq, options.page_seed) {
-  const Shapes s = shapesOf(config_, options_);
-  max_tokens_ = s.max_tokens;
-  num_pages_ = s.num_pages;
+      pages_(s_.page_size, s_.num_pages, s_.max_batch, s_.max_pages_per_seq, options.page_seed) {
+  const Shapes& s = s_;
 
   int device = 0;
   QWEN3_CUDA(cudaGetDevice(&device));
@@ -536,17 +514,17 @@ Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
   gemm_ = std::make_unique<Gemm>(cuda_dtype_, options_.tune_gemms ? options_.max_batch : 0);
 
   // Weights: the fused projections' rows in the order the kernels read them.
-  const std::int64_t h = hidden_, d = head_dim_;
+  const std::int64_t h = s_.hidden, d = s_.head_dim;
   const std::size_t elt = elementBytes(config_.dtype);
-  embed_ = upload(checkpoint, {"model.embed_tokens.weight"}, {{vocab_, h}});
+  embed_ = upload(checkpoint, {"model.embed_tokens.weight"}, {{s_.vocab, h}});
   final_norm_ = upload(checkpoint, {"model.norm.weight"}, {{h}});
   lm_head_ = upload(checkpoint,
                     {config_.tie_word_embeddings && checkpoint.find("lm_head.weight") == nullptr
                          ? "model.embed_tokens.weight"
                          : "lm_head.weight"},
-                    {{vocab_, h}});
-  const std::uint64_t kv_bytes = static_cast<std::uint64_t>(num_pages_) * options_.page_size *
-                                 static_cast<std::uint64_t>(kv_heads_ * d) * elt;
+                    {{s_.vocab, h}});
+  const std::uint64_t kv_bytes = static_cast<std::uint64_t>(s_.num_pages) * options_.page_size *
+                                 static_cast<std::uint64_t>(s_.kv_heads * d) * elt;
   for (std::int64_t l = 0; l < config_.num_hidden_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     Layer layer;
@@ -556,8 +534,8 @@ Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
     layer.k_norm = upload(checkpoint, {p + "self_attn.k_norm.weight"}, {{d}});
     layer.qkv = loadLinear(checkpoint,
                            {p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
-                           {q_heads_ * d, kv_heads_ * d, kv_heads_ * d}, h);
-    layer.o = loadLinear(checkpoint, {p + "self_attn.o_proj"}, {h}, q_heads_ * d);
+                           {s_.q_heads * d, s_.kv_heads * d, s_.kv_heads * d}, h);
+    layer.o = loadLinear(checkpoint, {p + "self_attn.o_proj"}, {h}, s_.q_heads * d);
     layer.k_cache = DeviceBuffer(kv_bytes);
     layer.v_cache = DeviceBuffer(kv_bytes);
     dense_bytes_per_step_ += layer.input_norm.bytes() + layer.post_norm.bytes() +
@@ -585,8 +563,8 @@ Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
           (layer.w1.bytes() + layer.w2.bytes()) / static_cast<std::uint64_t>(experts);
     } else {
       layer.gate_up =
-          loadLinear(checkpoint, {p + "mlp.gate_proj", p + "mlp.up_proj"}, {inter_, inter_}, h);
-      layer.down = loadLinear(checkpoint, {p + "mlp.down_proj"}, {h}, inter_);
+          loadLinear(checkpoint, {p + "mlp.gate_proj", p + "mlp.up_proj"}, {s_.inter, s_.inter}, h);
+      layer.down = loadLinear(checkpoint, {p + "mlp.down_proj"}, {h}, s_.inter);
       dense_bytes_per_step_ += layer.gate_up.weight.bytes() + layer.gate_up.scales.bytes() +
                                layer.down.weight.bytes() + layer.down.scales.bytes();
     }
@@ -596,26 +574,26 @@ Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
 
   // Activations and per-step inputs.
   const auto rows = [&](std::int64_t width) {
-    return DeviceBuffer(static_cast<std::size_t>(max_tokens_) * static_cast<std::size_t>(width) *
+    return DeviceBuffer(static_cast<std::size_t>(s_.max_tokens) * static_cast<std::size_t>(width) *
                         elt);
   };
   h_ = rows(h);
   xn_ = rows(h);
-  qkv_ = rows(qkv_width_);
-  q_ = rows(q_heads_ * d);
-  k_new_ = rows(kv_heads_ * d);
-  v_new_ = rows(kv_heads_ * d);
-  attn_ = rows(q_heads_ * d);
+  qkv_ = rows((s_.q_heads + 2 * s_.kv_heads) * s_.head_dim);
+  q_ = rows(s_.q_heads * d);
+  k_new_ = rows(s_.kv_heads * d);
+  v_new_ = rows(s_.kv_heads * d);
+  attn_ = rows(s_.q_heads * d);
   proj_ = rows(h);
-  gate_up_ = rows(2 * inter_);
-  act_ = rows(inter_);
+  gate_up_ = rows(2 * s_.inter);
+  act_ = rows(s_.inter);
   const std::size_t batch = static_cast<std::size_t>(options_.max_batch);
   last_rows_ = DeviceBuffer(batch * static_cast<std::size_t>(h) * elt);
-  logits_ = DeviceBuffer(batch * static_cast<std::size_t>(vocab_) * sizeof(float));
+  logits_ = DeviceBuffer(batch * static_cast<std::size_t>(s_.vocab) * sizeof(float));
   next_ = DeviceBuffer(batch * sizeof(std::int32_t));
   QWEN3_CUDA(cudaMemset(next_.get(), 0, next_.bytes()));
 
-  const std::size_t tokens = static_cast<std::size_t>(max_tokens_);
+  const std::size_t tokens = static_cast<std::size_t>(s_.max_tokens);
   const std::size_t table = pages_.pageTable().size() * sizeof(std::int32_t);
   ids_ = DeviceBuffer(tokens * sizeof(std::int32_t));
   positions_ = DeviceBuffer(tokens * sizeof(std::int64_t));
@@ -646,7 +624,7 @@ Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
   if (s.gptq) {  // w4a16's split-K partials: the most any projection needs at any m
     std::size_t int4 = 0;
     for (const auto& [n, k] : projections(s)) {
-      for (std::int64_t m = 1; m <= max_tokens_; ++m) {
+      for (std::int64_t m = 1; m <= s_.max_tokens; ++m) {
         int4 =
             std::max(int4, kiln::w4a16::workspaceSize(int4Problem(
                                s, m, n, k, multiprocessors_, nullptr, nullptr, nullptr, nullptr)));
@@ -656,7 +634,7 @@ Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
   }
   if (s.moe) {
     moe_workspace_ = DeviceBuffer(kiln::moe::workspaceSize(
-        moeProblem(s, max_tokens_, nullptr, nullptr, nullptr, nullptr, nullptr)));
+        moeProblem(s, s_.max_tokens, nullptr, nullptr, nullptr, nullptr, nullptr)));
     router_logits_ = rows(s.experts);
   }
   QWEN3_CUDA(cudaDeviceSynchronize());
@@ -676,7 +654,7 @@ void Engine::releaseGraphs() {
 }
 
 std::uint64_t Engine::kvBytesPerToken() const {
-  return 2ull * static_cast<std::uint64_t>(kv_heads_ * head_dim_) * elementBytes(config_.dtype);
+  return 2ull * static_cast<std::uint64_t>(s_.kv_heads * s_.head_dim) * elementBytes(config_.dtype);
 }
 
 void Engine::uploadPageTable() {
@@ -694,9 +672,9 @@ std::vector<std::int32_t> Engine::prefill(const std::vector<std::vector<std::int
   const int n = static_cast<int>(prompts.size());
   pages_.reset(n);
   for (int first = 0; first < n;) {
-    // One pass: whole prompts while they fit max_tokens_ (checkPrompts: each one does).
+    // One pass: whole prompts while they fit s_.max_tokens (checkPrompts: each one does).
     int last = first, tokens = 0, longest = 0;
-    while (last < n && tokens + static_cast<int>(prompts[last].size()) <= max_tokens_) {
+    while (last < n && tokens + static_cast<int>(prompts[last].size()) <= s_.max_tokens) {
       tokens += static_cast<int>(prompts[last].size());
       longest = std::max(longest, static_cast<int>(prompts[last].size()));
       ++last;
@@ -791,7 +769,7 @@ std::vector<std::int32_t> Engine::readTokens(int seqs, std::vector<float>* logit
   const std::size_t n = static_cast<std::size_t>(seqs);
   QWEN3_CUDA(cudaMemcpyAsync(next_h_.as<std::int32_t>(), next_.get(), n * sizeof(std::int32_t),
                              cudaMemcpyDeviceToHost, stream_));
-  const std::size_t logit_count = n * static_cast<std::size_t>(vocab_);
+  const std::size_t logit_count = n * static_cast<std::size_t>(s_.vocab);
   if (logits != nullptr) {
     QWEN3_CUDA(cudaMemcpyAsync(logits_h_.as<float>(), logits_.get(), logit_count * sizeof(float),
                                cudaMemcpyDeviceToHost, stream_));
@@ -802,12 +780,13 @@ std::vector<std::int32_t> Engine::readTokens(int seqs, std::vector<float>* logit
 }
 
 void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seqlen_q) {
-  const Shapes s = shapesOf(config_, options_);
-  const std::int64_t h = hidden_, t = tokens;
+  const Shapes& s = s_;
+  const std::int64_t h = s_.hidden, t = tokens;
   const auto* ids = pass == Pass::kPrefill ? ids_.as<std::int32_t>() : next_.as<std::int32_t>();
-  checkKiln(kiln::decoderops::run(gatherProblem(dtype_, t, vocab_, h, ids, embed_.get(), h_.get()),
-                                  nullptr, 0, stream_),
-            "embedding");
+  checkKiln(
+      kiln::decoderops::run(gatherProblem(s_.dtype, t, s_.vocab, h, ids, embed_.get(), h_.get()),
+                            nullptr, 0, stream_),
+      "embedding");
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
     // xn = norm(h), the residual first taking the previous layer's MLP output.
@@ -843,14 +822,14 @@ void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seq
   const void* rows = xn_.get();
   if (pass == Pass::kPrefill) {
     checkKiln(
-        kiln::decoderops::run(gatherProblem(dtype_, seqs, t, h, last_index_.as<std::int32_t>(),
+        kiln::decoderops::run(gatherProblem(s_.dtype, seqs, t, h, last_index_.as<std::int32_t>(),
                                             xn_.get(), last_rows_.get()),
                               nullptr, 0, stream_),
         "last-token gather");
     rows = last_rows_.get();
   }
-  float* logits = logits_.as<float>() + static_cast<std::size_t>(first_seq) * vocab_;
-  gemm_->run(rows, lm_head_.get(), logits, seqs, vocab_, h, CUDA_R_32F, stream_);
+  float* logits = logits_.as<float>() + static_cast<std::size_t>(first_seq) * s_.vocab;
+  gemm_->run(rows, lm_head_.get(), logits, seqs, s_.vocab, h, CUDA_R_32F, stream_);
   checkKiln(
       kiln::decoderops::run(argmaxProblem(s, seqs, logits, next_.as<std::int32_t>() + first_seq),
                             nullptr, 0, stream_),
@@ -893,7 +872,7 @@ Engine::Linear Engine::loadLinear(const Checkpoint& checkpoint,
       DeviceBuffer(static_cast<std::size_t>(in / group * linear.n) * elementBytes(config_.dtype));
   kiln::w4a16::RepackProblem repack;
   repack.format = kiln::w4a16::SourceFormat::kGptq;
-  repack.dtype = dtype_;
+  repack.dtype = s_.dtype;
   repack.scales_dtype = kiln::DType::kFloat16;
   repack.n = linear.n;
   repack.k = in;
@@ -921,7 +900,7 @@ void Engine::project(const Linear& linear, const void* x, void* y, std::int64_t 
     gemm_->run(x, linear.weight.get(), y, m, linear.n, linear.k, cuda_dtype_, stream_);
     return;
   }
-  const Shapes s = shapesOf(config_, options_);
+  const Shapes& s = s_;
   checkKiln(kiln::w4a16::run(int4Problem(s, m, linear.n, linear.k, multiprocessors_, x,
                                          linear.weight.get(), linear.scales.get(), y),
                              w4a16_workspace_.get(), w4a16_workspace_.bytes(), stream_),
@@ -929,10 +908,10 @@ void Engine::project(const Linear& linear, const void* x, void* y, std::int64_t 
 }
 
 void Engine::mlp(const Layer& layer, int tokens) {
-  const Shapes s = shapesOf(config_, options_);
+  const Shapes& s = s_;
   const std::int64_t t = tokens;
   if (layer.sparse) {  // the router's logits, then routing, experts and the weighted sum
-    gemm_->run(xn_.get(), layer.router.get(), router_logits_.get(), t, s.experts, hidden_,
+    gemm_->run(xn_.get(), layer.router.get(), router_logits_.get(), t, s.experts, s_.hidden,
                cuda_dtype_, stream_);
     checkKiln(kiln::moe::run(moeProblem(s, t, xn_.get(), router_logits_.get(), layer.w1.get(),
                                         layer.w2.get(), proj_.get()),
@@ -948,7 +927,7 @@ void Engine::mlp(const Layer& layer, int tokens) {
 }
 
 void Engine::attention(Pass pass, const Layer& layer, int tokens, int seqs, int max_seqlen_q) {
-  const Shapes s = shapesOf(config_, options_);
+  const Shapes& s = s_;
   if (pass == Pass::kPrefill) {
     checkKiln(
         kiln::fmha::run(prefillProblem(s, seqs, tokens, max_seqlen_q, q_.get(), k_new_.get(),

@@ -38,6 +38,24 @@
 
 namespace qwen3 {
 
+namespace detail {
+// The sizes every kernel problem of the decoder is built from: the config's and the options'
+// (engine.cpp's shapesOf), computed once.
+struct Shapes {
+  kiln::DType dtype;
+  std::int64_t hidden, q_heads, kv_heads, head_dim, inter, vocab;
+  float eps, theta;
+  int page_size, max_pages_per_seq, num_pages, max_batch;
+  int max_tokens;  // rows of the activation buffers
+  bool gptq;       // the projections are int4 (w4a16)
+  int group_size;  // GPTQ's
+  bool moe;        // some layers are sparse (Qwen3-MoE)
+  int experts, top_k;
+  std::int64_t moe_inter;
+  bool renormalize;
+};
+}  // namespace detail
+
 struct EngineOptions {
   int max_batch = 8;               // sequences of one batch, at most
   int max_seq_len = 4096;          // tokens of a sequence (prompt + generated), at most
@@ -129,15 +147,12 @@ class Engine {
 
   Config config_;
   EngineOptions options_;
-  kiln::DType dtype_;
+  detail::Shapes s_;
   cudaDataType_t cuda_dtype_;
   int device_sm_ = 0;
   int multiprocessors_ = 0;
-  std::int64_t hidden_, q_heads_, kv_heads_, head_dim_, inter_, vocab_, qkv_width_;
   std::uint64_t dense_bytes_per_step_ = 0;    // every weight a step reads but the experts
   std::uint64_t expert_bytes_per_layer_ = 0;  // one expert's w1 + w2, times the sparse layers
-  int max_tokens_ = 0;                        // rows of the activation buffers
-  int num_pages_ = 0;
 
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<Gemm> gemm_;
@@ -146,12 +161,12 @@ class Engine {
 
   DeviceBuffer embed_, final_norm_, lm_head_;
   std::vector<Layer> layers_;
-  // Activations, [max_tokens_, ...] of the dtype unless noted.
+  // Activations, [s_.max_tokens, ...] of the dtype unless noted.
   DeviceBuffer h_, xn_, qkv_, q_, k_new_, v_new_, attn_, proj_, gate_up_, act_, last_rows_;
   DeviceBuffer logits_;  // [max_batch, vocab] fp32
   DeviceBuffer next_;    // [max_batch] int32: each sequence's latest token
   DeviceBuffer decode_workspace_, w4a16_workspace_, moe_workspace_;
-  DeviceBuffer router_logits_;  // [max_tokens_, experts] of the dtype (MoE)
+  DeviceBuffer router_logits_;  // [s_.max_tokens, experts] of the dtype (MoE)
   // Per-step inputs, device and their pinned staging.
   DeviceBuffer ids_, positions_, slots_, cu_seqlens_, seq_lens_, last_index_, page_table_;
   PinnedBuffer ids_h_, positions_h_, slots_h_, cu_seqlens_h_, seq_lens_h_, last_index_h_,
