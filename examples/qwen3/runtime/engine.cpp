@@ -497,15 +497,13 @@ Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
       s_(shapesOf(config_, options)),
       cuda_dtype_(config_.dtype == Dtype::kF16 ? CUDA_R_16F : CUDA_R_16BF),
       pages_(s_.page_size, s_.num_pages, s_.max_batch, s_.max_pages_per_seq, options.page_seed) {
-  const Shapes& s = s_;
-
   int device = 0;
   QWEN3_CUDA(cudaGetDevice(&device));
   cudaDeviceProp prop{};
   QWEN3_CUDA(cudaGetDeviceProperties(&prop, device));
   device_sm_ = prop.major * 10 + prop.minor;
   multiprocessors_ = prop.multiProcessorCount;
-  Admission on_device(s);
+  Admission on_device(s_);
   on_device.run([sm = device_sm_](const auto& problem) { return canImplement(problem, sm); });
   on_device.throwIfRefused("the artifact has no kernel for this GPU (" + std::string(prop.name) +
                            ", sm_" + std::to_string(device_sm_) + "):");
@@ -615,27 +613,27 @@ Engine::Engine(const Checkpoint& checkpoint, const EngineOptions& options)
   // The split-KV workspace of the largest bucket covers the smaller ones.
   std::size_t workspace = 0;
   for (int bucket = 1;; bucket = std::min(bucket * 2, options_.max_batch)) {
-    workspace = std::max(workspace, kiln::decodeattn::workspaceSize(
-                                        decodeProblem(s, bucket, multiprocessors_, nullptr, nullptr,
-                                                      nullptr, nullptr, nullptr, nullptr)));
+    workspace = std::max(workspace, kiln::decodeattn::workspaceSize(decodeProblem(
+                                        s_, bucket, multiprocessors_, nullptr, nullptr, nullptr,
+                                        nullptr, nullptr, nullptr)));
     if (bucket == options_.max_batch) break;
   }
   decode_workspace_ = DeviceBuffer(workspace);
-  if (s.gptq) {  // w4a16's split-K partials: the most any projection needs at any m
+  if (s_.gptq) {  // w4a16's split-K partials: the most any projection needs at any m
     std::size_t int4 = 0;
-    for (const auto& [n, k] : projections(s)) {
+    for (const auto& [n, k] : projections(s_)) {
       for (std::int64_t m = 1; m <= s_.max_tokens; ++m) {
         int4 =
             std::max(int4, kiln::w4a16::workspaceSize(int4Problem(
-                               s, m, n, k, multiprocessors_, nullptr, nullptr, nullptr, nullptr)));
+                               s_, m, n, k, multiprocessors_, nullptr, nullptr, nullptr, nullptr)));
       }
     }
     w4a16_workspace_ = DeviceBuffer(int4);
   }
-  if (s.moe) {
+  if (s_.moe) {
     moe_workspace_ = DeviceBuffer(kiln::moe::workspaceSize(
-        moeProblem(s, s_.max_tokens, nullptr, nullptr, nullptr, nullptr, nullptr)));
-    router_logits_ = rows(s.experts);
+        moeProblem(s_, s_.max_tokens, nullptr, nullptr, nullptr, nullptr, nullptr)));
+    router_logits_ = rows(s_.experts);
   }
   QWEN3_CUDA(cudaDeviceSynchronize());
 }
@@ -780,7 +778,6 @@ std::vector<std::int32_t> Engine::readTokens(int seqs, std::vector<float>* logit
 }
 
 void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seqlen_q) {
-  const Shapes& s = s_;
   const std::int64_t h = s_.hidden, t = tokens;
   const auto* ids = pass == Pass::kPrefill ? ids_.as<std::int32_t>() : next_.as<std::int32_t>();
   checkKiln(
@@ -791,15 +788,15 @@ void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seq
     const Layer& layer = layers_[l];
     // xn = norm(h), the residual first taking the previous layer's MLP output.
     checkKiln(kiln::rmsnorm::run(
-                  rmsnormProblem(s, t, l == 0 ? h_.get() : proj_.get(), l == 0 ? nullptr : h_.get(),
-                                 layer.input_norm.get(), xn_.get()),
+                  rmsnormProblem(s_, t, l == 0 ? h_.get() : proj_.get(),
+                                 l == 0 ? nullptr : h_.get(), layer.input_norm.get(), xn_.get()),
                   nullptr, 0, stream_),
               "input rmsnorm");
     project(layer.qkv, xn_.get(), qkv_.get(), t);
     const bool prefill = pass == Pass::kPrefill;
     checkKiln(
         kiln::qkrope::run(
-            qkropeProblem(s, t,
+            qkropeProblem(s_, t,
                           {qkv_.get(), positions_.as<std::int64_t>(), slots_.as<std::int64_t>(),
                            layer.q_norm.get(), layer.k_norm.get(), q_.get(), layer.k_cache.get(),
                            layer.v_cache.get(), prefill ? k_new_.get() : nullptr,
@@ -809,13 +806,13 @@ void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seq
     attention(pass, layer, tokens, seqs, max_seqlen_q);
     project(layer.o, attn_.get(), proj_.get(), t);
     checkKiln(kiln::rmsnorm::run(
-                  rmsnormProblem(s, t, proj_.get(), h_.get(), layer.post_norm.get(), xn_.get()),
+                  rmsnormProblem(s_, t, proj_.get(), h_.get(), layer.post_norm.get(), xn_.get()),
                   nullptr, 0, stream_),
               "post-attention rmsnorm");
     mlp(layer, tokens);
   }
   checkKiln(
-      kiln::rmsnorm::run(rmsnormProblem(s, t, proj_.get(), h_.get(), final_norm_.get(), xn_.get()),
+      kiln::rmsnorm::run(rmsnormProblem(s_, t, proj_.get(), h_.get(), final_norm_.get(), xn_.get()),
                          nullptr, 0, stream_),
       "final rmsnorm");
   // The LM head reads each sequence's last row: a prefill's are gathered, a decode's are all.
@@ -831,7 +828,7 @@ void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seq
   float* logits = logits_.as<float>() + static_cast<std::size_t>(first_seq) * s_.vocab;
   gemm_->run(rows, lm_head_.get(), logits, seqs, s_.vocab, h, CUDA_R_32F, stream_);
   checkKiln(
-      kiln::decoderops::run(argmaxProblem(s, seqs, logits, next_.as<std::int32_t>() + first_seq),
+      kiln::decoderops::run(argmaxProblem(s_, seqs, logits, next_.as<std::int32_t>() + first_seq),
                             nullptr, 0, stream_),
       "argmax");
 }
@@ -900,20 +897,18 @@ void Engine::project(const Linear& linear, const void* x, void* y, std::int64_t 
     gemm_->run(x, linear.weight.get(), y, m, linear.n, linear.k, cuda_dtype_, stream_);
     return;
   }
-  const Shapes& s = s_;
-  checkKiln(kiln::w4a16::run(int4Problem(s, m, linear.n, linear.k, multiprocessors_, x,
+  checkKiln(kiln::w4a16::run(int4Problem(s_, m, linear.n, linear.k, multiprocessors_, x,
                                          linear.weight.get(), linear.scales.get(), y),
                              w4a16_workspace_.get(), w4a16_workspace_.bytes(), stream_),
             "w4a16");
 }
 
 void Engine::mlp(const Layer& layer, int tokens) {
-  const Shapes& s = s_;
   const std::int64_t t = tokens;
   if (layer.sparse) {  // the router's logits, then routing, experts and the weighted sum
-    gemm_->run(xn_.get(), layer.router.get(), router_logits_.get(), t, s.experts, s_.hidden,
+    gemm_->run(xn_.get(), layer.router.get(), router_logits_.get(), t, s_.experts, s_.hidden,
                cuda_dtype_, stream_);
-    checkKiln(kiln::moe::run(moeProblem(s, t, xn_.get(), router_logits_.get(), layer.w1.get(),
+    checkKiln(kiln::moe::run(moeProblem(s_, t, xn_.get(), router_logits_.get(), layer.w1.get(),
                                         layer.w2.get(), proj_.get()),
                              moe_workspace_.get(), moe_workspace_.bytes(), stream_),
               "moe");
@@ -921,23 +916,22 @@ void Engine::mlp(const Layer& layer, int tokens) {
   }
   project(layer.gate_up, xn_.get(), gate_up_.get(), t);
   checkKiln(
-      kiln::decoderops::run(siluMulProblem(s, t, gate_up_.get(), act_.get()), nullptr, 0, stream_),
+      kiln::decoderops::run(siluMulProblem(s_, t, gate_up_.get(), act_.get()), nullptr, 0, stream_),
       "silu_mul");
   project(layer.down, act_.get(), proj_.get(), t);
 }
 
 void Engine::attention(Pass pass, const Layer& layer, int tokens, int seqs, int max_seqlen_q) {
-  const Shapes& s = s_;
   if (pass == Pass::kPrefill) {
     checkKiln(
-        kiln::fmha::run(prefillProblem(s, seqs, tokens, max_seqlen_q, q_.get(), k_new_.get(),
+        kiln::fmha::run(prefillProblem(s_, seqs, tokens, max_seqlen_q, q_.get(), k_new_.get(),
                                        v_new_.get(), cu_seqlens_.as<std::int32_t>(), attn_.get()),
                         nullptr, 0, stream_),
         "fmha (prefill)");
     return;
   }
   const kiln::decodeattn::Problem p =
-      decodeProblem(s, seqs, multiprocessors_, q_.get(), layer.k_cache.get(), layer.v_cache.get(),
+      decodeProblem(s_, seqs, multiprocessors_, q_.get(), layer.k_cache.get(), layer.v_cache.get(),
                     page_table_.as<std::int32_t>(), seq_lens_.as<std::int32_t>(), attn_.get());
   checkKiln(kiln::decodeattn::run(p, decode_workspace_.get(), decode_workspace_.bytes(), stream_),
             "decodeattn");

@@ -217,33 +217,34 @@ char symmetricZeros(const std::string& name) {
   return name.ends_with(".qzeros") ? static_cast<char>(0x77) : '\0';
 }
 
-Result checkOnly(const fs::path& dir) {
+// qwen3_generate --check (admission only, no GPU) on a checkpoint writeCheckpoint writes with
+// these arguments and removes afterwards.
+Result checkOnly(const std::string& name, const Json& config_json,
+                 const std::function<char(const std::string&)>& fill = {},
+                 bool optional_tensors = false) {
+  const fs::path dir = writeCheckpoint(name, config_json, fill, optional_tensors);
   const fs::path prompts =
       writePrompts(dir, Json::array({Json{{"name", "b1"}, {"prompts", {prompt(4)}}}}));
-  return run("--model " + dir.string() + " --prompts " + prompts.string() +
-             " --new-tokens 2 --out /tmp/unused --check");
+  Result r = run("--model " + dir.string() + " --prompts " + prompts.string() +
+                 " --new-tokens 2 --out /tmp/unused --check");
+  fs::remove_all(dir);
+  return r;
 }
 
 TEST(Generate, AdmitsAMoeCheckpoint) {
-  const fs::path dir = writeCheckpoint("moe", moeConfig());
-  const Result r = checkOnly(dir);
-  fs::remove_all(dir);
+  const Result r = checkOnly("moe", moeConfig());
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("admitted: 1 batches"), std::string::npos) << r.output;
 }
 
 TEST(Generate, AdmitsASymmetricGptqCheckpoint) {
-  const fs::path dir = writeCheckpoint("gptq", gptqConfig(), symmetricZeros);
-  const Result r = checkOnly(dir);
-  fs::remove_all(dir);
+  const Result r = checkOnly("gptq", gptqConfig(), symmetricZeros);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("admitted: 1 batches"), std::string::npos) << r.output;
 }
 
 TEST(Generate, RefusesGptqZerosOtherThanSymmetric) {
-  const fs::path dir = writeCheckpoint("gptq_zeros", gptqConfig());  // qzeros 0: z = 1
-  const Result r = checkOnly(dir);
-  fs::remove_all(dir);
+  const Result r = checkOnly("gptq_zeros", gptqConfig());  // qzeros 0: z = 1
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("model.layers.0.self_attn.q_proj.qzeros word 0 is 0x00000000; a "
                           "symmetric GPTQ checkpoint stores z - 1 = 7 in every nibble"),
@@ -254,10 +255,7 @@ TEST(Generate, RefusesGptqZerosOtherThanSymmetric) {
 TEST(Generate, RefusesActOrderGptq) {
   // Every optional tensor written, GPTQ's g_idx among them, all zero: group 0 for every k, where
   // a checkpoint without act order has k / 128.
-  const fs::path dir = writeCheckpoint("gptq_g_idx", gptqConfig(), symmetricZeros,
-                                       /*optional_tensors=*/true);
-  const Result r = checkOnly(dir);
-  fs::remove_all(dir);
+  const Result r = checkOnly("gptq_g_idx", gptqConfig(), symmetricZeros, /*optional_tensors=*/true);
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("model.layers.0.self_attn.q_proj.g_idx[128] is 0, not 1: act-order "
                           "GPTQ (a permuted grouping) is not supported"),
@@ -268,9 +266,7 @@ TEST(Generate, RefusesActOrderGptq) {
 TEST(Generate, RefusesGptqExpertsAndAsymmetricGptq) {
   Json config = moeConfig();
   config["quantization_config"] = gptqConfig()["quantization_config"];
-  fs::path dir = writeCheckpoint("moe_gptq", config, symmetricZeros);
-  Result r = checkOnly(dir);
-  fs::remove_all(dir);
+  Result r = checkOnly("moe_gptq", config, symmetricZeros);
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("the decoder cannot run this configuration:\n  Qwen3MoeForCausalLM "
                           "with GPTQ experts: kiln's moe group runs fp16 / bf16 experts only"),
@@ -279,9 +275,7 @@ TEST(Generate, RefusesGptqExpertsAndAsymmetricGptq) {
 
   config = gptqConfig();
   config["quantization_config"]["sym"] = false;
-  dir = writeCheckpoint("gptq_asym", config, symmetricZeros);
-  r = checkOnly(dir);
-  fs::remove_all(dir);
+  r = checkOnly("gptq_asym", config, symmetricZeros);
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("GPTQ sym false (zero points): this decoder runs symmetric GPTQ only"),
             std::string::npos)
