@@ -40,8 +40,8 @@ struct Plan {
   int tiles = 0;        // wgmma: m_blocks * q_heads * batch, the kernel's work items; mma: 0
   LaunchConfig launch;  // wgmma: grid (tiles) until persistentGrid(), block kThreads,
                         // sharedBytes(head_dim, causal); mma: grid (m_blocks, kv_heads, batch),
-                        // block mma::threads(w), mma::sharedBytes(head_dim, w) for the entry's
-                        // w warps
+                        // block mma::threads(shape), mma::sharedBytes(head_dim, shape) for the
+                        // entry's shape (mma::kSmall or mma::prefillShape(head_dim))
   // The maps run() encodes into params.tma_q / tma_k / tma_v (params.h describes them).
   TensorMapSpec tma_q;
   TensorMapSpec tma_k;
