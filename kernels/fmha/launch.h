@@ -3,7 +3,7 @@
 // carve-up, TMA boxes, __launch_bounds__) and the runner at run time (grid, block, shared bytes,
 // the TMA boxes it encodes), so the two never disagree and no number is typed twice.
 //
-// Work decomposition (kernels/fmha/README.md has the picture):
+// Work decomposition of the wgmma kernel (kernels/fmha/README.md, "Design of the wgmma kernel"):
 //   tile       = (kBlockM query rows of one sequence, one query head): m_blocks x q_heads x batch
 //                tiles, query blocks of one (sequence, head) consecutive, longest first for causal
 //                masks.

@@ -11,8 +11,9 @@
 //   - K and V tiles of kBlockN keys stream through a ring of kStages (K, V) buffers in cp.async
 //     groups: the loads of tile it + kStages - 1 are issued as tile it's compute starts, so each
 //     tile has kStages - 1 tiles of compute to land in (one barrier per tile). Key tiles are walked
-//     from the last to the first, so the tiles that need a mask (the causal diagonal, the ragged
-//     end, the window's left edge) come first and the rest run unmasked.
+//     from the last to the first: the tiles that need the causal diagonal's or the ragged end's
+//     mask come first, those that need the window's left-edge mask come last, and the tiles
+//     between run unmasked.
 //   - The sliding window (FlashAttention's window_size_left = W, with the causal right edge) is a
 //     range of key tiles: tiles left of every row's window are never loaded.
 //   - K / V rows are addressed per key: contiguous ragged tensors ([total_k, kv_heads, d], keys of

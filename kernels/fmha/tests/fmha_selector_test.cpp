@@ -530,8 +530,8 @@ Problem pagedProblem() {
   return p;
 }
 
-// wgmma where it implements the problem and runs on the device; mma for windows, paged K / V,
-// head dim 256, other SMs, or when asked for.
+// wgmma where it implements the problem and runs on the device (windows included); mma for paged
+// K / V, head dim 256, other SMs, or when asked for.
 TEST(FmhaSelector, PicksWgmmaWhereItServesAndMmaOtherwise) {
   Plan plan;
   const DeviceQuery h100{90, &runner::checkImage, kAllSms};
