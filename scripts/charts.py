@@ -49,7 +49,7 @@ BENCHES = {
     ],
     "fmha": [
         "evidence/h200_sm_90/2026-12-02-run8/fmha_bench_final.json",  # the wgmma kernel
-        "evidence/h100_sm_90/2026-12-07-run5/fmha_bench_v3.json",  # its rows of the mma kernel
+        "evidence/h100_sm_90/2026-12-07-run9/fmha_bench_m4.json",  # its rows of the mma kernel
     ],
     "gdn": ["evidence/h100_sm_90/2026-12-07-run2/gdn_bench_cur.json"],
     "w4a16": ["evidence/h100_sm_90/2026-12-07-run3/w4a16_bench.json"],

@@ -1,10 +1,11 @@
 // The fmha portable translation unit: one variant per compile (head dim, dtype, mask baked by
 // `kiln build` from kiln.toml), for every SM from sm_80 (mma.sync m16n8k16, ldmatrix, cp.async).
 //
-//   kiln_fmha_mma         grid (m_blocks, kv_heads, batch), threads(warps(head_dim)) threads,
-//                         sharedBytes(head_dim, warps(head_dim)) dynamic shared memory; one
-//                         FmhaMmaParams by value (m_blocks in rows of blockM(warps(head_dim)))
-//   kiln_fmha_mma_rows64  the same with kSmallWarps warps (64 rows per block)
+//   kiln_fmha_mma         grid (m_blocks, kv_heads, batch), threads(prefillShape(head_dim))
+//                         threads, sharedBytes(head_dim, prefillShape(head_dim)) dynamic shared
+//                         memory; one FmhaMmaParams by value (m_blocks in rows of
+//                         blockM(prefillShape(head_dim)))
+//   kiln_fmha_mma_rows64  the same with the kSmall shape (64 rows per block)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -40,24 +41,25 @@ static_assert(std::is_same_v<Dtype, __half> || std::is_same_v<Dtype, __nv_bfloat
               "fmha: dtype must be fp16 or bf16");
 static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
               "fmha mma kernel: head_dim must be 64, 128 or 256");
-constexpr int kWarps = kiln::fmha::mma::warps(kHeadDim);
-constexpr int kSmallWarps = kiln::fmha::mma::kSmallWarps;
-static_assert(kiln::fmha::mma::sharedBytes(kHeadDim, kWarps) <= 99 * 1024 &&
-                  kiln::fmha::mma::sharedBytes(kHeadDim, kSmallWarps) <= 99 * 1024,
+constexpr kiln::fmha::mma::Shape kPrefill = kiln::fmha::mma::prefillShape(kHeadDim);
+constexpr kiln::fmha::mma::Shape kSmall = kiln::fmha::mma::kSmall;
+static_assert(kiln::fmha::mma::sharedBytes(kHeadDim, kPrefill) <= 99 * 1024 &&
+                  kiln::fmha::mma::sharedBytes(kHeadDim, kSmall) <= 99 * 1024,
               "fmha: shared memory must fit the smallest per-block limit (sm_86/89/120)");
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(kiln::fmha::mma::threads(kWarps),
-                                             kiln::fmha::mma::minBlocksPerSm(kHeadDim, kWarps))
+extern "C" __global__ void __launch_bounds__(kiln::fmha::mma::threads(kPrefill),
+                                             kiln::fmha::mma::minBlocksPerSm(kHeadDim, kPrefill))
     kiln_fmha_mma(const kiln::fmha::FmhaMmaParams params) {
   extern __shared__ __align__(128) unsigned char smem[];
-  kiln::fmha::mma::attention<Dtype, kHeadDim, kCausal, kWarps>(params, smem);
+  kiln::fmha::mma::attention<Dtype, kHeadDim, kCausal, kPrefill.warps, kPrefill.m_tiles>(params,
+                                                                                         smem);
 }
 
-extern "C" __global__ void __launch_bounds__(kiln::fmha::mma::threads(kSmallWarps),
-                                             kiln::fmha::mma::minBlocksPerSm(kHeadDim, kSmallWarps))
+extern "C" __global__ void __launch_bounds__(kiln::fmha::mma::threads(kSmall),
+                                             kiln::fmha::mma::minBlocksPerSm(kHeadDim, kSmall))
     kiln_fmha_mma_rows64(const kiln::fmha::FmhaMmaParams params) {
   extern __shared__ __align__(128) unsigned char smem[];
-  kiln::fmha::mma::attention<Dtype, kHeadDim, kCausal, kSmallWarps>(params, smem);
+  kiln::fmha::mma::attention<Dtype, kHeadDim, kCausal, kSmall.warps, kSmall.m_tiles>(params, smem);
 }

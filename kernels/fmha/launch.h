@@ -3,7 +3,7 @@
 // carve-up, TMA boxes, __launch_bounds__) and the runner at run time (grid, block, shared bytes,
 // the TMA boxes it encodes), so the two never disagree and no number is typed twice.
 //
-// Work decomposition (kernels/fmha/README.md has the picture):
+// Work decomposition of the wgmma kernel (kernels/fmha/README.md, "Design of the wgmma kernel"):
 //   tile       = (kBlockM query rows of one sequence, one query head): m_blocks x q_heads x batch
 //                tiles, query blocks of one (sequence, head) consecutive, longest first for causal
 //                masks.
@@ -62,41 +62,53 @@ KILN_HOST_DEVICE constexpr int sharedBytes(int head_dim, bool causal) {
          kBarrierBytes + 1024;
 }
 
-// The portable kernel (mma_attention.cuh, every SM from sm_80): warps of 16 rows each, Q resident,
-// K and V tiles of blockN(head_dim) keys in a ring of stages(head_dim) (K, V) pairs. Two entries:
-//   kiln_fmha_mma         warps(head_dim) warps: 8 (128 rows) at d64 / d128, so each K / V tile
-//                         loaded feeds twice the rows (half the L2 traffic of 64-row blocks, which
-//                         FlashAttention-2-class kernels are bound by at d128), 4 at d256;
-//                         one block per SM;
-//   kiln_fmha_mma_rows64  4 warps (64 rows), for problems of at most 64 rows per (sequence, KV
-//                         head): verification and decode-like chunks, where more, smaller blocks
-//                         keep more loads in flight.
+// The portable kernel (mma_attention.cuh, every SM from sm_80): warps of m_tiles 16-row mma tiles
+// each, K and V tiles of blockN(head_dim, shape) keys in a ring of stages(head_dim, shape) (K, V)
+// pairs. Two entries:
+//   kiln_fmha_mma         prefillShape(head_dim): at d64 / d128 4 warps of 32 rows (128 rows), so
+//                         each K / V fragment a warp reads from shared memory feeds two row tiles
+//                         (FlashAttention-2's warp shape; half the ldmatrix traffic per FLOP of
+//                         16-row warps) and each K / V tile loaded feeds 128 rows (half the L2
+//                         traffic of 64-row blocks); two blocks per SM where shared memory allows.
+//                         At d256 4 warps of 16 rows (the O accumulators of two row tiles would
+//                         not fit the registers);
+//   kiln_fmha_mma_rows64  kSmall, 4 warps of 16 rows (64 rows), for problems of at most 64 rows
+//                         per (sequence, KV head): verification and decode-like chunks, where
+//                         more, smaller blocks keep more loads in flight.
 // Shared memory at most 96 KiB: every head dim fits the 99 KiB a block may have on sm_86 / 89 /
 // 120; d256 takes 32-key tiles to keep two stages in it.
 namespace mma {
-inline constexpr int kSmallWarps = 4;  // kiln_fmha_mma_rows64
-KILN_HOST_DEVICE constexpr int warps(int head_dim) {
-  return head_dim <= 128 ? 8 : 4;
+// A block's shape: `warps` warps, each owning `m_tiles` 16-row mma tiles.
+struct Shape {
+  int warps;
+  int m_tiles;
+};
+inline constexpr Shape kSmall{4, 1};  // kiln_fmha_mma_rows64
+KILN_HOST_DEVICE constexpr Shape prefillShape(int head_dim) {
+  return head_dim <= 128 ? Shape{4, 2} : Shape{4, 1};
 }
-KILN_HOST_DEVICE constexpr int threads(int warps) {
-  return warps * 32;
+KILN_HOST_DEVICE constexpr int threads(Shape s) {
+  return s.warps * 32;
 }
-KILN_HOST_DEVICE constexpr int blockM(int warps) {
-  return warps * 16;
+KILN_HOST_DEVICE constexpr int blockM(Shape s) {
+  return s.warps * 16 * s.m_tiles;
 }
-KILN_HOST_DEVICE constexpr int blockN(int head_dim) {
-  return head_dim <= 128 ? 64 : 32;
+// Keys per K / V tile and tiles in the ring: 64 keys at d64 (3 stages) and for 16-row warps at
+// d128 (2 stages); 32 keys where a warp holds two row tiles at d128 (their O and S accumulators,
+// 192 registers, leave no room for 64-key S tiles), in 3 stages; 32 keys, 2 stages at d256.
+KILN_HOST_DEVICE constexpr int blockN(int head_dim, Shape s) {
+  return head_dim <= 64 || (head_dim <= 128 && s.m_tiles == 1) ? 64 : 32;
 }
-KILN_HOST_DEVICE constexpr int stages(int head_dim) {
-  return head_dim <= 64 ? 3 : 2;
+KILN_HOST_DEVICE constexpr int stages(int head_dim, Shape s) {
+  return head_dim <= 64 || (head_dim <= 128 && s.m_tiles > 1) ? 3 : 2;
 }
-KILN_HOST_DEVICE constexpr int sharedBytes(int head_dim, int warps) {
-  return (blockM(warps) + 2 * stages(head_dim) * blockN(head_dim)) * head_dim * kElementBytes;
+KILN_HOST_DEVICE constexpr int sharedBytes(int head_dim, Shape s) {
+  return (blockM(s) + 2 * stages(head_dim, s) * blockN(head_dim, s)) * head_dim * kElementBytes;
 }
 // Blocks per SM the kernel is compiled for (__launch_bounds__): 64K registers over the block's
-// threads; the 4-warp entry of d64 / d128 asks for two.
-KILN_HOST_DEVICE constexpr int minBlocksPerSm(int head_dim, int warps) {
-  return warps == 8 || head_dim > 128 ? 1 : 2;
+// threads, so two 4-warp blocks at d64 / d128 (at most 255 registers a thread), one at d256.
+KILN_HOST_DEVICE constexpr int minBlocksPerSm(int head_dim, Shape s) {
+  return s.warps == 4 && head_dim <= 128 ? 2 : 1;
 }
 }  // namespace mma
 

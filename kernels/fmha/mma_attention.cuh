@@ -5,13 +5,15 @@
 //   - A block owns kBlockM rows of one (sequence, KV head): the rows are (query token, query head
 //     of the KV head's group) pairs, token-major ("packed GQA"), so a GQA group shares every K and
 //     V tile the block loads, and 2-8 verification tokens x a group of 4-8 heads fill the mma rows
-//     that one token per block would leave empty. Each of the kWarps warps owns 16 of the rows
-//     (launch.h: 8 warps for prefill, 4 for problems of at most 64 rows).
+//     that one token per block would leave empty. Each of the kWarps warps owns kMTiles x 16 of
+//     the rows (launch.h: 4 warps of 32 rows for prefill at d64 / d128, so every K / V fragment
+//     a warp loads from shared memory feeds two row tiles; 4 warps of 16 rows otherwise).
 //   - K and V tiles of kBlockN keys stream through a ring of kStages (K, V) buffers in cp.async
 //     groups: the loads of tile it + kStages - 1 are issued as tile it's compute starts, so each
 //     tile has kStages - 1 tiles of compute to land in (one barrier per tile). Key tiles are walked
-//     from the last to the first, so the tiles that need a mask (the causal diagonal, the ragged
-//     end, the window's left edge) come first and the rest run unmasked.
+//     from the last to the first: the tiles that need the causal diagonal's or the ragged end's
+//     mask come first, those that need the window's left-edge mask come last, and the tiles
+//     between run unmasked.
 //   - The sliding window (FlashAttention's window_size_left = W, with the causal right edge) is a
 //     range of key tiles: tiles left of every row's window are never loaded.
 //   - K / V rows are addressed per key: contiguous ragged tensors ([total_k, kv_heads, d], keys of
@@ -80,17 +82,20 @@ __device__ __forceinline__ void loadTile(unsigned tile, const unsigned short* ba
 
 // One block: rows [blockIdx.x' * kBlockM, ...) of the (token, group head) rows of KV head
 // blockIdx.y of sequence blockIdx.z (blockIdx.x reversed for causal masks: longest rows first).
-template <typename T, int kD, bool kCausal, int kWarps>
+template <typename T, int kD, bool kCausal, int kWarps, int kMTiles>
 __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char* smem) {
-  constexpr int kThreads = threads(kWarps);
-  constexpr int kBlockM = blockM(kWarps);
-  constexpr int kBlockN = blockN(kD);
-  constexpr int kStages = stages(kD);
+  constexpr Shape kShape{kWarps, kMTiles};
+  constexpr int kThreads = threads(kShape);
+  constexpr int kBlockM = blockM(kShape);
+  constexpr int kWarpRows = 16 * kMTiles;
+  constexpr int kBlockN = blockN(kD, kShape);
+  constexpr int kStages = stages(kD, kShape);
   constexpr int kKvTileBytes = kBlockN * kD * 2;
   constexpr int kKSteps = kD / 16;      // k16 steps of Q K^T
   constexpr int kNTiles = kBlockN / 8;  // n8 tiles of S
   constexpr int kDTiles = kD / 8;       // n8 tiles of O
-  constexpr bool kQInRegisters = kD <= 128;
+  // Q's fragments stay in registers when one row tile's fit beside the accumulators.
+  constexpr bool kQInRegisters = kD <= 128 && kMTiles == 1;
 
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -139,9 +144,14 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
   const int n_lo = key_begin / kBlockN;
   const int n_hi = key_end > key_begin ? (key_end + kBlockN - 1) / kBlockN : n_lo;
 
-  // This thread's two rows (fragment rows group and group + 8 of its warp's 16).
-  const int r_a = row0 + warp * 16 + group;
-  const int token[2] = {r_a / G, (r_a + 8) / G};
+  // This thread's rows: fragment rows group and group + 8 of each of its warp's row tiles.
+  int r_a[kMTiles], token[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+    r_a[mt] = row0 + warp * kWarpRows + mt * 16 + group;
+    token[mt][0] = r_a[mt] / G;
+    token[mt][1] = (r_a[mt] + 8) / G;
+  }
 
   const auto* q_base = static_cast<const unsigned short*>(p.q);
   const auto* k_base = static_cast<const unsigned short*>(p.k);
@@ -173,11 +183,16 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
     common::cpAsyncCommit();
   };
 
-  float o[kDTiles][4];
+  float o[kMTiles][kDTiles][4];
+  float m[kMTiles][2];  // running max, log2 domain (scores x scale_log2)
+  float l[kMTiles][2];  // this thread's part of the running sums
 #pragma unroll
-  for (int j = 0; j < kDTiles; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY};  // running max, log2 domain (scores x scale_log2)
-  float l[2] = {0.0f, 0.0f};            // this thread's part of the running sums
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int j = 0; j < kDTiles; ++j) o[mt][j][0] = o[mt][j][1] = o[mt][j][2] = o[mt][j][3] = 0.0f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+  }
 
   if (tiles > 0) {
     loadTile<kBlockM, kD, kThreads>(s_q, q_base, row0, row_end - row0,
@@ -190,7 +205,7 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
   // ldmatrix lane addressing: A (Q) matrices are (rows +0/+8, chunk +0/+1) in that order; B from
   // K (keys +0/+8 by lane bit 4, chunk +0/+1 by bit 3); B from V transposed (keys +0/+8 by bit 3,
   // chunk +0/+1 by bit 4).
-  const int a_row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+  const int a_row = warp * kWarpRows + (lane & 7) + ((lane >> 3) & 1) * 8;  // + 16 mt
   const int a_chunk = lane >> 4;
   const int k_row = (lane & 7) + ((lane >> 4) & 1) * 8;
   const int k_chunk = (lane >> 3) & 1;
@@ -214,24 +229,36 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
     }
     const int key0 = n * kBlockN;
 
-    // S = Q K^T for this warp's 16 rows and the tile's kBlockN keys.
-    float s[kNTiles][4];
+    // S = Q K^T for this warp's rows and the tile's kBlockN keys: each K fragment loaded feeds
+    // every row tile of the warp.
+    float s[kMTiles][kNTiles][4];
 #pragma unroll
-    for (int j = 0; j < kNTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j)
+        s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
+    }
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk) {
-      unsigned a[4];
-      if constexpr (kQInRegisters) {
-        a[0] = q_frag[kk][0], a[1] = q_frag[kk][1], a[2] = q_frag[kk][2], a[3] = q_frag[kk][3];
-      } else {
-        common::ldmatrixX4(a, s_q + swizzled<kD * 2>(a_row, kk * 2 + a_chunk));
+      unsigned a[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        if constexpr (kQInRegisters) {
+          a[mt][0] = q_frag[kk][0], a[mt][1] = q_frag[kk][1], a[mt][2] = q_frag[kk][2],
+          a[mt][3] = q_frag[kk][3];
+        } else {
+          common::ldmatrixX4(a[mt], s_q + swizzled<kD * 2>(a_row + mt * 16, kk * 2 + a_chunk));
+        }
       }
 #pragma unroll
       for (int np = 0; np < kNTiles / 2; ++np) {
         unsigned bk[4];
         common::ldmatrixX4(bk, s_k + swizzled<kD * 2>(np * 16 + k_row, kk * 2 + k_chunk));
-        common::mma16816<T>(s[2 * np], a, bk[0], bk[1]);
-        common::mma16816<T>(s[2 * np + 1], a, bk[2], bk[3]);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          common::mma16816<T>(s[mt][2 * np], a[mt], bk[0], bk[1]);
+          common::mma16816<T>(s[mt][2 * np + 1], a[mt], bk[2], bk[3]);
+        }
       }
     }
 
@@ -242,61 +269,75 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
                             (kCausal && window >= 0 && key0 < i_last + offset - window);
     if (needs_mask) {
 #pragma unroll
-      for (int j = 0; j < kNTiles; ++j) {
+      for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key0 + j * 8 + tid4 * 2 + (e & 1);
-          const int i = token[e >> 1];
-          bool visible = key < sk;
-          if constexpr (kCausal) {
-            visible = visible && key <= i + offset && (window < 0 || key >= i + offset - window);
+        for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = key0 + j * 8 + tid4 * 2 + (e & 1);
+            const int i = token[mt][e >> 1];
+            bool visible = key < sk;
+            if constexpr (kCausal) {
+              visible = visible && key <= i + offset && (window < 0 || key >= i + offset - window);
+            }
+            if (!visible) s[mt][j][e] = -INFINITY;
           }
-          if (!visible) s[j][e] = -INFINITY;
         }
       }
     }
 
     // Online softmax, per row: the new max, the rescale of what came before, P = 2^(x - max).
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = -INFINITY;
+    for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-      for (int j = 0; j < kNTiles; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-      const float m_new = fmaxf(m[h], mx * p.scale_log2);
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // no visible key yet: all zero
-      const float alpha = common::fastExp2(m[h] - m_use);
-      m[h] = m_new;
-      float sum = 0.0f;
+      for (int h = 0; h < 2; ++h) {
+        float mx = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < kNTiles; ++j) {
-        s[j][2 * h] = common::fastExp2(fmaf(s[j][2 * h], p.scale_log2, -m_use));
-        s[j][2 * h + 1] = common::fastExp2(fmaf(s[j][2 * h + 1], p.scale_log2, -m_use));
-        sum += s[j][2 * h] + s[j][2 * h + 1];
-      }
-      l[h] = l[h] * alpha + sum;
+        for (int j = 0; j < kNTiles; ++j)
+          mx = fmaxf(mx, fmaxf(s[mt][j][2 * h], s[mt][j][2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+        const float m_new = fmaxf(m[mt][h], mx * p.scale_log2);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // no visible key yet: all zero
+        const float alpha = common::fastExp2(m[mt][h] - m_use);
+        m[mt][h] = m_new;
+        float sum = 0.0f;
 #pragma unroll
-      for (int j = 0; j < kDTiles; ++j) {
-        o[j][2 * h] *= alpha;
-        o[j][2 * h + 1] *= alpha;
+        for (int j = 0; j < kNTiles; ++j) {
+          s[mt][j][2 * h] = common::fastExp2(fmaf(s[mt][j][2 * h], p.scale_log2, -m_use));
+          s[mt][j][2 * h + 1] = common::fastExp2(fmaf(s[mt][j][2 * h + 1], p.scale_log2, -m_use));
+          sum += s[mt][j][2 * h] + s[mt][j][2 * h + 1];
+        }
+        l[mt][h] = l[mt][h] * alpha + sum;
+#pragma unroll
+        for (int j = 0; j < kDTiles; ++j) {
+          o[mt][j][2 * h] *= alpha;
+          o[mt][j][2 * h + 1] *= alpha;
+        }
       }
     }
 
-    // O += P V: P (this warp's S fragments, rounded to T) is the A operand as it lies.
+    // O += P V: P (this warp's S fragments, rounded to T) is the A operand as it lies; each V
+    // fragment loaded feeds every row tile of the warp.
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      unsigned a[4];
-      a[0] = common::pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = common::pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = common::pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = common::pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      unsigned a[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        a[mt][0] = common::pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = common::pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = common::pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = common::pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int dp = 0; dp < kDTiles / 2; ++dp) {
         unsigned bv[4];
         common::ldmatrixX4Trans(bv, s_v + swizzled<kD * 2>(kk * 16 + v_row, dp * 2 + v_chunk));
-        common::mma16816<T>(o[2 * dp], a, bv[0], bv[1]);
-        common::mma16816<T>(o[2 * dp + 1], a, bv[2], bv[3]);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          common::mma16816<T>(o[mt][2 * dp], a[mt], bv[0], bv[1]);
+          common::mma16816<T>(o[mt][2 * dp + 1], a[mt], bv[2], bv[3]);
+        }
       }
     }
   }
@@ -304,23 +345,26 @@ __device__ __forceinline__ void attention(const FmhaMmaParams& p, unsigned char*
   // out = O / l (0 for a row that saw no key), lse = ln(sum) = (max + log2(l)) ln 2.
   auto* out = static_cast<unsigned short*>(p.out);
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float sum = l[h];
-    sum += __shfl_xor_sync(kFullMask, sum, 1);
-    sum += __shfl_xor_sync(kFullMask, sum, 2);
-    const int r = r_a + 8 * h;
-    if (r >= row_end) continue;
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    unsigned* dst = reinterpret_cast<unsigned*>(out + qRow(r)) + tid4;
+  for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-    for (int j = 0; j < kDTiles; ++j) {
-      dst[j * 4] = common::pack2<T>(o[j][2 * h] * inv, o[j][2 * h + 1] * inv);
-    }
-    if (p.lse != nullptr && tid4 == 0) {
-      const int i = r / G;
-      const int head = kvh * G + (r - i * G);
-      const float lse = sum > 0.0f ? (m[h] + __log2f(sum)) * 0.6931471805599453f : -INFINITY;
-      p.lse[static_cast<long long>(head) * p.total_q + q_start + i] = lse;
+    for (int h = 0; h < 2; ++h) {
+      float sum = l[mt][h];
+      sum += __shfl_xor_sync(kFullMask, sum, 1);
+      sum += __shfl_xor_sync(kFullMask, sum, 2);
+      const int r = r_a[mt] + 8 * h;
+      if (r >= row_end) continue;
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      unsigned* dst = reinterpret_cast<unsigned*>(out + qRow(r)) + tid4;
+#pragma unroll
+      for (int j = 0; j < kDTiles; ++j) {
+        dst[j * 4] = common::pack2<T>(o[mt][j][2 * h] * inv, o[mt][j][2 * h + 1] * inv);
+      }
+      if (p.lse != nullptr && tid4 == 0) {
+        const int i = r / G;
+        const int head = kvh * G + (r - i * G);
+        const float lse = sum > 0.0f ? (m[mt][h] + __log2f(sum)) * 0.6931471805599453f : -INFINITY;
+        p.lse[static_cast<long long>(head) * p.total_q + q_start + i] = lse;
+      }
     }
   }
 }

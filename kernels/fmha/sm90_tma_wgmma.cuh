@@ -1,6 +1,6 @@
 // Hopper (sm_90a) prefill attention: TMA loads by a producer warpgroup, wgmma by two consumer
-// warpgroups, online softmax in registers. kernels/fmha/README.md has the picture; launch.h the
-// shape; NOTES.md the measured versions.
+// warpgroups, online softmax in registers. kernels/fmha/README.md ("Design of the wgmma kernel")
+// has the design; launch.h the shape; NOTES.md the measured versions.
 //
 // One block computes kBlockM = 128 query rows of one (sequence, query head):
 //   warpgroup 0 (producer): after giving most of its registers away (setmaxnreg), one thread

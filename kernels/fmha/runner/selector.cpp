@@ -274,17 +274,17 @@ Status planMma(const Problem& problem, Plan* plan) {
   }
   const int max_seqlen_q = problem.max_seqlen_q > 0 ? problem.max_seqlen_q : problem.total_q;
   const long long max_rows = static_cast<long long>(max_seqlen_q) * group;
-  const bool small =
-      max_rows <= mma::blockM(mma::kSmallWarps) || mma::warps(head_dim) == mma::kSmallWarps;
-  const int warps = small ? mma::kSmallWarps : mma::warps(head_dim);
+  const bool small = max_rows <= mma::blockM(mma::kSmall) ||
+                     mma::blockM(mma::prefillShape(head_dim)) == mma::blockM(mma::kSmall);
+  const mma::Shape shape = small ? mma::kSmall : mma::prefillShape(head_dim);
   KILN_RETURN_IF_ERROR(runner::resolveEntry("fmha", plan->info->name, plan->info->variant,
                                             small ? kMmaRows64Entry : kMmaEntry, &plan->variant,
                                             &plan->entry));
-  const int m_blocks = static_cast<int>((max_rows + mma::blockM(warps) - 1) / mma::blockM(warps));
+  const int m_blocks = static_cast<int>((max_rows + mma::blockM(shape) - 1) / mma::blockM(shape));
   plan->launch.grid = Dim3{static_cast<unsigned>(m_blocks), static_cast<unsigned>(problem.kv_heads),
                            static_cast<unsigned>(problem.batch)};
-  plan->launch.block = Dim3{static_cast<unsigned>(mma::threads(warps)), 1, 1};
-  plan->launch.shared_bytes = static_cast<unsigned>(mma::sharedBytes(head_dim, warps));
+  plan->launch.block = Dim3{static_cast<unsigned>(mma::threads(shape)), 1, 1};
+  plan->launch.shared_bytes = static_cast<unsigned>(mma::sharedBytes(head_dim, shape));
 
   FmhaMmaParams& params = plan->mma_params;
   params.out = problem.out;

@@ -40,8 +40,8 @@ struct Plan {
   int tiles = 0;        // wgmma: m_blocks * q_heads * batch, the kernel's work items; mma: 0
   LaunchConfig launch;  // wgmma: grid (tiles) until persistentGrid(), block kThreads,
                         // sharedBytes(head_dim, causal); mma: grid (m_blocks, kv_heads, batch),
-                        // block mma::threads(w), mma::sharedBytes(head_dim, w) for the entry's
-                        // w warps
+                        // block mma::threads(shape), mma::sharedBytes(head_dim, shape) for the
+                        // entry's shape (mma::kSmall or mma::prefillShape(head_dim))
   // The maps run() encodes into params.tma_q / tma_k / tma_v (params.h describes them).
   TensorMapSpec tma_q;
   TensorMapSpec tma_k;
@@ -60,10 +60,10 @@ const char* kernelName(Kernel kernel);
 //   dtype, mask and (paged) kv_layout are enum values; a variant of (head_dim, dtype, mask) is
 //   built by either kernel                      (kInvalidArgument / kNotSupported naming the built)
 //   the kernel: problem.kernel when set (not built, or wgmma for a problem it does not implement:
-//   kNotSupported), else wgmma where it is built and implements the problem (no window,
-//   contiguous K / V, and with `device` an sm_90 device with its image), else mma; a problem only
-//   mma implements without mma built is kNotSupported naming why ("window_left 64: the sliding
-//   window needs the mma kernel; fmha_mma_d128_bf16_causal is not built")
+//   kNotSupported), else wgmma where it is built and implements the problem (contiguous K / V,
+//   and with `device` an sm_90 device with its image), else mma; a problem only mma implements
+//   without mma built is kNotSupported naming why ("fmha: page_table: paged K / V needs the mma
+//   kernel; fmha_mma_d128_bf16_causal is not built (the wgmma kernel has no such mode)")
 //   the variant has its entry (kiln_fmha; kiln_fmha_mma, and kiln_fmha_mma_rows64 where
 //   max_seqlen_q x group <= 64 or the head dim's blocks have 4 warps anyway)   (kInternal)
 //   batch >= 0; batch == 0: plan.no_op and nothing else is checked but the device

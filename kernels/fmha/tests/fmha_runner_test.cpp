@@ -164,8 +164,9 @@ TEST(FmhaRunner, OtherSmsRunTheMmaKernel) {
   EXPECT_EQ(launch.grid[0], (1500u * 8 + 127) / 128);  // max_seqlen_q x G rows, 128 per block
   EXPECT_EQ(launch.grid[1], 2u);
   EXPECT_EQ(launch.grid[2], 3u);
-  EXPECT_EQ(launch.block[0], 256u);  // 8 warps of 16 rows
-  EXPECT_EQ(launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(128, 8)));
+  EXPECT_EQ(launch.block[0], 128u);  // 4 warps of 32 rows
+  EXPECT_EQ(launch.shared_bytes,
+            static_cast<unsigned>(mma::sharedBytes(128, mma::prefillShape(128))));
   FmhaMmaParams params;
   const std::vector<unsigned char> bytes = driver.lastLaunchFirstArg();
   ASSERT_EQ(bytes.size(), sizeof(params));

@@ -530,8 +530,8 @@ Problem pagedProblem() {
   return p;
 }
 
-// wgmma where it implements the problem and runs on the device; mma for windows, paged K / V,
-// head dim 256, other SMs, or when asked for.
+// wgmma where it implements the problem and runs on the device (windows included); mma for paged
+// K / V, head dim 256, other SMs, or when asked for.
 TEST(FmhaSelector, PicksWgmmaWhereItServesAndMmaOtherwise) {
   Plan plan;
   const DeviceQuery h100{90, &runner::checkImage, kAllSms};
@@ -548,7 +548,7 @@ TEST(FmhaSelector, PicksWgmmaWhereItServesAndMmaOtherwise) {
   ASSERT_TRUE(planForDevice(kBothTable, validProblem(), orin, &plan).ok());
   EXPECT_EQ(plan.info->kernel, Kernel::kMma);
   EXPECT_EQ(plan.launch.grid.x, (2000u * 4 + 127) / 128);  // max_seqlen_q x group 4, 128 a block
-  EXPECT_EQ(plan.launch.block.x, 256u);
+  EXPECT_EQ(plan.launch.block.x, 128u);                    // 4 warps of 32 rows
   EXPECT_EQ(plan.launch.grid.y, 8u);
   EXPECT_EQ(plan.launch.grid.z, 4u);
   Problem window = validProblem();
@@ -565,7 +565,7 @@ TEST(FmhaSelector, PicksWgmmaWhereItServesAndMmaOtherwise) {
   d256.head_dim = 256;
   ASSERT_TRUE(select(kBothTable, d256, &h100, &plan).ok());
   EXPECT_STREQ(plan.info->name, "fmha_mma_d256_bf16_causal");
-  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(256, 4)));
+  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(256, mma::kSmall)));
   EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_fmha_mma_rows64");  // d256: 4 warps
   Problem pinned = validProblem();
   pinned.kernel = Kernel::kMma;
@@ -588,12 +588,14 @@ TEST(FmhaSelector, SmallProblemsTakeTheRows64Entry) {
   EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_fmha_mma_rows64");
   EXPECT_EQ(plan.launch.grid.x, 1u);
   EXPECT_EQ(plan.launch.block.x, 128u);
-  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(128, 4)));
+  EXPECT_EQ(plan.launch.shared_bytes, static_cast<unsigned>(mma::sharedBytes(128, mma::kSmall)));
   EXPECT_EQ(plan.mma_params.m_blocks, 1);
-  p.max_seqlen_q = 17;  // 68 rows: the 8-warp prefill blocks
+  p.max_seqlen_q = 17;  // 68 rows: the 128-row prefill blocks (4 warps of 32 rows)
   ASSERT_TRUE(select(kBothTable, p, nullptr, &plan).ok());
   EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_fmha_mma");
-  EXPECT_EQ(plan.launch.block.x, 256u);
+  EXPECT_EQ(plan.launch.block.x, 128u);
+  EXPECT_EQ(plan.launch.shared_bytes,
+            static_cast<unsigned>(mma::sharedBytes(128, mma::prefillShape(128))));
   EXPECT_EQ(plan.mma_params.m_blocks, 1);
 }
 

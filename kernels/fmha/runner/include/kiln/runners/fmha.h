@@ -20,8 +20,9 @@
 // window_size_left, causal only) also j >= i + sk - sq - W, so a query sees at most W + 1 keys. A
 // query that sees no key gets out = 0 and lse = -inf.
 // Two kernels serve it (kernels/fmha/README.md): `wgmma` (sm_90 only: head dims 64 and 128,
-// contiguous K / V, no window) and `mma` (every SM from sm_80: head dims 64, 128 and 256, paged
-// K / V, windows). On sm_90 the runner takes wgmma where it implements the problem, mma otherwise.
+// contiguous K / V, windows) and `mma` (every SM from sm_80: head dims 64, 128 and 256, contiguous
+// or paged K / V, windows). On sm_90 the runner takes wgmma where it implements the problem (head
+// dim 64 or 128, K / V not paged), mma otherwise.
 // The kernel, head dim, dtype and mask are baked per variant; everything else is a run-time value.
 //
 // One selector (kernels/fmha/runner/selector.h) answers canImplement and picks what run()
@@ -97,8 +98,8 @@ struct Problem {
 };
 
 // Host-side admission: a variant for (head_dim, dtype, mask) is built (else kNotSupported, naming
-// what is built) by a kernel that implements the problem (a window or paged K / V need the mma
-// kernel: kNotSupported saying so), the shape is valid, pointers are non-null and aligned (q, k,
+// what is built) by a kernel that implements the problem (paged K / V needs the mma kernel:
+// kNotSupported saying so), the shape is valid, pointers are non-null and aligned (q, k,
 // v, out 16 bytes; lse, cu_seqlens, seq_lens_k, page_table 4 bytes), sizes fit the kernels' limits
 // (else kInvalidArgument, naming the value and the limit).
 Status canImplement(const Problem& problem);
