@@ -2,7 +2,8 @@
 // decoder's speed runs.
 //
 //   qwen3_generate --model DIR --prompts PROMPTS.json --new-tokens N --out OUTDIR
-//                  [--page-size 16] [--max-seq-len L] [--no-graphs] [--tune-gemms] [--check]
+//                  [--page-size 16] [--max-seq-len L] [--no-graphs] [--tune-gemms] [--no-gemv]
+//                  [--check]
 //     PROMPTS.json: {"batches": [{"name": "b3", "prompts": [[token ids], ...]}, ...]}. For each
 //     batch: one prefill and N - 1 decode steps; OUTDIR/<name>.json holds the generated tokens,
 //     OUTDIR/<name>_logits.f32 the fp32 logits that chose them ([prompts, N, vocab], little
@@ -16,6 +17,8 @@
 //
 //   --tune-gemms: cuBLASLt's algorithm for each decode GEMM (m <= the batch) by timing its first
 //   8 heuristic candidates on the first call, instead of the heuristic's first.
+//   --no-gemv: the dense projections and the LM head of decode's small batches (m <= 8) on cuBLASLt
+//   too, instead of kiln's gemv (the A/B of the decoder's speed runs).
 //
 // Every input is checked on the host before anything is allocated on the GPU: the checkpoint
 // (model/checkpoint.h), the config against the artifact (admit), the prompts against the cache.
@@ -48,20 +51,20 @@ struct Args {
   int new_tokens = 16;
   int page_size = 16;
   int max_seq_len = 0;  // 0: what the prompts need
-  bool graphs = true, check_only = false, bench = false, tune_gemms = false;
+  bool graphs = true, check_only = false, bench = false, tune_gemms = false, gemv = true;
   std::vector<int> batches = {1, 8, 32, 64};
   int prompt_len = 128, steps = 128;
   std::vector<std::pair<int, int>> prefill = {{1, 4096}, {8, 1024}};
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(
-      stderr,
-      "qwen3_generate: %s\nusage: qwen3_generate --model DIR --prompts FILE "
-      "--new-tokens N --out DIR [--page-size P] [--max-seq-len L] [--no-graphs] [--tune-gemms] "
-      "[--check]\n       qwen3_generate --model DIR --bench --out FILE [--batches "
-      "1,8,32,64] [--prompt-len 128] [--steps 128] [--prefill 1x4096,8x1024]\n",
-      why.c_str());
+  std::fprintf(stderr,
+               "qwen3_generate: %s\nusage: qwen3_generate --model DIR --prompts FILE "
+               "--new-tokens N --out DIR [--page-size P] [--max-seq-len L] [--no-graphs] "
+               "[--tune-gemms] [--no-gemv] "
+               "[--check]\n       qwen3_generate --model DIR --bench --out FILE [--batches "
+               "1,8,32,64] [--prompt-len 128] [--steps 128] [--prefill 1x4096,8x1024]\n",
+               why.c_str());
   std::exit(2);
 }
 
@@ -106,6 +109,8 @@ Args parseArgs(int argc, char** argv) {
       a.max_seq_len = toInt(flag, value());
     else if (flag == "--no-graphs")
       a.graphs = false;
+    else if (flag == "--no-gemv")
+      a.gemv = false;
     else if (flag == "--check")
       a.check_only = true;
     else if (flag == "--bench")
@@ -197,6 +202,7 @@ int generate(const Args& a, const qwen3::Checkpoint& checkpoint) {
   options.page_size = a.page_size;
   options.cuda_graphs = a.graphs;
   options.tune_gemms = a.tune_gemms;
+  options.gemv = a.gemv;
   int longest = 0, widest = 0;
   for (const Batch& b : batches) {
     widest = std::max(widest, static_cast<int>(b.prompts.size()));
@@ -296,6 +302,7 @@ int bench(const Args& a, const qwen3::Checkpoint& checkpoint) {
   options.page_size = a.page_size;
   options.cuda_graphs = a.graphs;
   options.tune_gemms = a.tune_gemms;
+  options.gemv = a.gemv;
   options.max_batch = *std::max_element(a.batches.begin(), a.batches.end());
   options.max_seq_len = roundUp(a.prompt_len + kWarmSteps + a.steps, a.page_size);
   options.max_prefill_tokens = options.max_batch * a.prompt_len;
@@ -323,6 +330,7 @@ int bench(const Args& a, const qwen3::Checkpoint& checkpoint) {
                         {"page_size", a.page_size},
                         {"cuda_graphs", a.graphs},
                         {"tune_gemms", a.tune_gemms},
+                        {"gemv", a.gemv},
                         {"prompt_len", a.prompt_len},
                         {"steps", a.steps}};
   for (const int batch : a.batches) {

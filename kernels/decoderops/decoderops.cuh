@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/dependent_launch.cuh"
 #include "common/dtype.cuh"
 #include "common/vec16.cuh"
 #include "decoderops/launch.h"
@@ -97,6 +98,9 @@ __device__ __forceinline__ common::Vec16 siluMulVector(const common::Vec16& g,
 template <typename T>
 __device__ __forceinline__ void siluMulBlock(const SiluMulParams& p) {
   static_assert(kIsElement<T>, "silu_mul: fp16, bf16 or fp32");
+  // A programmatic dependent of this kernel (gemv with overlap_launch) may start now: it waits for
+  // this whole grid before it reads what the grid writes, and meanwhile streams its weights.
+  common::releaseDependentGrid();
   const std::int64_t token = blockIdx.x;
   const auto* gate = static_cast<const common::Vec16*>(p.in) + token * 2 * p.row_vectors;
   const common::Vec16* up = gate + p.row_vectors;

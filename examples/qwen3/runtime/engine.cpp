@@ -8,6 +8,7 @@
 #include "kiln/runners/decodeattn.h"
 #include "kiln/runners/decoderops.h"
 #include "kiln/runners/fmha.h"
+#include "kiln/runners/gemv.h"
 #include "kiln/runners/moe.h"
 #include "kiln/runners/qkrope.h"
 #include "kiln/runners/rmsnorm.h"
@@ -47,6 +48,7 @@ Shapes shapesOf(const Config& c, const EngineOptions& o) {
       static_cast<int>(std::min<std::int64_t>(
           o.max_prefill_tokens, static_cast<std::int64_t>(o.max_batch) * o.max_seq_len)));
   s.gptq = c.gptq.has_value();
+  s.gemv = o.gemv;
   s.group_size = c.gptq ? static_cast<int>(c.gptq->group_size) : 0;
   s.moe = c.moe.has_value();
   s.experts = c.moe ? static_cast<int>(c.moe->num_experts) : 0;
@@ -242,6 +244,23 @@ kiln::moe::Problem moeProblem(const Shapes& s, std::int64_t tokens, const void* 
   return p;
 }
 
+// y[m, n] = x[m, k] . w[n, k]^T on kiln's gemv (m <= kiln::gemv::kMaxM). The weights never change
+// while the decoder runs, so the launch may overlap the kernel before it (overlap_launch).
+kiln::gemv::GemvProblem gemvProblem(const Shapes& s, std::int64_t m, std::int64_t n, std::int64_t k,
+                                    const void* x, const void* w, void* y, kiln::DType out_dtype) {
+  kiln::gemv::GemvProblem p;
+  p.dtype = s.dtype;
+  p.out_dtype = out_dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.x = x;
+  p.w = w;
+  p.y = y;
+  p.overlap_launch = true;
+  return p;
+}
+
 // The projections of a layer as (n, k): y[m, n] = x[m, k] . W^T.
 std::vector<std::pair<std::int64_t, std::int64_t>> projections(const Shapes& s) {
   std::vector<std::pair<std::int64_t, std::int64_t>> nk = {
@@ -295,6 +314,17 @@ class Admission {
               check(int4Problem(s, m, n, k, 0, p(0), p(1), p(2), p(3))));
         }
       }
+    }
+    if (s.gemv) {  // the dense projections and the LM head of decode's small batches
+      const std::int64_t m = std::min<std::int64_t>(kiln::gemv::kMaxM, s.max_batch);
+      const auto nk =
+          s.gptq ? std::vector<std::pair<std::int64_t, std::int64_t>>{} : projections(s);
+      for (const auto& [n, k] : nk) {
+        add("gemv (" + std::to_string(n) + " x " + std::to_string(k) + ")",
+            check(gemvProblem(s, m, n, k, p(0), p(1), p(2), s.dtype)));
+      }
+      add("gemv (lm_head)",
+          check(gemvProblem(s, m, s.vocab, s.hidden, p(0), p(1), p(2), kiln::DType::kFloat32)));
     }
     if (s.moe) {
       add("moe", check(moeProblem(s, s.max_tokens, p(0), p(1), p(2), p(3), p(4))));
@@ -826,7 +856,14 @@ void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seq
     rows = last_rows_.get();
   }
   float* logits = logits_.as<float>() + static_cast<std::size_t>(first_seq) * s_.vocab;
-  gemm_->run(rows, lm_head_.get(), logits, seqs, s_.vocab, h, CUDA_R_32F, stream_);
+  if (s_.gemv && seqs <= kiln::gemv::kMaxM) {
+    checkKiln(kiln::gemv::run(gemvProblem(s_, seqs, s_.vocab, h, rows, lm_head_.get(), logits,
+                                          kiln::DType::kFloat32),
+                              nullptr, 0, stream_),
+              "gemv (lm_head)");
+  } else {
+    gemm_->run(rows, lm_head_.get(), logits, seqs, s_.vocab, h, CUDA_R_32F, stream_);
+  }
   checkKiln(
       kiln::decoderops::run(argmaxProblem(s_, seqs, logits, next_.as<std::int32_t>() + first_seq),
                             nullptr, 0, stream_),
@@ -893,6 +930,13 @@ std::uint64_t Engine::weightBytesPerStep(int batch) const {
 }
 
 void Engine::project(const Linear& linear, const void* x, void* y, std::int64_t m) {
+  if (!linear.int4 && s_.gemv && m <= kiln::gemv::kMaxM) {
+    checkKiln(
+        kiln::gemv::run(gemvProblem(s_, m, linear.n, linear.k, x, linear.weight.get(), y, s_.dtype),
+                        nullptr, 0, stream_),
+        "gemv");
+    return;
+  }
   if (!linear.int4) {
     gemm_->run(x, linear.weight.get(), y, m, linear.n, linear.k, cuda_dtype_, stream_);
     return;

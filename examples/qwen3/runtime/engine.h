@@ -48,6 +48,7 @@ struct Shapes {
   int page_size, max_pages_per_seq, num_pages, max_batch;
   int max_tokens;  // rows of the activation buffers
   bool gptq;       // the projections are int4 (w4a16)
+  bool gemv;       // dense projections and the LM head of m <= kiln::gemv::kMaxM on kiln's gemv
   int group_size;  // GPTQ's
   bool moe;        // some layers are sparse (Qwen3-MoE)
   int experts, top_k;
@@ -63,7 +64,8 @@ struct EngineOptions {
   int max_prefill_tokens = 16384;  // prompt tokens of one prefill pass (a batch takes several)
   bool cuda_graphs = true;         // decode steps replayed from per-bucket CUDA graphs
   bool tune_gemms = false;         // decode GEMMs (m <= max_batch): cuBLASLt's algorithm by timing
-  std::uint64_t page_seed = 1;     // the free list's shuffle
+  bool gemv = true;             // dense projections and the LM head of m <= 8 rows on kiln's gemv
+  std::uint64_t page_seed = 1;  // the free list's shuffle
 };
 
 // Host-side admission, before any CUDA call: the decoder runs this config (dense Qwen3, fp16 or
