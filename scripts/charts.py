@@ -754,8 +754,59 @@ def decoderops(files):
     return meta, panels, text
 
 
+def gemv(files):
+    """Per layer shape (a line each), x the tokens m: kiln / cuBLAS (F.linear), solid without and
+    dashed with overlap_launch; then kiln's weight stream as % of the copy bandwidth."""
+    d = load(files[0])
+    rows = [r for r in d["cases"] if r.get("correct") and "kiln_us" in r]
+    dts = unique(r["dtype"] for r in rows)
+    rows = [r for r in rows if r["dtype"] == dts[0]]  # the chart's dtype: the first timed
+    ms = sorted(unique(r["m"] for r in rows))
+    x = [str(m) for m in ms]
+
+    def layer(r):
+        return r["name"].rsplit("_m", 1)[0]
+
+    layers = unique(layer(r) for r in rows)
+    at = {(layer(r), r["m"]): r for r in rows}
+    shape = {layer(r): f"{r['n']} x {r['k']}" for r in rows}
+
+    def vals(lay, fn):
+        return [fn(at[(lay, m)]) if (lay, m) in at else None for m in ms]
+
+    ratios, ceil = [], []
+    for i, lay in enumerate(layers):
+        c = COLORS[i % len(COLORS)]
+        ratios.append(line(f"{lay} {shape[lay]}", vals(lay, lambda r: ratio(
+            r, "speedup_vs_torch", "kiln_us", "torch_us")), c))
+        ratios.append(line(f"{lay} overlap", vals(lay, lambda r: ratio(
+            r, "overlap_speedup_vs_torch", "kiln_overlap_us", "torch_us")), c, "--", "x"))
+        ceil.append(line(f"{lay} {shape[lay]}", vals(lay, lambda r: r["kiln_pct_of_copy"]), c))
+    meta = meta_of([d], files)
+    panels = [
+        panel(f"kiln / cuBLAS (torch F.linear), {dts[0]}; dashed: kiln with overlap_launch",
+              "ratio", "m (tokens)", x, ratios),
+        panel(f"kiln, weight bytes as % of the copy bandwidth measured in the run "
+              f"({meta['copy']} TB/s)", "ceiling", "m (tokens)", x, ceil),
+    ]
+    one = [r for r in rows if r["m"] == 1]
+    behind = [r for r in rows if round(r["speedup_vs_torch"], 2) < 1.0]
+    text = [
+        f"At m = 1 kiln runs {rng([r['speedup_vs_torch'] for r in one])} cuBLAS's speed and "
+        f"reads the weights at {rng([r['kiln_pct_of_copy'] for r in one], '{:.1f}', '%')} of the "
+        f"copy bandwidth (cuBLAS {rng([r['torch_pct_of_copy'] for r in one], '{:.1f}', '%')}); "
+        f"over m = {', '.join(x)}: {rng([r['speedup_vs_torch'] for r in rows])}, behind on "
+        f"{len(behind)} of {len(rows)} rows"
+        + (" (" + ", ".join(f"{r['name']} {r['speedup_vs_torch']:.2f}x" for r in behind) + ")"
+           if behind else "") + ".",
+        f"With overlap_launch (each launch a programmatic dependent of the one before, as in the "
+        f"decoder): {rng([r['overlap_speedup_vs_torch'] for r in rows])} cuBLAS's speed.",
+    ]
+    return meta, panels, text
+
+
 GROUPS = {"rmsnorm": rmsnorm, "decodeattn": decodeattn, "fmha": fmha, "gdn": gdn, "w4a16": w4a16,
-          "moe": moe, "qkrope": qkrope, "decoderops": decoderops}
+          "moe": moe, "qkrope": qkrope, "decoderops": decoderops, "gemv": gemv}
 
 
 # ---------------------------------------------------------------- drawing

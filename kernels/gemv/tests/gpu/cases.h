@@ -108,7 +108,7 @@ inline constexpr Case kCases[] = {
     {.name = "m1_n31_k8200", .m = 1, .n = 31, .k = 8200, .ldy_pad = 1, .bias = true},
     {.name = "m8_n31_k8200", .m = 8, .n = 31, .k = 8200, .ldx_pad = 8, .out_fp32 = true},
 
-    // The Qwen3 test model (hidden 2048, 16 query and 4 KV heads of 128, MLP 6144, vocab 32000):
+    // The Qwen3 test model (hidden 2048, 16 query and 8 KV heads of 128, MLP 6144, vocab 32000):
     // qkv 4096 x 2048, o 2048 x 2048, gate+up 12288 x 2048, down 2048 x 6144 in the dtype, the
     // LM head 32000 x 2048 into float32 logits, at m 1, 2, 4, 8. The numerics check m 1 and 8 of
     // qkv, gate+up, down and the LM head; the benchmark times them all.
