@@ -22,6 +22,19 @@ __device__ __forceinline__ common::Vec16 loadWeight(const common::Vec16* p) {
   return v;
 }
 
+// wv[u][r] = vector v0 + 32 u of row r (those below kv): one lane's batch of the weight stream.
+__device__ __forceinline__ void loadBatch(const common::Vec16* const (&w)[kRowsPerWarp],
+                                          std::int64_t v0, std::int64_t kv,
+                                          common::Vec16 (&wv)[kUnroll][kRowsPerWarp]) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const std::int64_t v = v0 + static_cast<std::int64_t>(u) * kWarp;
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r)
+      if (v < kv) wv[u][r] = loadWeight(w[r] + v);
+  }
+}
+
 // acc[m][r] += dot(x[m, 8 v .. 8 v + 8), w_r[8 v .. 8 v + 8)) over the M rows of x (rows >= m
 // skipped: the branch is uniform over the grid).
 template <typename T, int M>
@@ -71,13 +84,7 @@ __device__ void gemvBlock(const GemvParams& p) {
   // dependent launch it is read while that kernel finishes); x does, so it waits.
   common::Vec16 wv[kUnroll][kRowsPerWarp];
   std::int64_t v0 = lane;
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const std::int64_t v = v0 + static_cast<std::int64_t>(u) * kWarp;
-#pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r)
-      if (v < kv) wv[u][r] = loadWeight(w[r] + v);
-  }
+  loadBatch(w, v0, kv, wv);
   common::waitForPrimaryGrid();
   common::releaseDependentGrid();
 
@@ -89,13 +96,7 @@ __device__ void gemvBlock(const GemvParams& p) {
     }
     v0 += static_cast<std::int64_t>(kUnroll) * kWarp;
     if (v0 >= kv) break;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const std::int64_t v = v0 + static_cast<std::int64_t>(u) * kWarp;
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-        if (v < kv) wv[u][r] = loadWeight(w[r] + v);
-    }
+    loadBatch(w, v0, kv, wv);
   }
 
   // Butterfly over the warp: every lane ends with every sum; lane m * kRowsPerWarp + r stores
