@@ -48,12 +48,6 @@ std::string str(std::int64_t v) {
   return std::to_string(v);
 }
 
-std::string hex(std::uintptr_t a) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(a));
-  return buffer;
-}
-
 // "fp16", or the number of a value outside the enum.
 std::string nameOf(DType dtype) {
   const char* name = dtypeName(dtype);
@@ -111,18 +105,6 @@ Status checkShape(const GemvProblem& p, std::int64_t ldx, std::int64_t ldy) {
 
 Status checkPointer(const char* name, const void* p, std::size_t alignment) {
   return runner::checkPointer(kGroup, name, p, alignment);
-}
-
-// "y [0x1000, 0x3000) overlaps x [0x2000, 0x6000)" when the two byte ranges share a byte.
-Status checkNoOverlap(const char* a_name, const void* a, std::int64_t a_bytes, const char* b_name,
-                      const void* b, std::int64_t b_bytes) {
-  const auto ua = reinterpret_cast<std::uintptr_t>(a);
-  const auto ub = reinterpret_cast<std::uintptr_t>(b);
-  const auto na = static_cast<std::uintptr_t>(a_bytes), nb = static_cast<std::uintptr_t>(b_bytes);
-  const bool overlap = ua <= ub ? ub - ua < na : ua - ub < nb;
-  if (!overlap) return Status::Ok();
-  return invalid(std::string(a_name) + " [" + hex(ua) + ", " + hex(ua + na) + ") overlaps " +
-                 b_name + " [" + hex(ub) + ", " + hex(ub + nb) + ")");
 }
 
 // The index into kBuckets (and kEntryNames) of m's bucket. Clamped first: bucketIndex takes an
@@ -187,12 +169,13 @@ Status select(std::span<const VariantInfo> table, const GemvProblem& problem,
     // Below 2^63 by the limits on ldx, ldy and w.
     const std::int64_t x_bytes = ((m - 1) * ldx + problem.k) * elt;
     const std::int64_t y_bytes = ((m - 1) * ldy + problem.n) * y_elt;
-    KILN_RETURN_IF_ERROR(checkNoOverlap("y", problem.y, y_bytes, "x", problem.x, x_bytes));
     KILN_RETURN_IF_ERROR(
-        checkNoOverlap("y", problem.y, y_bytes, "w", problem.w, problem.n * problem.k * elt));
+        runner::checkNoOverlap(kGroup, "y", problem.y, y_bytes, "x", problem.x, x_bytes));
+    KILN_RETURN_IF_ERROR(runner::checkNoOverlap(kGroup, "y", problem.y, y_bytes, "w", problem.w,
+                                                problem.n * problem.k * elt));
     if (problem.bias != nullptr) {
-      KILN_RETURN_IF_ERROR(
-          checkNoOverlap("y", problem.y, y_bytes, "bias", problem.bias, problem.n * elt));
+      KILN_RETURN_IF_ERROR(runner::checkNoOverlap(kGroup, "y", problem.y, y_bytes, "bias",
+                                                  problem.bias, problem.n * elt));
     }
   }
   plan->config.grid = Dim3{static_cast<unsigned>(blocksOf(problem.n)), 1, 1};
