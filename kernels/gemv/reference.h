@@ -52,15 +52,17 @@ inline Result gemv(Format format, std::int64_t m, std::int64_t n, std::int64_t k
   return r;
 }
 
-// The acceptance bound of one output: the kernel sums in fp32 (a lane adds its k / 32 products in
-// order, 8 from each of its k / 256 vectors, then a 5-step butterfly), so at most k / 32 + 5
-// roundings of partial sums no larger than `scale` (sum of |terms|), each 2^-24 relative (the
-// classic gamma_n bound of recursive summation); 33 extra roundings of headroom. Then one rounding
-// to the output format of `output_mantissa_bits` (0: float32 output, no rounding): half an ulp, at
-// most |exact| 2^-(bits + 1), plus half the format's smallest subnormal (2^-25 covers fp16 and
-// bf16).
+// The acceptance bound of one output: the kernel sums on the tensor cores, which add each chunk
+// of 16 products (exact) to an fp32 accumulator with the terms aligned to the largest and the bits
+// shifted out truncated, the result rounded toward zero (Fasi, Higham, Mikaitis and Pranesh,
+// "Numerical behavior of NVIDIA tensor cores", 2021: the internal sum of 4 to 16 terms errs by
+// about one ulp of the largest). Counted here as two errors of 2^-23 relative to `scale` (sum of
+// |terms|) per chunk, k / 16 chunks, plus the warps' 3 fp32 additions and 38 of headroom. Then one
+// rounding to the output format of `output_mantissa_bits` (0: float32 output, no rounding): half
+// an ulp, at most |exact| 2^-(bits + 1), plus half the format's smallest subnormal (2^-25 covers
+// fp16 and bf16).
 inline double tolerance(std::int64_t k, double scale, double exact, int output_mantissa_bits) {
-  const double accumulate = (static_cast<double>(k) / 32.0 + 38.0) * std::ldexp(1.0, -24) * scale;
+  const double accumulate = (static_cast<double>(k) / 8.0 + 41.0) * std::ldexp(1.0, -23) * scale;
   if (output_mantissa_bits == 0) return accumulate;
   return accumulate * 1.01 + std::fabs(exact) * std::ldexp(1.0, -(output_mantissa_bits + 1)) +
          std::ldexp(1.0, -25);

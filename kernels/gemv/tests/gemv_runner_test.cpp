@@ -85,7 +85,7 @@ TEST(GemvRunner, LaunchesThePlanOnTheCallersStream) {
   const fake::LaunchRecord launch = driver.lastLaunch();
   EXPECT_EQ(launch.function, "kiln_gemv_m8");
   EXPECT_EQ(launch.stream, stream);
-  EXPECT_EQ(launch.grid[0], 3072u);  // 24576 rows of w, 8 a block
+  EXPECT_EQ(launch.grid[0], 1536u);  // 24576 rows of w, 16 a block
   EXPECT_EQ(launch.grid[1], 1u);
   EXPECT_EQ(launch.grid[2], 1u);
   EXPECT_EQ(launch.block[0], 128u);
@@ -136,7 +136,7 @@ TEST(GemvRunner, OverlapLaunchIsProgrammaticOnAnSm90Image) {
   const fake::LaunchRecord launch = driver.lastLaunch();
   EXPECT_EQ(launch.function, "kiln_gemv_m1");
   EXPECT_TRUE(launch.programmatic);  // cuLaunchKernelEx, programmatic stream serialization
-  EXPECT_EQ(launch.grid[0], 18992u);
+  EXPECT_EQ(launch.grid[0], 9496u);
   EXPECT_EQ(launch.block[0], 128u);
   const GemvParams params = paramsOf(driver.lastLaunchFirstArg());
   EXPECT_EQ(params.y_fp32, 1);

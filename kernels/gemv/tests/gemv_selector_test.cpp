@@ -75,7 +75,7 @@ TEST(GemvSelector, PlansOneBlockPerEightRowsOfW) {
   EXPECT_EQ(plan.workspace_bytes, 0u);
   EXPECT_EQ(plan.bucket, 1);
   EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_gemv_m1");
-  EXPECT_EQ(plan.config.grid.x, 768u);  // 6144 rows of w, 8 a block (4 warps x 2 rows)
+  EXPECT_EQ(plan.config.grid.x, 384u);  // 6144 rows of w, 16 a block (the mma tile)
   EXPECT_EQ(plan.config.grid.y, 1u);
   EXPECT_EQ(plan.config.grid.z, 1u);
   EXPECT_EQ(plan.config.block.x, 128u);
@@ -121,7 +121,7 @@ TEST(GemvSelector, EveryMIsServedByTheSmallestBucketAtLeastAsLarge) {
     EXPECT_EQ(bucketOf(r.m), r.bucket) << r.m;
     EXPECT_STREQ(plan.variant->entries[plan.entry], r.entry) << r.m;
     EXPECT_EQ(plan.params.m, r.m) << r.m;        // the kernel reads m rows, not the bucket's
-    EXPECT_EQ(plan.config.grid.x, 768u) << r.m;  // the grid does not depend on m
+    EXPECT_EQ(plan.config.grid.x, 384u) << r.m;  // the grid does not depend on m
   }
   EXPECT_EQ(kMaxM, 8);
 }
