@@ -1,5 +1,5 @@
-// The gemv kernel body (launch.h has the work decomposition). One instantiation per token bucket
-// M (1, 2, 4, 8); the runtime m <= M rows of x are read, the rest count as zeros.
+// The gemv kernel body (launch.h has the work decomposition): the m <= 8 rows of x are read, the
+// rest of the mma's 8 token columns are zeros.
 //
 // The mma trick: k's order inside a dot product is free, so a lane's fragments need not come
 // from ldmatrix. Lane (group g, tid4 t) of a warp loads 16 bytes, elements 8t .. 8t + 8 of a
@@ -7,8 +7,8 @@
 // bytes of token g of x. Words 0-1 of those vectors are the A / B fragments of one m16n8k16 and
 // words 2-3 of a second (common/sm80_mma.cuh has the layouts): the fragment's k index 2t maps to
 // element 8t of the step, 2t + 8 to 8t + 2, the same on both operands. So the weights go from
-// global memory straight into mma registers: no shared memory, no shuffles, and every token of the
-// bucket costs the same one mma.
+// global memory straight into mma registers: no shared memory, no shuffles, and the 8 tokens cost
+// the same one mma as 1.
 #pragma once
 
 #include <cstdint>
@@ -64,15 +64,14 @@ __device__ __forceinline__ void loadTokens(const Vec16* x, int s0, int tid4, std
 
 // acc += the 16 x 8 product of one step: rows g, g + 8 of w by tokens 0..7 of x, as two mma.
 template <typename T>
-__device__ __forceinline__ void multiplyStep(const Vec16 (&w)[2], const Vec16& x,
-                                             float (&acc)[4]) {
+__device__ __forceinline__ void multiplyStep(const Vec16 (&w)[2], const Vec16& x, float (&acc)[4]) {
   const unsigned lo[4] = {w[0].x, w[1].x, w[0].y, w[1].y};
   common::mma16816<T>(acc, lo, x.x, x.y);
   const unsigned hi[4] = {w[0].z, w[1].z, w[0].w, w[1].w};
   common::mma16816<T>(acc, hi, x.z, x.w);
 }
 
-template <typename T, int M>
+template <typename T>
 __device__ void gemvBlock(const GemvParams& p) {
   const int lane = threadIdx.x % kWarp;
   const int warp = threadIdx.x / kWarp;
@@ -99,9 +98,8 @@ __device__ void gemvBlock(const GemvParams& p) {
   common::waitForPrimaryGrid();
   common::releaseDependentGrid();
 
-  const Vec16* x = group < M && group < p.m
-                       ? static_cast<const Vec16*>(p.x) + group * (p.ldx / kElementsPerVector)
-                       : nullptr;
+  const Vec16* x =
+      group < p.m ? static_cast<const Vec16*>(p.x) + group * (p.ldx / kElementsPerVector) : nullptr;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (; s0 < steps; s0 += kStride) {
     Vec16 xv[kUnroll];
@@ -129,7 +127,7 @@ __device__ void gemvBlock(const GemvParams& p) {
   for (int e = 0; e < 4; ++e) {
     const int token = 2 * tid4 + (e & 1);
     const std::int64_t row = row0 + group + 8 * (e >> 1);
-    if (token >= M || token >= p.m || row >= p.n) continue;
+    if (token >= p.m || row >= p.n) continue;
     float value = acc[e];
     if (p.bias != nullptr) value += common::toFloat(static_cast<const T*>(p.bias)[row]);
     const std::int64_t at = token * p.ldy + row;

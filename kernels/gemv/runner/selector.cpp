@@ -1,10 +1,8 @@
 // The gemv selector (see selector.h): admission checks, variant and entry choice, launch planning.
 #include "selector.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <iterator>
 #include <string>
 
 #include "kiln/runner_support.h"
@@ -16,29 +14,11 @@ namespace {
 
 constexpr const char kGroup[] = "gemv";
 
-static_assert(kLargestBucket == kMaxM, "the largest bucket serves kMaxM rows");
-static_assert(std::size(kEntryNames) == static_cast<std::size_t>(kNumBuckets),
-              "one entry kernel per token bucket");
+static_assert(kMaxTokens == kMaxM, "one launch serves the mma tile's kMaxM tokens");
 // Grid.x of the widest problem: n <= kMaxN needs no check of its own.
 static_assert(blocksOf(kMaxN) <= 2147483647LL, "blocksOf(n) fits CUDA's grid.x");
 static_assert(kElementsPerVector == kKGranule && kVectorAlignment == 16,
               "k and ldx come in the kernel's 16-byte vectors");
-
-// "kiln_gemv_m<b>" for bucket b of kBuckets, character by character: the table of names in
-// selector.h is the kernels' (gemv.cu's KILN_GEMV_ENTRY(M) names kiln_gemv_m##M).
-constexpr bool entryNamesMatchBuckets() {
-  constexpr char kPrefix[] = "kiln_gemv_m";
-  for (int i = 0; i < kNumBuckets; ++i) {
-    const char* name = kEntryNames[i];
-    int c = 0;
-    for (; kPrefix[c] != '\0'; ++c) {
-      if (name[c] != kPrefix[c]) return false;
-    }
-    if (kBuckets[i] > 9 || name[c] != '0' + kBuckets[i] || name[c + 1] != '\0') return false;
-  }
-  return true;
-}
-static_assert(entryNamesMatchBuckets(), "kEntryNames[i] is kiln_gemv_m<kBuckets[i]>");
 
 Status invalid(const std::string& message) {
   return Status(StatusCode::kInvalidArgument, std::string(kGroup) + ": " + message);
@@ -107,12 +87,6 @@ Status checkPointer(const char* name, const void* p, std::size_t alignment) {
   return runner::checkPointer(kGroup, name, p, alignment);
 }
 
-// The index into kBuckets (and kEntryNames) of m's bucket. Clamped first: bucketIndex takes an
-// int, and a refused m (negative, above kMaxM) is checked after its entry is looked up.
-int bucketSlot(std::int64_t m) {
-  return bucketIndex(static_cast<int>(std::clamp<std::int64_t>(m, 1, kMaxM)));
-}
-
 Status finish(const Plan& plan, const DeviceQuery* device) {
   // Last, so that select(device) == select(host) followed by checkDevice.
   return device != nullptr ? checkDevice(plan, *device) : Status::Ok();
@@ -122,10 +96,6 @@ Status finish(const Plan& plan, const DeviceQuery* device) {
 
 int elementBytes(DType dtype) {
   return dtype == DType::kFloat32 ? 4 : 2;
-}
-
-int bucketOf(std::int64_t m) {
-  return kBuckets[bucketSlot(m)];
 }
 
 Status checkDevice(const Plan& plan, const DeviceQuery& device) {
@@ -138,10 +108,8 @@ Status select(std::span<const VariantInfo> table, const GemvProblem& problem,
   *plan = Plan{};
   KILN_RETURN_IF_ERROR(findVariant(table, problem.dtype, plan));
   KILN_RETURN_IF_ERROR(checkOutDtype(problem.dtype, problem.out_dtype));
-  const int slot = bucketSlot(problem.m);
-  plan->bucket = kBuckets[slot];
   KILN_RETURN_IF_ERROR(runner::resolveEntry(kGroup, plan->info->name, plan->info->variant,
-                                            kEntryNames[slot], &plan->variant, &plan->entry));
+                                            kEntryName, &plan->variant, &plan->entry));
   const std::int64_t m = problem.m;
   if (m < 0) return invalid("m " + str(m) + " is negative");
   if (m == 0) {
@@ -150,7 +118,7 @@ Status select(std::span<const VariantInfo> table, const GemvProblem& problem,
   }
   if (m > kMaxM) {
     return invalid("m " + str(m) + " exceeds the limit " + str(kMaxM) +
-                   " (the largest token bucket)");
+                   " (the token columns of one mma tile)");
   }
   const std::int64_t ldx = problem.ldx != 0 ? problem.ldx : problem.k;
   const std::int64_t ldy = problem.ldy != 0 ? problem.ldy : problem.n;

@@ -17,10 +17,8 @@
 
 namespace kiln::gemv {
 
-// The entry kernel of each token bucket (launch.h's kBuckets, in order: 1, 2, 4, 8); selector.cpp
-// checks that the names and the buckets agree.
-inline constexpr const char* const kEntryNames[] = {"kiln_gemv_m1", "kiln_gemv_m2", "kiln_gemv_m4",
-                                                    "kiln_gemv_m8"};
+// The one entry kernel of each variant (gemv.cu), for every m.
+inline constexpr const char kEntryName[] = "kiln_gemv";
 inline constexpr unsigned kVectorAlignment = 16;  // x and w: the kernel's 16-byte vector loads
 inline constexpr int kKGranule = 8;               // k, ldx: whole 16-byte vectors of fp16 / bf16
 // Bytes of one tensor the kernel addresses, at most: its offsets are 64-bit.
@@ -38,24 +36,20 @@ struct Plan {
   const kiln_variant* variant = nullptr;
   bool no_op = false;               // m == 0
   std::size_t workspace_bytes = 0;  // the group needs none (the contract is uniform)
-  int bucket = 0;                   // the entry's token bucket: the smallest of 1, 2, 4, 8 >= m
-  int entry = -1;                   // index of kiln_gemv_m<bucket> in variant->entries
-  LaunchConfig config;              // grid (ceil(n / 8)), block (128); programmatic: overlap
+  int entry = -1;                   // index of kiln_gemv in variant->entries
+  LaunchConfig config;              // grid (ceil(n / 16)), block (256); programmatic: overlap
   GemvParams params{};              // ldx and ldy resolved (0 -> k, n)
 };
 
 // Bytes of one element of `dtype` (a DType value): 2 or 4.
 int elementBytes(DType dtype);
 
-// The token bucket that serves m rows (1..kMaxM): 1, 2, 4 or 8.
-int bucketOf(std::int64_t m);
-
 // Admit `problem` against `table` and plan its launch. The checks, in order (the first failure is
 // returned, its message naming the value and the limit):
 //   dtype is a DType value (kInvalidArgument), fp16 or bf16 and built (kNotSupported, naming the
 //   built dtypes)
 //   out_dtype is dtype or fp32                                     (kInvalidArgument)
-//   the variant has the entry of m's bucket, kiln_gemv_m<bucket>   (kInternal)
+//   the variant has the entry kiln_gemv                            (kInternal)
 //   m >= 0; m == 0: plan.no_op, and nothing else is checked but the device
 //   m <= kMaxM; n in 1..kMaxN; k in 8..kMaxK and a multiple of 8; ldx (0: k) in k..kMaxLd and a
 //   multiple of 8; ldy (0: n) in n..kMaxLd; w of n x k elements <= 2^63 - 1 bytes

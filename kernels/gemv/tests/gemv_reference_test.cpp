@@ -138,9 +138,9 @@ float addTowardZero(float acc, double chunk) {
 }
 
 // y[i, j] in the kernel's order (gemv.cuh, launch.h): k in steps of 32, batches of kUnroll steps
-// dealt to the kWarps warps in turn; a step is two mma chunks of 16 products, elements 8t + {0..3} and then
-// 8t + {4..7} of the step for t = 0..3, each added to the warp's fp32 accumulator; warp 0 adds
-// the others in order; the bias is added in fp32.
+// dealt to the kWarps warps in turn; a step is two mma chunks of 16 products, elements 8t + {0..3}
+// and then 8t + {4..7} of the step for t = 0..3, each added to the warp's fp32 accumulator; warp 0
+// adds the others in order; the bias is added in fp32.
 float kernelSum(Format f, std::int64_t k, const std::uint16_t* x, const std::uint16_t* w,
                 const std::uint16_t* bias) {
   constexpr int kStep = kVectorsPerStep * kElementsPerVector;

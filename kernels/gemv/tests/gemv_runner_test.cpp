@@ -1,6 +1,6 @@
 // The gemv runner (runner.cpp, compiled here against the group header kiln build's code generation
 // writes for every variant of kiln.toml, with fake cubins for every supported SM:
-// kiln_fake_artifact) on the fake driver: run() launches the entry of m's bucket with the
+// kiln_fake_artifact) on the fake driver: run() launches the one entry for every m with the
 // selector's plan on the caller's stream, one launch and no other work (so it captures in a CUDA
 // graph once the variant is loaded); overlap_launch makes it a programmatic dependent launch where
 // the image is sm_90 or newer; a device the artifact has no image for, an invalid problem and
@@ -49,7 +49,7 @@ GemvParams paramsOf(const std::vector<unsigned char>& bytes) {
   return params;
 }
 
-TEST(GemvRunner, TheGeneratedTableHasOneVariantPerDtypeWithEveryBucket) {
+TEST(GemvRunner, TheGeneratedTableHasOneVariantPerDtypeWithTheEntry) {
   namespace generated = ::kiln::generated::gemv;
   ASSERT_EQ(std::size(generated::kVariants), 2u);
   std::vector<std::string> names;
@@ -57,11 +57,8 @@ TEST(GemvRunner, TheGeneratedTableHasOneVariantPerDtypeWithEveryBucket) {
     names.push_back(v.name);
     const kiln_variant* variant = v.variant();
     ASSERT_NE(variant, nullptr);
-    ASSERT_EQ(variant->num_entries, 4);
-    EXPECT_STREQ(variant->entries[0], "kiln_gemv_m1");
-    EXPECT_STREQ(variant->entries[1], "kiln_gemv_m2");
-    EXPECT_STREQ(variant->entries[2], "kiln_gemv_m4");
-    EXPECT_STREQ(variant->entries[3], "kiln_gemv_m8");
+    ASSERT_EQ(variant->num_entries, 1);
+    EXPECT_STREQ(variant->entries[0], "kiln_gemv");
   }
   for (const char* name : {"gemv_fp16", "gemv_bf16"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
@@ -83,12 +80,12 @@ TEST(GemvRunner, LaunchesThePlanOnTheCallersStream) {
   ASSERT_TRUE(s.ok()) << s.toString();
   ASSERT_EQ(driver.launches.load(), 1);
   const fake::LaunchRecord launch = driver.lastLaunch();
-  EXPECT_EQ(launch.function, "kiln_gemv_m8");
+  EXPECT_EQ(launch.function, "kiln_gemv");
   EXPECT_EQ(launch.stream, stream);
   EXPECT_EQ(launch.grid[0], 1536u);  // 24576 rows of w, 16 a block
   EXPECT_EQ(launch.grid[1], 1u);
   EXPECT_EQ(launch.grid[2], 1u);
-  EXPECT_EQ(launch.block[0], 128u);
+  EXPECT_EQ(launch.block[0], 256u);
   EXPECT_EQ(launch.block[1], 1u);
   EXPECT_EQ(launch.block[2], 1u);
   EXPECT_EQ(launch.shared_bytes, 0u);
@@ -106,18 +103,17 @@ TEST(GemvRunner, LaunchesThePlanOnTheCallersStream) {
   EXPECT_EQ(params.y_fp32, 0);
 }
 
-TEST(GemvRunner, EachMLaunchesItsBucketsEntry) {
+TEST(GemvRunner, EveryMLaunchesTheOneEntryWithItsM) {
   fake::Driver driver({fake::h200()});
   driver.record_first_arg_bytes = sizeof(GemvParams);
   CUstream stream = driver.makeStream(0);
-  const char* const expected[] = {"kiln_gemv_m1", "kiln_gemv_m2", "kiln_gemv_m4", "kiln_gemv_m4",
-                                  "kiln_gemv_m8", "kiln_gemv_m8", "kiln_gemv_m8", "kiln_gemv_m8"};
   for (std::int64_t m = 1; m <= 8; ++m) {
     GemvProblem p = validProblem();
     p.m = m;
     const Status s = run(p, nullptr, 0, stream);
     ASSERT_TRUE(s.ok()) << m << ": " << s.toString();
-    EXPECT_EQ(driver.lastLaunch().function, expected[m - 1]) << m;
+    EXPECT_EQ(driver.lastLaunch().function, "kiln_gemv") << m;
+    EXPECT_EQ(driver.lastLaunch().grid[0], 1536u) << m;  // the grid does not depend on m
     EXPECT_EQ(paramsOf(driver.lastLaunchFirstArg()).m, m);
   }
   EXPECT_EQ(driver.launches.load(), 8);
@@ -134,10 +130,10 @@ TEST(GemvRunner, OverlapLaunchIsProgrammaticOnAnSm90Image) {
   p.overlap_launch = true;
   ASSERT_TRUE(run(p, nullptr, 0, stream).ok());
   const fake::LaunchRecord launch = driver.lastLaunch();
-  EXPECT_EQ(launch.function, "kiln_gemv_m1");
+  EXPECT_EQ(launch.function, "kiln_gemv");
   EXPECT_TRUE(launch.programmatic);  // cuLaunchKernelEx, programmatic stream serialization
   EXPECT_EQ(launch.grid[0], 9496u);
-  EXPECT_EQ(launch.block[0], 128u);
+  EXPECT_EQ(launch.block[0], 256u);
   const GemvParams params = paramsOf(driver.lastLaunchFirstArg());
   EXPECT_EQ(params.y_fp32, 1);
   EXPECT_EQ(params.n, 151936);
@@ -157,7 +153,7 @@ TEST(GemvRunner, OverlapLaunchIsAnOrdinaryLaunchBelowSm90) {
   p.out_dtype = DType::kFloat16;
   const Status s = run(p, nullptr, 0, stream);
   ASSERT_TRUE(s.ok()) << s.toString();
-  EXPECT_EQ(driver.lastLaunch().function, "kiln_gemv_m8");
+  EXPECT_EQ(driver.lastLaunch().function, "kiln_gemv");
   EXPECT_FALSE(driver.lastLaunch().programmatic);
 }
 
@@ -204,7 +200,7 @@ TEST(GemvRunner, OnceLoadedARunIsOneLaunchAndCapturesInAGraph) {
   p.m = 3;
   ASSERT_TRUE(run(p, nullptr, 0, stream).ok());
   EXPECT_EQ(driver.loads.load(), loads);
-  EXPECT_EQ(driver.lastLaunch().function, "kiln_gemv_m4");
+  EXPECT_EQ(driver.lastLaunch().function, "kiln_gemv");
   EXPECT_EQ(driver.lastLaunch().stream, stream);
   EXPECT_TRUE(driver.lastLaunch().programmatic);
 }
@@ -236,7 +232,7 @@ TEST(GemvRunner, InvalidProblemsAreRefusedAsCanImplementSays) {
   p = validProblem();
   p.m = 9;
   s = run(p, nullptr, 0, stream);
-  EXPECT_EQ(s.message(), "gemv: m 9 exceeds the limit 8 (the largest token bucket)");
+  EXPECT_EQ(s.message(), "gemv: m 9 exceeds the limit 8 (the token columns of one mma tile)");
   EXPECT_EQ(canImplement(p, 90).message(), s.message());
   p = validProblem();
   p.y = const_cast<void*>(p.x);  // in place

@@ -1,4 +1,4 @@
-// The gemv selector on a fake variant table: the launch plan (bucket and entry for every m, grid
+// The gemv selector on a fake variant table: the launch plan (the one entry for every m, grid
 // over n, params with ldx / ldy resolved, the programmatic flag from overlap_launch), every
 // admission error with its full message (the value and the limit), a no-op that checks nothing
 // but the dtypes and the variant, and canImplement and run sharing the answer.
@@ -17,13 +17,14 @@ namespace {
 
 using kiln::fake::fixedVariant;
 
-const char* const kEntries[] = {"kiln_gemv_m1", "kiln_gemv_m2", "kiln_gemv_m4", "kiln_gemv_m8"};
-const char* const kNoM4[] = {"kiln_gemv_m1", "kiln_gemv_m2", "kiln_gemv_m8"};
+const char* const kEntries[] = {"kiln_gemv"};
+// An artifact of another version of the group, with other entry names.
+const char* const kOtherEntries[] = {"kiln_gemv_m1", "kiln_gemv_m8"};
 const kiln_image kImages[] = {{80, 0, nullptr, 0, "", 0}, {90, 0, nullptr, 0, "", 0}};
 
-const kiln_variant kFp16{"gemv_fp16", "gemv", kEntries, 4, kImages, 2, 0};
-const kiln_variant kBf16{"gemv_bf16", "gemv", kEntries, 4, kImages, 2, 0};
-const kiln_variant kBf16NoM4{"gemv_bf16", "gemv", kNoM4, 3, kImages, 2, 0};
+const kiln_variant kFp16{"gemv_fp16", "gemv", kEntries, 1, kImages, 2, 0};
+const kiln_variant kBf16{"gemv_bf16", "gemv", kEntries, 1, kImages, 2, 0};
+const kiln_variant kBf16Other{"gemv_bf16", "gemv", kOtherEntries, 2, kImages, 2, 0};
 
 const VariantInfo kTable[] = {
     {"gemv_fp16", DType::kFloat16, &fixedVariant<kFp16>},
@@ -65,7 +66,7 @@ void expectMessage(const GemvProblem& p, const std::string& message) {
   EXPECT_EQ(s.message(), message);
 }
 
-TEST(GemvSelector, PlansOneBlockPerEightRowsOfW) {
+TEST(GemvSelector, PlansOneBlockPerSixteenRowsOfW) {
   const GemvProblem p = validProblem();
   Plan plan;
   const Status s = select(kTable, p, nullptr, &plan);
@@ -73,12 +74,11 @@ TEST(GemvSelector, PlansOneBlockPerEightRowsOfW) {
   EXPECT_STREQ(plan.info->name, "gemv_bf16");
   EXPECT_FALSE(plan.no_op);
   EXPECT_EQ(plan.workspace_bytes, 0u);
-  EXPECT_EQ(plan.bucket, 1);
-  EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_gemv_m1");
+  EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_gemv");
   EXPECT_EQ(plan.config.grid.x, 384u);  // 6144 rows of w, 16 a block (the mma tile)
   EXPECT_EQ(plan.config.grid.y, 1u);
   EXPECT_EQ(plan.config.grid.z, 1u);
-  EXPECT_EQ(plan.config.block.x, 128u);
+  EXPECT_EQ(plan.config.block.x, 256u);
   EXPECT_EQ(plan.config.block.y, 1u);
   EXPECT_EQ(plan.config.block.z, 1u);
   EXPECT_EQ(plan.config.shared_bytes, 0u);
@@ -102,38 +102,28 @@ TEST(GemvSelector, PlansOneBlockPerEightRowsOfW) {
   EXPECT_STREQ(plan.info->name, "gemv_fp16");
 }
 
-TEST(GemvSelector, EveryMIsServedByTheSmallestBucketAtLeastAsLarge) {
-  struct Row {
-    std::int64_t m;
-    int bucket;
-    const char* entry;
-  };
-  const Row rows[] = {{1, 1, "kiln_gemv_m1"}, {2, 2, "kiln_gemv_m2"}, {3, 4, "kiln_gemv_m4"},
-                      {4, 4, "kiln_gemv_m4"}, {5, 8, "kiln_gemv_m8"}, {6, 8, "kiln_gemv_m8"},
-                      {7, 8, "kiln_gemv_m8"}, {8, 8, "kiln_gemv_m8"}};
-  for (const Row& r : rows) {
+TEST(GemvSelector, EveryMRunsTheOneEntryOnTheSameGrid) {
+  for (std::int64_t m = 1; m <= 8; ++m) {
     GemvProblem p = validProblem();
-    p.m = r.m;
+    p.m = m;
     Plan plan;
     const Status s = select(kTable, p, nullptr, &plan);
-    ASSERT_TRUE(s.ok()) << r.m << ": " << s.toString();
-    EXPECT_EQ(plan.bucket, r.bucket) << r.m;
-    EXPECT_EQ(bucketOf(r.m), r.bucket) << r.m;
-    EXPECT_STREQ(plan.variant->entries[plan.entry], r.entry) << r.m;
-    EXPECT_EQ(plan.params.m, r.m) << r.m;        // the kernel reads m rows, not the bucket's
-    EXPECT_EQ(plan.config.grid.x, 384u) << r.m;  // the grid does not depend on m
+    ASSERT_TRUE(s.ok()) << m << ": " << s.toString();
+    EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_gemv") << m;
+    EXPECT_EQ(plan.params.m, m) << m;
+    EXPECT_EQ(plan.config.grid.x, 384u) << m;  // the grid does not depend on m
   }
   EXPECT_EQ(kMaxM, 8);
 }
 
-TEST(GemvSelector, GridCoversNInBlocksOfEightRows) {
+TEST(GemvSelector, GridCoversNInBlocksOfSixteenRows) {
   struct Row {
     std::int64_t n;
     unsigned blocks;
   };
-  const Row rows[] = {{1, 1},        {7, 1},          {8, 1},
-                      {9, 2},        {2053, 257},     {4096, 512},
-                      {32000, 4000}, {151936, 18992}, {2147483647, 268435456}};
+  const Row rows[] = {{1, 1},        {15, 1},        {16, 1},
+                      {17, 2},       {2053, 129},    {4096, 256},
+                      {32000, 2000}, {151936, 9496}, {2147483647, 134217728}};
   for (const Row& r : rows) {
     GemvProblem p = validProblem();
     p.n = r.n;
@@ -279,9 +269,10 @@ TEST(GemvSelector, ShapeErrorsNameTheValueAndTheLimit) {
   };
   const Change cases[] = {
       {[](GemvProblem& p) { p.m = -1; }, "gemv: m -1 is negative"},
-      {[](GemvProblem& p) { p.m = 9; }, "gemv: m 9 exceeds the limit 8 (the largest token bucket)"},
+      {[](GemvProblem& p) { p.m = 9; },
+       "gemv: m 9 exceeds the limit 8 (the token columns of one mma tile)"},
       {[](GemvProblem& p) { p.m = 1LL << 40; },
-       "gemv: m 1099511627776 exceeds the limit 8 (the largest token bucket)"},
+       "gemv: m 1099511627776 exceeds the limit 8 (the token columns of one mma tile)"},
       {[](GemvProblem& p) { p.n = 0; }, "gemv: n 0 is not positive"},
       {[](GemvProblem& p) { p.n = -6144; }, "gemv: n -6144 is not positive"},
       {[](GemvProblem& p) { p.n = 1LL << 31; }, "gemv: n 2147483648 exceeds the limit 2147483647"},
@@ -445,18 +436,14 @@ TEST(GemvSelector, TheShapesAloneSkipThePointers) {
 }
 
 TEST(GemvSelector, MissingEntryIsInternal) {
-  const VariantInfo table[] = {{"gemv_bf16", DType::kBFloat16, &fixedVariant<kBf16NoM4>}};
+  const VariantInfo table[] = {{"gemv_bf16", DType::kBFloat16, &fixedVariant<kBf16Other>}};
   GemvProblem p = validProblem();
   Plan plan;
-  for (std::int64_t m : {1, 2, 5, 8}) {  // the other buckets are there
-    p.m = m;
-    EXPECT_TRUE(select(table, p, nullptr, &plan).ok()) << m;
-  }
-  for (std::int64_t m : {3, 4}) {
+  for (std::int64_t m : {1, 8}) {
     p.m = m;
     const Status s = select(table, p, nullptr, &plan);
     EXPECT_EQ(s.code(), StatusCode::kInternal) << m;
-    EXPECT_NE(s.message().find("gemv_bf16 has no entry kernel kiln_gemv_m4"), std::string::npos)
+    EXPECT_NE(s.message().find("gemv_bf16 has no entry kernel kiln_gemv"), std::string::npos)
         << s.message();
   }
 }

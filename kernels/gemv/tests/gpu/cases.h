@@ -27,9 +27,9 @@ struct Case {
 };
 
 inline constexpr Case kCases[] = {
-    // Every m, 1..8 (3 by the m4 entry, 5..7 by m8: rows past m neither read nor written), over
-    // n 2053 (the last block's 8 rows hold 5 of w) and k 264 (33 vectors: lane 0 takes a second
-    // one), padded rows of x and y, bias and the output dtype alternating.
+    // Every m, 1..8 (rows past m neither read nor written), over n 2053 (the last block's 16 rows
+    // hold 5 of w) and k 264 (33 vectors: 9 steps of 32, the last one a single vector), padded
+    // rows of x and y, bias and the output dtype alternating.
     {.name = "m1_n2053_k264",
      .m = 1,
      .n = 2053,

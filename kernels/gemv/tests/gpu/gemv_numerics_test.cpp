@@ -1,7 +1,7 @@
 // GPU numerics of the gemv group: every variant of the linked artifact (fp16, bf16) over the cases
 // of kernels/gemv/tests/gpu/cases.h marked kNumerics, against kernels/gemv/reference.h: every m
-// 1..8 (each bucket entry, and the m it serves below its bucket), n 1, 7, 8, 9, 33 .. 32000
-// (partial last blocks), k 8, 24, 256, 264, 2048, 6144, 8200 (fewer vectors than lanes, a ragged
+// 1..8 (tokens past m are the mma's zero columns), n 1, 7, 8, 9, 33 .. 32000 (partial last
+// blocks), k 8, 24, 256, 264, 2048, 6144, 8200 (fewer vectors than lanes, a ragged
 // last batch), rows of x and y padded past k and n, bias on and off, y in the dtype and in
 // float32, the Qwen3 test model's projections and LM head at m 1 and 8. Each case:
 //   - fresh random inputs (|x| in [2^-4, 4), |w| in [2^-8, 2^-2), |bias| in [2^-4, 4), every

@@ -11,12 +11,12 @@
 //   bias  [n] dtype, or null
 //   y     [m, ldy] out_dtype; the first n elements of each row are written, nothing else
 //
-// One variant per dtype (gemv_fp16, gemv_bf16), each with one entry kernel per token bucket
-// (kiln_gemv_m1, _m2, _m4, _m8): an m is served by the smallest bucket >= m. Every call launches
-// one kernel on `stream` and nothing else: no host synchronization, no allocation, no workspace,
-// so a run captures in a CUDA graph. m == 0 is a no-op: shapes and pointers are not checked and
-// nothing is touched (dtype and out_dtype still are, since canImplement(problem, sm) answers for
-// that variant). Numerics, limits and speed: kernels/gemv/README.md.
+// One variant per dtype (gemv_fp16, gemv_bf16), each with one entry kernel (kiln_gemv) for every
+// m. Every call launches one kernel on `stream` and nothing else: no host synchronization, no
+// allocation, no workspace, so a run captures in a CUDA graph. m == 0 is a no-op: shapes and
+// pointers are not checked and nothing is touched (dtype and out_dtype still are, since
+// canImplement(problem, sm) answers for that variant). Numerics, limits and speed:
+// kernels/gemv/README.md.
 //
 // One selector (kernels/gemv/runner/selector.h) answers canImplement and picks what run()
 // launches, so the two never disagree.
@@ -74,8 +74,8 @@ struct GemvProblem {
 };
 
 // Limits (every one is checked by canImplement and run, naming the value and the limit).
-inline constexpr std::int64_t kMaxM = 8;  // the largest token bucket (kiln_gemv_m8)
-// n: one block per 8 rows of w (grid.x), and the kernel's row indices are int32.
+inline constexpr std::int64_t kMaxM = 8;  // the token columns of one mma.sync m16n8k16 tile
+// n: one block per 16 rows of w (grid.x), and the kernel's row indices are int32.
 inline constexpr std::int64_t kMaxN = 2147483647;
 // k: k / 8 (16-byte vectors of a row of w) is an int32 of the kernel's parameters.
 inline constexpr std::int64_t kMaxK = 8 * kMaxN;
