@@ -131,6 +131,7 @@ Status select(std::span<const VariantInfo> table, const EmbedProblem& problem,
   }
   const std::int64_t row_vectors = row_bytes / kVectorBytes;
   plan->config = elementwiseLaunch(problem.tokens, row_vectors);
+  plan->config.programmatic_dependency = problem.overlap_launch;
   EmbedParams& params = plan->params;
   params.out = problem.out;
   params.table = problem.table;
@@ -165,6 +166,7 @@ Status select(std::span<const VariantInfo> table, const SiluMulProblem& problem,
   }
   const std::int64_t row_vectors = row_bytes / kVectorBytes;
   plan->config = elementwiseLaunch(problem.tokens, row_vectors);
+  plan->config.programmatic_dependency = problem.overlap_launch;
   SiluMulParams& params = plan->params;
   params.out = problem.out;
   params.in = problem.in;
@@ -199,6 +201,7 @@ Status select(std::span<const VariantInfo> table, const ArgmaxProblem& problem,
   plan->config.grid = Dim3{static_cast<unsigned>(problem.rows), 1, 1};
   plan->config.block = Dim3{static_cast<unsigned>(threads), 1, 1};
   plan->config.shared_bytes = 0;  // 256 bytes of static shared memory
+  plan->config.programmatic_dependency = problem.overlap_launch;
   ArgmaxParams& params = plan->params;
   params.out = problem.out;
   params.x = problem.x;
