@@ -49,6 +49,7 @@ Shapes shapesOf(const Config& c, const EngineOptions& o) {
           o.max_prefill_tokens, static_cast<std::int64_t>(o.max_batch) * o.max_seq_len)));
   s.gptq = c.gptq.has_value();
   s.gemv = o.gemv;
+  s.overlap = o.overlap_launch;
   s.group_size = c.gptq ? static_cast<int>(c.gptq->group_size) : 0;
   s.moe = c.moe.has_value();
   s.experts = c.moe ? static_cast<int>(c.moe->num_experts) : 0;
@@ -71,6 +72,7 @@ kiln::rmsnorm::Problem rmsnormProblem(const Shapes& s, std::int64_t rows, const 
   p.residual = residual;
   p.weight = weight;
   p.out = out;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
@@ -111,6 +113,7 @@ kiln::qkrope::Problem qkropeProblem(const Shapes& s, std::int64_t tokens, const 
   p.v_cache = b.v_cache;
   p.k_out = b.k_out;
   p.v_out = b.v_out;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
@@ -167,21 +170,23 @@ kiln::decodeattn::Problem decodeProblem(const Shapes& s, int batch, int multipro
   p.page_table = page_table;
   p.seq_lens = seq_lens;
   p.out = out;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
-kiln::decoderops::EmbedProblem gatherProblem(kiln::DType dtype, std::int64_t tokens,
+kiln::decoderops::EmbedProblem gatherProblem(const Shapes& s, std::int64_t tokens,
                                              std::int64_t rows, std::int64_t width,
                                              const std::int32_t* ids, const void* table,
                                              void* out) {
   kiln::decoderops::EmbedProblem p;
-  p.dtype = dtype;
+  p.dtype = s.dtype;
   p.tokens = tokens;
   p.rows = rows;
   p.width = width;
   p.ids = ids;
   p.table = table;
   p.out = out;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
@@ -193,6 +198,7 @@ kiln::decoderops::SiluMulProblem siluMulProblem(const Shapes& s, std::int64_t to
   p.width = s.inter;
   p.in = in;
   p.out = out;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
@@ -204,6 +210,7 @@ kiln::decoderops::ArgmaxProblem argmaxProblem(const Shapes& s, std::int64_t rows
   p.width = s.vocab;
   p.x = x;
   p.out = out;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
@@ -260,7 +267,7 @@ kiln::gemv::GemvProblem gemvProblem(const Shapes& s, std::int64_t m, std::int64_
   p.x = x;
   p.w = w;
   p.y = y;
-  p.overlap_launch = true;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
@@ -302,9 +309,9 @@ class Admission {
     add("decodeattn",
         check(decodeProblem(s, s.max_batch, 0, p(0), p(1), p(2), placeholder<std::int32_t>(3),
                             placeholder<std::int32_t>(4), p(5))));
-    add("decoderops (embedding)", check(gatherProblem(s.dtype, s.max_tokens, s.vocab, s.hidden,
+    add("decoderops (embedding)", check(gatherProblem(s, s.max_tokens, s.vocab, s.hidden,
                                                       placeholder<std::int32_t>(0), p(1), p(2))));
-    add("decoderops (last rows)", check(gatherProblem(s.dtype, s.max_batch, s.max_tokens, s.hidden,
+    add("decoderops (last rows)", check(gatherProblem(s, s.max_batch, s.max_tokens, s.hidden,
                                                       placeholder<std::int32_t>(0), p(1), p(2))));
     add("decoderops (silu_mul)", check(siluMulProblem(s, s.max_tokens, p(0), p(1))));
     add("decoderops (argmax)",
@@ -817,10 +824,9 @@ std::vector<std::int32_t> Engine::readTokens(int seqs, std::vector<float>* logit
 void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seqlen_q) {
   const std::int64_t h = s_.hidden, t = tokens;
   const auto* ids = pass == Pass::kPrefill ? ids_.as<std::int32_t>() : next_.as<std::int32_t>();
-  checkKiln(
-      kiln::decoderops::run(gatherProblem(s_.dtype, t, s_.vocab, h, ids, embed_.get(), h_.get()),
-                            nullptr, 0, stream_),
-      "embedding");
+  checkKiln(kiln::decoderops::run(gatherProblem(s_, t, s_.vocab, h, ids, embed_.get(), h_.get()),
+                                  nullptr, 0, stream_),
+            "embedding");
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
     // xn = norm(h), the residual first taking the previous layer's MLP output.
@@ -855,11 +861,10 @@ void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seq
   // The LM head reads each sequence's last row: a prefill's are gathered, a decode's are all.
   const void* rows = xn_.get();
   if (pass == Pass::kPrefill) {
-    checkKiln(
-        kiln::decoderops::run(gatherProblem(s_.dtype, seqs, t, h, last_index_.as<std::int32_t>(),
-                                            xn_.get(), last_rows_.get()),
-                              nullptr, 0, stream_),
-        "last-token gather");
+    checkKiln(kiln::decoderops::run(gatherProblem(s_, seqs, t, h, last_index_.as<std::int32_t>(),
+                                                  xn_.get(), last_rows_.get()),
+                                    nullptr, 0, stream_),
+              "last-token gather");
     rows = last_rows_.get();
   }
   float* logits = logits_.as<float>() + static_cast<std::size_t>(first_seq) * s_.vocab;

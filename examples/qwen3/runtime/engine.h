@@ -51,6 +51,7 @@ struct Shapes {
   int max_tokens;  // rows of the activation buffers
   bool gptq;       // the projections are int4 (w4a16)
   bool gemv;       // dense projections and the LM head of m <= kiln::gemv::kMaxM on kiln's gemv
+  bool overlap;    // kiln's kernels launched with overlap_launch (programmatic dependent launch)
   int group_size;  // GPTQ's
   bool moe;        // some layers are sparse (Qwen3-MoE)
   int experts, top_k;
@@ -66,7 +67,11 @@ struct EngineOptions {
   int max_prefill_tokens = 16384;  // prompt tokens of one prefill pass (a batch takes several)
   bool cuda_graphs = true;         // decode steps replayed from per-bucket CUDA graphs
   bool tune_gemms = false;         // decode GEMMs (m <= max_batch): cuBLASLt's algorithm by timing
-  bool gemv = true;             // dense projections and the LM head of m <= 8 rows on kiln's gemv
+  bool gemv = true;  // dense projections and the LM head of m <= 8 rows on kiln's gemv
+  // kiln's rmsnorm, qkrope, decodeattn, decoderops and gemv launched with overlap_launch: on sm_90
+  // and newer each may become resident while the kernel before it finishes (it waits before it
+  // touches memory); below sm_90 the launches are ordinary ones.
+  bool overlap_launch = true;
   std::uint64_t page_seed = 1;  // the free list's shuffle
 };
 
