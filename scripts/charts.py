@@ -56,6 +56,7 @@ BENCHES = {
     "moe": ["evidence/h100_sm_90/2026-12-07-run6/moe_bench.json"],
     "qkrope": ["evidence/h100_sm_90/2026-12-07-run5/qkrope_bench.json"],
     "decoderops": ["evidence/h100_sm_90/2026-12-07-run7/decoderops_bench.json"],
+    "gemv": ["evidence/h100_sm_90/2026-12-07-run10/gemv_bench_B.json"],  # v2, candidate B
 }
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -754,8 +755,90 @@ def decoderops(files):
     return meta, panels, text
 
 
+GEMV_MODELS = {"qwen3": "the Qwen3 test model (hidden 2048)", "llama8b": "Llama-3-8B"}
+
+
+def gemv(files):
+    """x the tokens m, a line per layer (color by layer kind: qkv, o, ...): kiln / cuBLAS
+    (F.linear), one panel per model (the case names' prefix), solid without and dashed with
+    overlap_launch; then kiln's weight stream as % of the copy bandwidth, every model in one panel
+    (line style by model)."""
+    d = load(files[0])
+    rows = [r for r in d["cases"] if r.get("correct") and "kiln_us" in r]
+    dts = unique(r["dtype"] for r in rows)
+    rows = [r for r in rows if r["dtype"] == dts[0]]  # the chart's dtype: the first timed
+    ms = sorted(unique(r["m"] for r in rows))
+    x = [str(m) for m in ms]
+
+    def layer(r):
+        return r["name"].rsplit("_m", 1)[0]
+
+    def model(r):
+        return layer(r).split("_", 1)[0]
+
+    def kind(r):
+        return layer(r).split("_", 1)[-1]
+
+    models = unique(model(r) for r in rows)
+    kinds = unique(kind(r) for r in rows)
+    color = {k: COLORS[i % len(COLORS)] for i, k in enumerate(kinds)}
+    styles = [("-", "o"), ("--", "x"), (":", "+"), ("-.", "s")]
+    at = {(layer(r), r["m"]): r for r in rows}
+    shape = {layer(r): f"{r['n']} x {r['k']}" + (", fp32 out" if r["out"] == "fp32" else "")
+             for r in rows}
+
+    def vals(lay, fn):
+        return [fn(at[(lay, m)]) if (lay, m) in at else None for m in ms]
+
+    def name(mod):
+        return GEMV_MODELS.get(mod, mod)
+
+    meta = meta_of([d], files)
+    panels, ceil = [], []
+    for mi, mod in enumerate(models):
+        ratios = []
+        for lay in unique(layer(r) for r in rows if model(r) == mod):
+            c = color[lay.split("_", 1)[-1]]
+            ratios.append(line(f"{lay.split('_', 1)[-1]} {shape[lay]}", vals(lay, lambda r: ratio(
+                r, "speedup_vs_torch", "kiln_us", "torch_us")), c))
+            # No legend entry of its own ("_" label): the title says what dashed is.
+            ratios.append(line(f"_{lay} overlap", vals(lay, lambda r: ratio(
+                r, "overlap_speedup_vs_torch", "kiln_overlap_us", "torch_us")), c, "--", "x"))
+            st, mk = styles[mi % len(styles)]
+            ceil.append(line(f"{lay} {shape[lay]}", vals(lay, lambda r: r["kiln_pct_of_copy"]),
+                             c, st, mk))
+        panels.append(panel(f"kiln / cuBLAS (torch F.linear), {dts[0]}, {name(mod)}; dashed: "
+                            f"kiln with overlap_launch", "ratio", "m (tokens)", x, ratios))
+    panels.append(panel(f"kiln, weight bytes as % of the copy bandwidth measured in the run "
+                        f"({meta['copy']} TB/s)", "ceiling", "m (tokens)", x, ceil))
+    one = [r for r in rows if r["m"] == 1]
+    behind = [r for r in rows if round(r["speedup_vs_torch"], 2) < 1.0]
+    lays = unique(layer(r) for r in rows)
+    grow = [at[(lay, ms[-1])]["kiln_us"] / at[(lay, ms[0])]["kiln_us"] for lay in lays
+            if (lay, ms[0]) in at and (lay, ms[-1]) in at]
+    text = [
+        f"At m = 1 kiln runs {rng([r['speedup_vs_torch'] for r in one])} cuBLAS's speed and "
+        f"reads the weights at {rng([r['kiln_pct_of_copy'] for r in one], '{:.1f}', '%')} of the "
+        f"copy bandwidth (cuBLAS {rng([r['torch_pct_of_copy'] for r in one], '{:.1f}', '%')}); "
+        f"over m = {', '.join(x)}: {rng([r['speedup_vs_torch'] for r in rows])}, behind on "
+        f"{len(behind)} of {len(rows)} rows"
+        + (" (" + ", ".join(f"{r['name']} {r['speedup_vs_torch']:.2f}x" for r in behind) + ")"
+           if behind else "") + ".",
+    ]
+    if grow and len(ms) > 1:
+        text.append(f"m = {ms[-1]} takes {rng(grow)} the time of m = {ms[0]} on the same shape.")
+    share = {mod: [r["kiln_pct_of_copy"] for r in rows if model(r) == mod] for mod in models}
+    text.append("Share of the copy bandwidth over every m: "
+                + "; ".join(f"{name(mod)} {rng(share[mod], '{:.1f}', '%')}" for mod in models)
+                + ".")
+    text.append(
+        f"With overlap_launch (each launch a programmatic dependent of the one before, as in the "
+        f"decoder): {rng([r['overlap_speedup_vs_torch'] for r in rows])} cuBLAS's speed.")
+    return meta, panels, text
+
+
 GROUPS = {"rmsnorm": rmsnorm, "decodeattn": decodeattn, "fmha": fmha, "gdn": gdn, "w4a16": w4a16,
-          "moe": moe, "qkrope": qkrope, "decoderops": decoderops}
+          "moe": moe, "qkrope": qkrope, "decoderops": decoderops, "gemv": gemv}
 
 
 # ---------------------------------------------------------------- drawing

@@ -2,7 +2,8 @@
 // decoder's speed runs.
 //
 //   qwen3_generate --model DIR --prompts PROMPTS.json --new-tokens N --out OUTDIR
-//                  [--page-size 16] [--max-seq-len L] [--no-graphs] [--tune-gemms] [--check]
+//                  [--page-size 16] [--max-seq-len L] [--no-graphs] [--tune-gemms] [--no-gemv]
+//                  [--no-overlap] [--check]
 //     PROMPTS.json: {"batches": [{"name": "b3", "prompts": [[token ids], ...]}, ...]}. For each
 //     batch: one prefill and N - 1 decode steps; OUTDIR/<name>.json holds the generated tokens,
 //     OUTDIR/<name>_logits.f32 the fp32 logits that chose them ([prompts, N, vocab], little
@@ -16,6 +17,10 @@
 //
 //   --tune-gemms: cuBLASLt's algorithm for each decode GEMM (m <= the batch) by timing its first
 //   8 heuristic candidates on the first call, instead of the heuristic's first.
+//   --no-gemv: the dense projections and the LM head of decode's small batches (m <= 8) on cuBLASLt
+//   too, instead of kiln's gemv (the A/B of the decoder's speed runs).
+//   --no-overlap: kiln's kernels launched without overlap_launch (programmatic dependent launch),
+//   each after the one before has finished (the A/B of what the overlap saves).
 //
 // Every input is checked on the host before anything is allocated on the GPU: the checkpoint
 // (model/checkpoint.h), the config against the artifact (admit), the prompts against the cache.
@@ -48,20 +53,32 @@ struct Args {
   int new_tokens = 16;
   int page_size = 16;
   int max_seq_len = 0;  // 0: what the prompts need
-  bool graphs = true, check_only = false, bench = false, tune_gemms = false;
+  bool graphs = true, check_only = false, bench = false, tune_gemms = false, gemv = true;
+  bool overlap = true;
   std::vector<int> batches = {1, 8, 32, 64};
   int prompt_len = 128, steps = 128;
   std::vector<std::pair<int, int>> prefill = {{1, 4096}, {8, 1024}};
 };
 
+// The options both modes take from the command line; each mode sizes the rest.
+qwen3::EngineOptions engineOptions(const Args& a) {
+  qwen3::EngineOptions options;
+  options.page_size = a.page_size;
+  options.cuda_graphs = a.graphs;
+  options.tune_gemms = a.tune_gemms;
+  options.gemv = a.gemv;
+  options.overlap_launch = a.overlap;
+  return options;
+}
+
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(
-      stderr,
-      "qwen3_generate: %s\nusage: qwen3_generate --model DIR --prompts FILE "
-      "--new-tokens N --out DIR [--page-size P] [--max-seq-len L] [--no-graphs] [--tune-gemms] "
-      "[--check]\n       qwen3_generate --model DIR --bench --out FILE [--batches "
-      "1,8,32,64] [--prompt-len 128] [--steps 128] [--prefill 1x4096,8x1024]\n",
-      why.c_str());
+  std::fprintf(stderr,
+               "qwen3_generate: %s\nusage: qwen3_generate --model DIR --prompts FILE "
+               "--new-tokens N --out DIR [--page-size P] [--max-seq-len L] [--no-graphs] "
+               "[--tune-gemms] [--no-gemv] [--no-overlap] "
+               "[--check]\n       qwen3_generate --model DIR --bench --out FILE [--batches "
+               "1,8,32,64] [--prompt-len 128] [--steps 128] [--prefill 1x4096,8x1024]\n",
+               why.c_str());
   std::exit(2);
 }
 
@@ -106,6 +123,10 @@ Args parseArgs(int argc, char** argv) {
       a.max_seq_len = toInt(flag, value());
     else if (flag == "--no-graphs")
       a.graphs = false;
+    else if (flag == "--no-gemv")
+      a.gemv = false;
+    else if (flag == "--no-overlap")
+      a.overlap = false;
     else if (flag == "--check")
       a.check_only = true;
     else if (flag == "--bench")
@@ -193,10 +214,7 @@ int roundUp(int value, int multiple) {
 int generate(const Args& a, const qwen3::Checkpoint& checkpoint) {
   const qwen3::Config& config = checkpoint.config();
   const std::vector<Batch> batches = readPrompts(a.prompts);
-  qwen3::EngineOptions options;
-  options.page_size = a.page_size;
-  options.cuda_graphs = a.graphs;
-  options.tune_gemms = a.tune_gemms;
+  qwen3::EngineOptions options = engineOptions(a);
   int longest = 0, widest = 0;
   for (const Batch& b : batches) {
     widest = std::max(widest, static_cast<int>(b.prompts.size()));
@@ -292,10 +310,7 @@ Prompts randomPrompts(int batch, int length, std::int64_t vocab, std::mt19937& r
 int bench(const Args& a, const qwen3::Checkpoint& checkpoint) {
   const qwen3::Config& config = checkpoint.config();
   constexpr int kWarmSteps = 4;
-  qwen3::EngineOptions options;
-  options.page_size = a.page_size;
-  options.cuda_graphs = a.graphs;
-  options.tune_gemms = a.tune_gemms;
+  qwen3::EngineOptions options = engineOptions(a);
   options.max_batch = *std::max_element(a.batches.begin(), a.batches.end());
   options.max_seq_len = roundUp(a.prompt_len + kWarmSteps + a.steps, a.page_size);
   options.max_prefill_tokens = options.max_batch * a.prompt_len;
@@ -323,6 +338,8 @@ int bench(const Args& a, const qwen3::Checkpoint& checkpoint) {
                         {"page_size", a.page_size},
                         {"cuda_graphs", a.graphs},
                         {"tune_gemms", a.tune_gemms},
+                        {"gemv", a.gemv},
+                        {"overlap_launch", a.overlap},
                         {"prompt_len", a.prompt_len},
                         {"steps", a.steps}};
   for (const int batch : a.batches) {

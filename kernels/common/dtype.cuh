@@ -67,4 +67,24 @@ __device__ __forceinline__ Vec16 pack8(const float (&f)[8]) {
   return v;
 }
 
+// One 16-bit value <-> fp32 (rounded to nearest even).
+template <typename T>
+__device__ __forceinline__ float toFloat(T v) {
+  static_assert(kIsHalf16<T>, "toFloat: fp16 or bf16 only");
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half2float(v);
+  } else {
+    return __bfloat162float(v);
+  }
+}
+template <typename T>
+__device__ __forceinline__ T fromFloat(float v) {
+  static_assert(kIsHalf16<T>, "fromFloat: fp16 or bf16 only");
+  if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(v);
+  } else {
+    return __float2bfloat16_rn(v);
+  }
+}
+
 }  // namespace kiln::common

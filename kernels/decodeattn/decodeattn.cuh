@@ -91,9 +91,16 @@ __device__ __forceinline__ void decodeAttention(const DecodeAttentionParams& p,
                 "the combine scratch must fit in a warp's own pipeline buffers");
   static_assert(kSubtileKeys * kChunks % 32 == 0, "a subtile must split evenly over the lanes");
 
-  // A split problem's merge (its dependent launch) may start now: its blocks take no shared
-  // memory to speak of and wait for this whole grid, so their launch hides behind this kernel.
-  if (p.num_splits > 1) common::releaseDependentGrid();
+  // Launched as a programmatic dependent of the kernel before (the runner's overlap_launch,
+  // sm_90+), this block may be resident while that kernel runs: it waits here, before any global
+  // read or write, since q, the caches, the page table and the lengths may be its output (a no-op
+  // when not launched as a dependent). Then the dependent launch may start at once: a split
+  // problem's merge (its blocks take no shared memory to speak of and wait for this whole grid,
+  // so their launch hides behind this kernel), or the next kernel of the caller's when it is a
+  // programmatic dependent (gemv with overlap_launch), which also waits for this whole grid
+  // before reading what it writes.
+  common::waitForPrimaryGrid();
+  common::releaseDependentGrid();
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int warp = static_cast<int>(threadIdx.x) >> 5;
   const int group = lane >> 2;  // mma fragment row (query head) group
@@ -422,6 +429,8 @@ __device__ __forceinline__ void mergeSplits(const DecodeAttentionParams& p) {
   // Launched as a programmatic dependent of the attention kernel (sm_90+): it may be resident
   // before that kernel ends, and waits here until the partials are all written and visible.
   common::waitForPrimaryGrid();
+
+  common::releaseDependentGrid();  // the caller's next kernel, as in the attention kernel
 
   const float lse = tid < splits ? p.partial_lse[row * splits + tid] : -INFINITY;
   float m = lse;

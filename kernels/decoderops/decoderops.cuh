@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/activation.cuh"
+#include "common/dependent_launch.cuh"
 #include "common/dtype.cuh"
 #include "common/vec16.cuh"
 #include "decoderops/launch.h"
@@ -42,6 +44,12 @@ inline constexpr int kNoIndex = 2147483647;
 // One block: token blockIdx.x, chunks blockIdx.y, blockIdx.y + gridDim.y, ... of its row. Needs
 // 16-byte aligned table and out and a block of kElementwiseThreads threads (the runner's launch).
 __device__ __forceinline__ void embedBlock(const EmbedParams& p) {
+  // Launched as a programmatic dependent (overlap_launch), the kernel may be resident while the
+  // kernel before it still runs: wait for it before any global memory access (a no-op otherwise
+  // and below sm_90). Then let a programmatic dependent of this kernel start: it waits for this
+  // whole grid before it touches what the grid writes.
+  common::waitForPrimaryGrid();
+  common::releaseDependentGrid();
   const std::int64_t token = blockIdx.x;
   const std::int32_t id = __ldg(p.ids + token);
   const bool valid = id >= 0 && static_cast<std::int64_t>(id) < p.rows;
@@ -68,11 +76,8 @@ __device__ __forceinline__ void embedBlock(const EmbedParams& p) {
 
 // ---- silu_mul ------------------------------------------------------------------------------
 
-// silu(g) * u as torch's F.silu writes silu in fp32 (g / (1 + exp(-g)), precise expf and IEEE
-// division: no fast-math), then the product; one rounding to T after this.
-__device__ __forceinline__ float siluMul(float g, float u) {
-  return (g / (1.0f + expf(-g))) * u;
-}
+// silu(g) * u: common/activation.cuh (gemv's gated input forms the same values).
+using common::siluMul;
 
 template <typename T>
 __device__ __forceinline__ common::Vec16 siluMulVector(const common::Vec16& g,
@@ -83,12 +88,7 @@ __device__ __forceinline__ common::Vec16 siluMulVector(const common::Vec16& g,
                       __float_as_uint(siluMul(__uint_as_float(g.z), __uint_as_float(u.z))),
                       __float_as_uint(siluMul(__uint_as_float(g.w), __uint_as_float(u.w))));
   } else {
-    float fg[8], fu[8], y[8];
-    common::unpack8<T>(g, fg);
-    common::unpack8<T>(u, fu);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) y[e] = siluMul(fg[e], fu[e]);
-    return common::pack8<T>(y);
+    return common::siluMul8<T>(g, u);
   }
 }
 
@@ -97,6 +97,13 @@ __device__ __forceinline__ common::Vec16 siluMulVector(const common::Vec16& g,
 template <typename T>
 __device__ __forceinline__ void siluMulBlock(const SiluMulParams& p) {
   static_assert(kIsElement<T>, "silu_mul: fp16, bf16 or fp32");
+  // Launched as a programmatic dependent (overlap_launch), the kernel may be resident while the
+  // kernel before it still runs: wait for it before any global memory access (a no-op otherwise
+  // and below sm_90). Then a programmatic dependent of this kernel (gemv with overlap_launch) may
+  // start: it waits for this whole grid before it reads what the grid writes, and meanwhile
+  // streams its weights.
+  common::waitForPrimaryGrid();
+  common::releaseDependentGrid();
   const std::int64_t token = blockIdx.x;
   const auto* gate = static_cast<const common::Vec16*>(p.in) + token * 2 * p.row_vectors;
   const common::Vec16* up = gate + p.row_vectors;
@@ -216,6 +223,9 @@ template <typename T>
 __device__ __forceinline__ void argmaxBlock(const ArgmaxParams& p) {
   static_assert(kIsElement<T>, "argmax: fp16, bf16 or fp32");
   constexpr int kE = kElems<T>;
+  // As embedBlock: wait for the kernel before (overlap_launch), then release this one's dependents.
+  common::waitForPrimaryGrid();
+  common::releaseDependentGrid();
   const int thread = static_cast<int>(threadIdx.x);
   const int threads = static_cast<int>(blockDim.x);
   const int width = p.width;

@@ -13,11 +13,18 @@
 // Lane j of a head with rotary half h = rotary_dim / 16 vectors owns vectors (j, j + h) when j < h
 // (element i of the first half and i + rotary_dim / 2 of the second: the NeoX pair) and (2j,
 // 2j + 1) otherwise (the pass-through tail past rotary_dim).
+//
+// Programmatic dependent launch (the runner's overlap_launch, sm_90+): a block first waits for the
+// kernel before (griddepcontrol.wait, a no-op when not launched as a dependent), since every byte
+// it reads may be that kernel's output, then releases its own dependents at once, so that the
+// next kernel's launch (decodeattn with overlap_launch) hides behind this one; that kernel waits
+// for this whole grid before it reads what this one writes.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
+#include "common/dependent_launch.cuh"
 #include "common/dtype.cuh"
 #include "common/vec16.cuh"
 #include "qkrope/launch.h"
@@ -57,6 +64,10 @@ __device__ __forceinline__ void qkropeBlock(const QkRopeParams& p) {
   constexpr int kLanes = threadsPerHead(kHeadDim);
   constexpr int kVectorsPerHead = kHeadDim / kElementsPerVector;
   __shared__ float2 rope[kMaxRotaryPairs];  // (cos, sin) of this token, rounded to T
+
+  // Before any global read or write: every input may be the kernel before's output.
+  common::waitForPrimaryGrid();
+  common::releaseDependentGrid();
 
   const int thread = static_cast<int>(threadIdx.x);
   const int row_in_block = thread / kLanes;

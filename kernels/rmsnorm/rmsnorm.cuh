@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "common/dependent_launch.cuh"
 #include "common/dtype.cuh"
 #include "common/reduce.cuh"
 #include "common/vec16.cuh"
@@ -62,6 +63,13 @@ __device__ __forceinline__ common::Vec16 scaled(const common::Vec16& v, const co
 // Requires 16-byte aligned pointers and rows >= 1 (the runner admits only such problems).
 template <typename T, int kHidden, bool kFused>
 __device__ __forceinline__ void rmsnormRows(const RmsnormParams& p) {
+  // Launched as a programmatic dependent (overlap_launch), the kernel may be resident while the
+  // kernel before it still runs: wait for it before any global memory access (a no-op otherwise
+  // and below sm_90). Then a programmatic dependent of this kernel (gemv with overlap_launch) may
+  // start: it waits for this whole grid before it reads what the grid writes, and meanwhile
+  // streams its weights.
+  common::waitForPrimaryGrid();
+  common::releaseDependentGrid();
   constexpr LaunchShape kShape = launchShape(kHidden, static_cast<int>(sizeof(T)));
   static_assert(kShape.valid, "hidden * sizeof(dtype) must split into whole warps of 16B vectors");
   constexpr int kVpt = kShape.vectors_per_thread;

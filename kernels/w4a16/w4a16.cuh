@@ -23,6 +23,9 @@
 
 namespace kiln::w4a16 {
 
+using common::fromFloat;
+using common::toFloat;
+
 // (a & b) | c in one instruction.
 __device__ __forceinline__ unsigned andOr(unsigned a, unsigned b, unsigned c) {
   unsigned d;
@@ -149,24 +152,6 @@ __device__ __forceinline__ void applyScales(const unsigned (&scale_words)[kRowTi
         part[rt][tt][e] = 0.0f;
       }
     }
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T fromFloat(float v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(v);
-  } else {
-    return __float2bfloat16_rn(v);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ float toFloat(T v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(v);
-  } else {
-    return __bfloat162float(v);
   }
 }
 

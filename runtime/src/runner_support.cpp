@@ -10,19 +10,39 @@
 
 namespace kiln::runner {
 
+namespace {
+
+std::string hex(std::uintptr_t a) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(a));
+  return buffer;
+}
+
+}  // namespace
+
 Status checkPointer(const char* group, const char* name, const void* p, std::size_t alignment) {
   if (p == nullptr) {
     return Status(StatusCode::kInvalidArgument, std::string(group) + ": " + name + " is null");
   }
   if (alignment > 1 && reinterpret_cast<std::uintptr_t>(p) % alignment != 0) {
-    char address[32];
-    std::snprintf(address, sizeof(address), "0x%llx",
-                  static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
     return Status(StatusCode::kInvalidArgument, std::string(group) + ": pointer " + name + " (" +
-                                                    address + ") is not " +
-                                                    std::to_string(alignment) + "-byte aligned");
+                                                    hex(reinterpret_cast<std::uintptr_t>(p)) +
+                                                    ") is not " + std::to_string(alignment) +
+                                                    "-byte aligned");
   }
   return Status::Ok();
+}
+
+Status checkNoOverlap(const char* group, const char* a_name, const void* a, std::int64_t a_bytes,
+                      const char* b_name, const void* b, std::int64_t b_bytes) {
+  const auto ua = reinterpret_cast<std::uintptr_t>(a);
+  const auto ub = reinterpret_cast<std::uintptr_t>(b);
+  const auto na = static_cast<std::uintptr_t>(a_bytes), nb = static_cast<std::uintptr_t>(b_bytes);
+  const bool overlap = na > 0 && nb > 0 && (ua <= ub ? ub - ua < na : ua - ub < nb);
+  if (!overlap) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument, std::string(group) + ": " + a_name + " [" + hex(ua) +
+                                                  ", " + hex(ua + na) + ") overlaps " + b_name +
+                                                  " [" + hex(ub) + ", " + hex(ub + nb) + ")");
 }
 
 Status checkHeads(const char* group, std::int64_t q_heads, std::int64_t kv_heads) {

@@ -169,4 +169,18 @@ static_assert(runner::fieldCount<ThreeFields>() == 3);
 static_assert(runner::fieldCount<Row>() == 2);
 static_assert(runner::fieldCount<OneField>() == 1);
 
+TEST(RunnerSupport, CheckNoOverlapNamesBothRangesWhenTheyShareAByte) {
+  const auto at = [](std::uintptr_t a) { return reinterpret_cast<const void*>(a); };
+  // Adjacent ranges, either order, and an empty one touch no common byte.
+  EXPECT_TRUE(runner::checkNoOverlap("g", "out", at(0x1000), 0x1000, "in", at(0x2000), 0x10).ok());
+  EXPECT_TRUE(runner::checkNoOverlap("g", "out", at(0x2000), 0x10, "in", at(0x1000), 0x1000).ok());
+  EXPECT_TRUE(runner::checkNoOverlap("g", "out", at(0x1800), 0, "in", at(0x1000), 0x1000).ok());
+  // One shared byte at either end, and containment.
+  const Status s = runner::checkNoOverlap("g", "out", at(0x1000), 0x1001, "in", at(0x2000), 0x4000);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "g: out [0x1000, 0x2001) overlaps in [0x2000, 0x6000)");
+  EXPECT_FALSE(runner::checkNoOverlap("g", "y", at(0x5fff), 1, "x", at(0x2000), 0x4000).ok());
+  EXPECT_FALSE(runner::checkNoOverlap("g", "y", at(0x1000), 0x8000, "x", at(0x2000), 0x10).ok());
+}
+
 }  // namespace

@@ -46,7 +46,7 @@ class ChartsTest(unittest.TestCase):
                 self.assertIn(f"## {group}", md)
                 self.assertIn(f"(performance/{group}.png)", md)
             for fp in ("7146c533", "621e7dfa", "d9997d1e", "bb421535", "3369dd59", "ba4b68da",
-                       "14d791c0", "a406cb2a", "41f63d7f"):
+                       "14d791c0", "a406cb2a", "41f63d7f", "fd283156"):
                 self.assertIn(fp, md)
             self.assertEqual(charts("--check", "--out", str(out)).returncode, 0)
 

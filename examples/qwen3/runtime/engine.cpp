@@ -8,6 +8,7 @@
 #include "kiln/runners/decodeattn.h"
 #include "kiln/runners/decoderops.h"
 #include "kiln/runners/fmha.h"
+#include "kiln/runners/gemv.h"
 #include "kiln/runners/moe.h"
 #include "kiln/runners/qkrope.h"
 #include "kiln/runners/rmsnorm.h"
@@ -47,6 +48,8 @@ Shapes shapesOf(const Config& c, const EngineOptions& o) {
       static_cast<int>(std::min<std::int64_t>(
           o.max_prefill_tokens, static_cast<std::int64_t>(o.max_batch) * o.max_seq_len)));
   s.gptq = c.gptq.has_value();
+  s.gemv = o.gemv;
+  s.overlap = o.overlap_launch;
   s.group_size = c.gptq ? static_cast<int>(c.gptq->group_size) : 0;
   s.moe = c.moe.has_value();
   s.experts = c.moe ? static_cast<int>(c.moe->num_experts) : 0;
@@ -69,6 +72,7 @@ kiln::rmsnorm::Problem rmsnormProblem(const Shapes& s, std::int64_t rows, const 
   p.residual = residual;
   p.weight = weight;
   p.out = out;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
@@ -109,6 +113,7 @@ kiln::qkrope::Problem qkropeProblem(const Shapes& s, std::int64_t tokens, const 
   p.v_cache = b.v_cache;
   p.k_out = b.k_out;
   p.v_out = b.v_out;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
@@ -165,21 +170,23 @@ kiln::decodeattn::Problem decodeProblem(const Shapes& s, int batch, int multipro
   p.page_table = page_table;
   p.seq_lens = seq_lens;
   p.out = out;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
-kiln::decoderops::EmbedProblem gatherProblem(kiln::DType dtype, std::int64_t tokens,
+kiln::decoderops::EmbedProblem gatherProblem(const Shapes& s, std::int64_t tokens,
                                              std::int64_t rows, std::int64_t width,
                                              const std::int32_t* ids, const void* table,
                                              void* out) {
   kiln::decoderops::EmbedProblem p;
-  p.dtype = dtype;
+  p.dtype = s.dtype;
   p.tokens = tokens;
   p.rows = rows;
   p.width = width;
   p.ids = ids;
   p.table = table;
   p.out = out;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
@@ -191,6 +198,7 @@ kiln::decoderops::SiluMulProblem siluMulProblem(const Shapes& s, std::int64_t to
   p.width = s.inter;
   p.in = in;
   p.out = out;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
@@ -202,6 +210,7 @@ kiln::decoderops::ArgmaxProblem argmaxProblem(const Shapes& s, std::int64_t rows
   p.width = s.vocab;
   p.x = x;
   p.out = out;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
@@ -239,6 +248,26 @@ kiln::moe::Problem moeProblem(const Shapes& s, std::int64_t tokens, const void* 
   p.w1 = w1;
   p.w2 = w2;
   p.y = y;
+  return p;
+}
+
+// y[m, n] = x[m, k] . w[n, k]^T on kiln's gemv (m <= kiln::gemv::kMaxM); with Input::kSiluMul x is
+// the gate_up output [m, 2 k] and the input silu(gate) * up. The weights never change while the
+// decoder runs, so the launch may overlap the kernel before it (overlap_launch).
+kiln::gemv::GemvProblem gemvProblem(const Shapes& s, std::int64_t m, std::int64_t n, std::int64_t k,
+                                    const void* x, const void* w, void* y, kiln::DType out_dtype,
+                                    kiln::gemv::Input input = kiln::gemv::Input::kX) {
+  kiln::gemv::GemvProblem p;
+  p.dtype = s.dtype;
+  p.out_dtype = out_dtype;
+  p.input = input;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.x = x;
+  p.w = w;
+  p.y = y;
+  p.overlap_launch = s.overlap;
   return p;
 }
 
@@ -280,9 +309,9 @@ class Admission {
     add("decodeattn",
         check(decodeProblem(s, s.max_batch, 0, p(0), p(1), p(2), placeholder<std::int32_t>(3),
                             placeholder<std::int32_t>(4), p(5))));
-    add("decoderops (embedding)", check(gatherProblem(s.dtype, s.max_tokens, s.vocab, s.hidden,
+    add("decoderops (embedding)", check(gatherProblem(s, s.max_tokens, s.vocab, s.hidden,
                                                       placeholder<std::int32_t>(0), p(1), p(2))));
-    add("decoderops (last rows)", check(gatherProblem(s.dtype, s.max_batch, s.max_tokens, s.hidden,
+    add("decoderops (last rows)", check(gatherProblem(s, s.max_batch, s.max_tokens, s.hidden,
                                                       placeholder<std::int32_t>(0), p(1), p(2))));
     add("decoderops (silu_mul)", check(siluMulProblem(s, s.max_tokens, p(0), p(1))));
     add("decoderops (argmax)",
@@ -295,6 +324,21 @@ class Admission {
               check(int4Problem(s, m, n, k, 0, p(0), p(1), p(2), p(3))));
         }
       }
+    }
+    if (s.gemv) {  // the dense projections and the LM head of decode's small batches
+      const std::int64_t m = std::min<std::int64_t>(kiln::gemv::kMaxM, s.max_batch);
+      const auto nk =
+          s.gptq ? std::vector<std::pair<std::int64_t, std::int64_t>>{} : projections(s);
+      for (const auto& [n, k] : nk) {
+        add("gemv (" + std::to_string(n) + " x " + std::to_string(k) + ")",
+            check(gemvProblem(s, m, n, k, p(0), p(1), p(2), s.dtype)));
+      }
+      if (!s.gptq && s.inter > 0) {  // the down projection over gate_up's output (mlp())
+        add("gemv (down, silu_mul)", check(gemvProblem(s, m, s.hidden, s.inter, p(0), p(1), p(2),
+                                                       s.dtype, kiln::gemv::Input::kSiluMul)));
+      }
+      add("gemv (lm_head)",
+          check(gemvProblem(s, m, s.vocab, s.hidden, p(0), p(1), p(2), kiln::DType::kFloat32)));
     }
     if (s.moe) {
       add("moe", check(moeProblem(s, s.max_tokens, p(0), p(1), p(2), p(3), p(4))));
@@ -780,10 +824,9 @@ std::vector<std::int32_t> Engine::readTokens(int seqs, std::vector<float>* logit
 void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seqlen_q) {
   const std::int64_t h = s_.hidden, t = tokens;
   const auto* ids = pass == Pass::kPrefill ? ids_.as<std::int32_t>() : next_.as<std::int32_t>();
-  checkKiln(
-      kiln::decoderops::run(gatherProblem(s_.dtype, t, s_.vocab, h, ids, embed_.get(), h_.get()),
-                            nullptr, 0, stream_),
-      "embedding");
+  checkKiln(kiln::decoderops::run(gatherProblem(s_, t, s_.vocab, h, ids, embed_.get(), h_.get()),
+                                  nullptr, 0, stream_),
+            "embedding");
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& layer = layers_[l];
     // xn = norm(h), the residual first taking the previous layer's MLP output.
@@ -818,15 +861,21 @@ void Engine::forward(Pass pass, int tokens, int seqs, int first_seq, int max_seq
   // The LM head reads each sequence's last row: a prefill's are gathered, a decode's are all.
   const void* rows = xn_.get();
   if (pass == Pass::kPrefill) {
-    checkKiln(
-        kiln::decoderops::run(gatherProblem(s_.dtype, seqs, t, h, last_index_.as<std::int32_t>(),
-                                            xn_.get(), last_rows_.get()),
-                              nullptr, 0, stream_),
-        "last-token gather");
+    checkKiln(kiln::decoderops::run(gatherProblem(s_, seqs, t, h, last_index_.as<std::int32_t>(),
+                                                  xn_.get(), last_rows_.get()),
+                                    nullptr, 0, stream_),
+              "last-token gather");
     rows = last_rows_.get();
   }
   float* logits = logits_.as<float>() + static_cast<std::size_t>(first_seq) * s_.vocab;
-  gemm_->run(rows, lm_head_.get(), logits, seqs, s_.vocab, h, CUDA_R_32F, stream_);
+  if (s_.gemv && seqs <= kiln::gemv::kMaxM) {
+    checkKiln(kiln::gemv::run(gemvProblem(s_, seqs, s_.vocab, h, rows, lm_head_.get(), logits,
+                                          kiln::DType::kFloat32),
+                              nullptr, 0, stream_),
+              "gemv (lm_head)");
+  } else {
+    gemm_->run(rows, lm_head_.get(), logits, seqs, s_.vocab, h, CUDA_R_32F, stream_);
+  }
   checkKiln(
       kiln::decoderops::run(argmaxProblem(s_, seqs, logits, next_.as<std::int32_t>() + first_seq),
                             nullptr, 0, stream_),
@@ -892,7 +941,18 @@ std::uint64_t Engine::weightBytesPerStep(int batch) const {
          static_cast<std::uint64_t>(touched * static_cast<double>(expert_bytes_per_layer_));
 }
 
+bool Engine::onGemv(const Linear& linear, std::int64_t m) const {
+  return !linear.int4 && s_.gemv && m <= kiln::gemv::kMaxM;
+}
+
 void Engine::project(const Linear& linear, const void* x, void* y, std::int64_t m) {
+  if (onGemv(linear, m)) {
+    checkKiln(
+        kiln::gemv::run(gemvProblem(s_, m, linear.n, linear.k, x, linear.weight.get(), y, s_.dtype),
+                        nullptr, 0, stream_),
+        "gemv");
+    return;
+  }
   if (!linear.int4) {
     gemm_->run(x, linear.weight.get(), y, m, linear.n, linear.k, cuda_dtype_, stream_);
     return;
@@ -915,6 +975,14 @@ void Engine::mlp(const Layer& layer, int tokens) {
     return;
   }
   project(layer.gate_up, xn_.get(), gate_up_.get(), t);
+  if (onGemv(layer.down, t)) {  // silu(gate) * up formed inside the down projection's loads
+    checkKiln(kiln::gemv::run(gemvProblem(s_, t, layer.down.n, layer.down.k, gate_up_.get(),
+                                          layer.down.weight.get(), proj_.get(), s_.dtype,
+                                          kiln::gemv::Input::kSiluMul),
+                              nullptr, 0, stream_),
+              "gemv (down, silu_mul)");
+    return;
+  }
   checkKiln(
       kiln::decoderops::run(siluMulProblem(s_, t, gate_up_.get(), act_.get()), nullptr, 0, stream_),
       "silu_mul");

@@ -7,7 +7,9 @@
 //   q, cache[slot] = qkrope(qkv)  (QK norm, RoPE, K/V into the pages)  kiln qkrope
 //   attn = fmha(q, k, v) (prefill) | decodeattn(q, cache) (decode)    kiln fmha / decodeattn
 //   xn   = add_rmsnorm(h += attn . Wo^T)                              cuBLASLt, kiln rmsnorm
-//   mlp_out = silu_mul(xn . [Wgate; Wup]^T) . Wdown^T                 cuBLASLt, kiln decoderops
+//   mlp_out = silu_mul(xn . [Wgate; Wup]^T) . Wdown^T                 kiln gemv (silu_mul in the
+//                                                                     down projection's input) or
+//                                                                     cuBLASLt + kiln decoderops
 //   (a Qwen3-MoE layer: router logits = xn . Wgate^T, then the experts)  cuBLASLt, kiln moe
 //
 // A GPTQ checkpoint's seven projections per layer run on kiln's w4a16 instead of cuBLASLt, from
@@ -48,6 +50,8 @@ struct Shapes {
   int page_size, max_pages_per_seq, num_pages, max_batch;
   int max_tokens;  // rows of the activation buffers
   bool gptq;       // the projections are int4 (w4a16)
+  bool gemv;       // dense projections and the LM head of m <= kiln::gemv::kMaxM on kiln's gemv
+  bool overlap;    // kiln's kernels launched with overlap_launch (programmatic dependent launch)
   int group_size;  // GPTQ's
   bool moe;        // some layers are sparse (Qwen3-MoE)
   int experts, top_k;
@@ -63,7 +67,12 @@ struct EngineOptions {
   int max_prefill_tokens = 16384;  // prompt tokens of one prefill pass (a batch takes several)
   bool cuda_graphs = true;         // decode steps replayed from per-bucket CUDA graphs
   bool tune_gemms = false;         // decode GEMMs (m <= max_batch): cuBLASLt's algorithm by timing
-  std::uint64_t page_seed = 1;     // the free list's shuffle
+  bool gemv = true;  // dense projections and the LM head of m <= 8 rows on kiln's gemv
+  // kiln's rmsnorm, qkrope, decodeattn, decoderops and gemv launched with overlap_launch: on sm_90
+  // and newer each may become resident while the kernel before it finishes (it waits before it
+  // touches memory); below sm_90 the launches are ordinary ones.
+  bool overlap_launch = true;
+  std::uint64_t page_seed = 1;  // the free list's shuffle
 };
 
 // Host-side admission, before any CUDA call: the decoder runs this config (dense Qwen3, fp16 or
@@ -138,6 +147,8 @@ class Engine {
   void forward(Pass pass, int tokens, int seqs, int first_seq, int max_seqlen_q);
   void attention(Pass pass, const Layer& layer, int tokens, int seqs, int max_seqlen_q);
   void mlp(const Layer& layer, int tokens);
+  // Whether `linear` at m rows runs on kiln's gemv (a dense weight, gemv on, m <= 8).
+  bool onGemv(const Linear& linear, std::int64_t m) const;
   void project(const Linear& linear, const void* x, void* y, std::int64_t m);
   Linear loadLinear(const Checkpoint& checkpoint, const std::vector<std::string>& prefixes,
                     const std::vector<std::int64_t>& outs, std::int64_t in);

@@ -161,6 +161,9 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, int mu
                               static_cast<unsigned>(problem.batch)};
   plan->attention.block = Dim3{static_cast<unsigned>(kThreads), 1, 1};
   plan->attention.shared_bytes = static_cast<unsigned>(sharedBytes(info->head_dim));
+  // The attention kernel waits for the kernel before (griddepcontrol.wait) before it touches
+  // global memory, so it may overlap that kernel's tail when the caller asks.
+  plan->attention.programmatic_dependency = problem.overlap_launch;
   plan->merge.grid = Dim3{static_cast<unsigned>(rows), 1, 1};  // one block per row
   plan->merge.block = Dim3{static_cast<unsigned>(kMergeThreads), 1, 1};
   plan->merge.shared_bytes = 0;

@@ -42,8 +42,8 @@ struct Plan {
   int row_tiles = 0;         // 16-row mma tiles per block: 1, or 2 for the rows32 entry
   int merge_entry = -1;
   int num_splits = 0;
-  LaunchConfig attention;
-  LaunchConfig merge;               // launched only when num_splits > 1
+  LaunchConfig attention;           // programmatic: overlap_launch
+  LaunchConfig merge;               // launched only when num_splits > 1; always programmatic
   std::size_t workspace_bytes = 0;  // the partials; 0 when num_splits == 1
   std::size_t lse_offset = 0;       // byte offset of partial_lse in the workspace
   DecodeAttentionParams params{};   // partial_out / partial_lse still null: run() places them

@@ -1,6 +1,7 @@
 // The decodeattn selector on a fake variant table: every admission error names the value and the
-// limit, the split count follows the documented heuristic, the launch plan matches launch.h, and
-// the workspace is sized from the problem and the SM count alone.
+// limit, the split count follows the documented heuristic, the launch plan matches launch.h (the
+// attention launch programmatic when overlap_launch asks, the merge always), and the workspace is
+// sized from the problem and the SM count alone.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -86,6 +87,7 @@ TEST(DecodeAttentionSelector, PlansOneSplitWhenThePairsFillAWave) {
   EXPECT_EQ(plan.attention.shared_bytes, static_cast<unsigned>(sharedBytes(128)));
   EXPECT_EQ(plan.attention.shared_bytes, 98304u);  // 4 warps x 3 stages x (K + V) x 16 x 256 B
   EXPECT_EQ(plan.workspace_bytes, 0u);
+  EXPECT_FALSE(plan.attention.programmatic_dependency);  // overlap_launch is off by default
   EXPECT_EQ(plan.params.group_size, 4);
   EXPECT_EQ(plan.params.head_chunks, 1);
   EXPECT_EQ(plan.params.page_size_log2, 4);
@@ -188,6 +190,38 @@ TEST(DecodeAttentionSelector, SplitPlanSizesWorkspaceAndMerge) {
   p.max_seq_len = 1000;
   ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
   EXPECT_EQ(plan.num_splits, 4);  // ceil(1000 / 256)
+}
+
+// overlap_launch makes the attention launch, the first of a run, programmatic; the merge is a
+// programmatic dependent of the attention kernel either way.
+TEST(DecodeAttentionSelector, OverlapLaunchMakesTheAttentionLaunchProgrammatic) {
+  Problem p = validProblem();
+  p.overlap_launch = true;
+  Plan plan;
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
+  EXPECT_EQ(plan.num_splits, 1);
+  EXPECT_TRUE(plan.attention.programmatic_dependency);
+  EXPECT_EQ(plan.attention.grid.z, 32u);  // nothing else of the plan changes
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  // Split: the attention launch follows overlap_launch, the merge stays programmatic.
+  p.batch = 1;
+  p.max_pages_per_seq = 2048;  // 32768 keys
+  for (bool overlap : {true, false}) {
+    p.overlap_launch = overlap;
+    ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
+    EXPECT_EQ(plan.num_splits, 16);
+    EXPECT_EQ(plan.attention.programmatic_dependency, overlap);
+    EXPECT_TRUE(plan.merge.programmatic_dependency);
+    EXPECT_EQ(plan.workspace_bytes, 32u * 16u * 128u * 4u + 2048u);
+  }
+  // The 32-row entry alike (GQA 8 x 4 tokens = 32 rows of a KV head).
+  p = validProblem();
+  p.q_heads = 64;
+  p.query_tokens = 4;
+  p.overlap_launch = true;
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
+  EXPECT_STREQ(plan.variant->entries[plan.attention_entry], "kiln_decodeattn_rows32");
+  EXPECT_TRUE(plan.attention.programmatic_dependency);
 }
 
 // The benchmark's 1 x 32768 row: it sizes the workspace with multiprocessors = 0 (planned for
@@ -345,6 +379,9 @@ TEST(DecodeAttentionSelector, ZeroBatchIsANoOpWithoutPointers) {
   ASSERT_TRUE(s.ok()) << s.toString();
   EXPECT_TRUE(plan.no_op);
   EXPECT_EQ(plan.workspace_bytes, 0u);
+  p.overlap_launch = true;  // a no-op launches nothing, programmatic or not
+  ASSERT_TRUE(select(kTable, p, kH200, nullptr, &plan).ok());
+  EXPECT_TRUE(plan.no_op);
 }
 
 struct BadCase {

@@ -18,12 +18,6 @@ Status invalid(const std::string& message) {
   return Status(StatusCode::kInvalidArgument, std::string(kGroup) + ": " + message);
 }
 
-std::string hex(std::uintptr_t a) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(a));
-  return buffer;
-}
-
 // The variant built for `dtype` and its entry `entry`, into the plan.
 template <typename Params>
 Status findVariant(std::span<const VariantInfo> table, DType dtype, const char* entry,
@@ -83,18 +77,6 @@ Status checkBytes(const char* name, std::int64_t rows, std::int64_t cols, DType 
   return Status::Ok();
 }
 
-// "out [0x1000, 0x3000) overlaps in [0x2000, 0x6000)" when the two byte ranges share a byte.
-Status checkNoOverlap(const char* a_name, const void* a, std::int64_t a_bytes, const char* b_name,
-                      const void* b, std::int64_t b_bytes) {
-  const auto ua = reinterpret_cast<std::uintptr_t>(a);
-  const auto ub = reinterpret_cast<std::uintptr_t>(b);
-  const auto na = static_cast<std::uintptr_t>(a_bytes), nb = static_cast<std::uintptr_t>(b_bytes);
-  const bool overlap = ua <= ub ? ub - ua < na : ua - ub < nb;
-  if (!overlap) return Status::Ok();
-  return invalid(std::string(a_name) + " [" + hex(ua) + ", " + hex(ua + na) + ") overlaps " +
-                 b_name + " [" + hex(ub) + ", " + hex(ub + nb) + ")");
-}
-
 Status checkPointer(const char* name, const void* p, std::size_t alignment) {
   return runner::checkPointer(kGroup, name, p, alignment);
 }
@@ -142,12 +124,14 @@ Status select(std::span<const VariantInfo> table, const EmbedProblem& problem,
     KILN_RETURN_IF_ERROR(checkPointer("table", problem.table, kRowAlignment));
     KILN_RETURN_IF_ERROR(checkPointer("out", problem.out, kRowAlignment));
     if (problem.rows > 0) {
-      KILN_RETURN_IF_ERROR(checkNoOverlap("out", problem.out, problem.tokens * row_bytes, "table",
-                                          problem.table, problem.rows * row_bytes));
+      KILN_RETURN_IF_ERROR(runner::checkNoOverlap(kGroup, "out", problem.out,
+                                                  problem.tokens * row_bytes, "table",
+                                                  problem.table, problem.rows * row_bytes));
     }
   }
   const std::int64_t row_vectors = row_bytes / kVectorBytes;
   plan->config = elementwiseLaunch(problem.tokens, row_vectors);
+  plan->config.programmatic_dependency = problem.overlap_launch;
   EmbedParams& params = plan->params;
   params.out = problem.out;
   params.table = problem.table;
@@ -176,11 +160,13 @@ Status select(std::span<const VariantInfo> table, const SiluMulProblem& problem,
   if (pointers == PointerChecks::kCheck) {
     KILN_RETURN_IF_ERROR(checkPointer("in", problem.in, kRowAlignment));
     KILN_RETURN_IF_ERROR(checkPointer("out", problem.out, kRowAlignment));
-    KILN_RETURN_IF_ERROR(checkNoOverlap("out", problem.out, problem.tokens * row_bytes, "in",
-                                        problem.in, 2 * problem.tokens * row_bytes));
+    KILN_RETURN_IF_ERROR(runner::checkNoOverlap(kGroup, "out", problem.out,
+                                                problem.tokens * row_bytes, "in", problem.in,
+                                                2 * problem.tokens * row_bytes));
   }
   const std::int64_t row_vectors = row_bytes / kVectorBytes;
   plan->config = elementwiseLaunch(problem.tokens, row_vectors);
+  plan->config.programmatic_dependency = problem.overlap_launch;
   SiluMulParams& params = plan->params;
   params.out = problem.out;
   params.in = problem.in;
@@ -215,6 +201,7 @@ Status select(std::span<const VariantInfo> table, const ArgmaxProblem& problem,
   plan->config.grid = Dim3{static_cast<unsigned>(problem.rows), 1, 1};
   plan->config.block = Dim3{static_cast<unsigned>(threads), 1, 1};
   plan->config.shared_bytes = 0;  // 256 bytes of static shared memory
+  plan->config.programmatic_dependency = problem.overlap_launch;
   ArgmaxParams& params = plan->params;
   params.out = problem.out;
   params.x = problem.x;

@@ -42,7 +42,7 @@ struct Plan {
   bool no_op = false;               // tokens (argmax: rows) == 0
   std::size_t workspace_bytes = 0;  // the group needs none (the contract is uniform)
   int entry = -1;                   // index of the problem's entry in variant->entries
-  LaunchConfig config;
+  LaunchConfig config;              // programmatic_dependency: the problem's overlap_launch
   Params params{};
 };
 using EmbedPlan = Plan<EmbedParams>;

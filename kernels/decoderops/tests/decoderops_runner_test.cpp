@@ -2,8 +2,10 @@
 // generation writes for every variant of kiln.toml, with fake cubins for every supported SM:
 // kiln_fake_artifact) on the fake driver: each problem's run() launches its entry with the
 // selector's plan on the caller's stream, one launch and no other work (so it captures in a CUDA
-// graph once the variant is loaded); a device the artifact has no image for, an invalid problem
-// and zero tokens launch nothing; a thread with no current context runs in the stream's.
+// graph once the variant is loaded); each problem's overlap_launch makes it a programmatic
+// dependent launch where the image is sm_90 or newer; a device the artifact has no image for, an
+// invalid problem and zero tokens launch nothing; a thread with no current context runs in the
+// stream's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -160,6 +162,63 @@ TEST(DecoderopsRunner, ArgmaxLaunchesThePlanOnTheCallersStream) {
   EXPECT_EQ(params.width, 151936);
 }
 
+// overlap_launch on an sm_90 image: a programmatic launch (cuLaunchKernelEx, programmatic stream
+// serialization) of the problem's entry; off (the default): an ordinary one.
+template <typename Problem>
+void expectProgrammaticOnSm90(Problem p, const char* entry) {
+  fake::Driver driver({fake::h200()});
+  CUstream stream = driver.makeStream(0);
+  ASSERT_TRUE(run(p, nullptr, 0, stream).ok());
+  EXPECT_EQ(driver.lastLaunch().function, entry);
+  EXPECT_FALSE(driver.lastLaunch().programmatic);
+  p.overlap_launch = true;
+  ASSERT_TRUE(run(p, nullptr, 0, stream).ok());
+  EXPECT_EQ(driver.lastLaunch().function, entry);
+  EXPECT_TRUE(driver.lastLaunch().programmatic);
+  EXPECT_EQ(driver.lastLaunch().stream, stream);
+  p.overlap_launch = false;
+  ASSERT_TRUE(run(p, nullptr, 0, stream).ok());
+  EXPECT_FALSE(driver.lastLaunch().programmatic);
+  EXPECT_EQ(driver.launches.load(), 3);
+}
+
+// overlap_launch on an A100, which runs the sm_80 image: an ordinary launch (kiln/runtime.h).
+template <typename Problem>
+void expectOrdinaryBelowSm90(Problem p, const char* entry) {
+  fake::Driver driver({fake::a100()});
+  CUstream stream = driver.makeStream(0);
+  p.overlap_launch = true;
+  const Status s = run(p, nullptr, 0, stream);
+  ASSERT_TRUE(s.ok()) << s.toString();
+  EXPECT_EQ(driver.lastLaunch().function, entry);
+  EXPECT_FALSE(driver.lastLaunch().programmatic);
+  EXPECT_EQ(driver.launches.load(), 1);
+}
+
+TEST(DecoderopsRunner, EmbedOverlapLaunchIsProgrammaticOnAnSm90Image) {
+  expectProgrammaticOnSm90(embedProblem(), "kiln_embed");
+}
+
+TEST(DecoderopsRunner, SiluMulOverlapLaunchIsProgrammaticOnAnSm90Image) {
+  expectProgrammaticOnSm90(siluProblem(), "kiln_silu_mul");
+}
+
+TEST(DecoderopsRunner, ArgmaxOverlapLaunchIsProgrammaticOnAnSm90Image) {
+  expectProgrammaticOnSm90(argmaxProblem(), "kiln_argmax");
+}
+
+TEST(DecoderopsRunner, EmbedOverlapLaunchIsAnOrdinaryLaunchBelowSm90) {
+  expectOrdinaryBelowSm90(embedProblem(), "kiln_embed");
+}
+
+TEST(DecoderopsRunner, SiluMulOverlapLaunchIsAnOrdinaryLaunchBelowSm90) {
+  expectOrdinaryBelowSm90(siluProblem(), "kiln_silu_mul");
+}
+
+TEST(DecoderopsRunner, ArgmaxOverlapLaunchIsAnOrdinaryLaunchBelowSm90) {
+  expectOrdinaryBelowSm90(argmaxProblem(), "kiln_argmax");
+}
+
 TEST(DecoderopsRunner, EveryDtypeAndEntryIsBuilt) {
   fake::Driver driver({fake::a100()});
   CUstream stream = driver.makeStream(0);
@@ -251,6 +310,7 @@ TEST(DecoderopsRunner, ZeroTokensOrRowsTouchNothing) {
   EmbedProblem e;
   e.dtype = DType::kFloat16;
   SiluMulProblem m;
+  m.overlap_launch = true;
   ArgmaxProblem a;
   EXPECT_TRUE(run(e, nullptr, 0, stream).ok());
   EXPECT_TRUE(run(m, nullptr, 0, stream).ok());

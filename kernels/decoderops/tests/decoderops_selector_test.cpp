@@ -244,6 +244,35 @@ TEST(DecoderopsSelector, ArgmaxRowsOfOtherWidthsNeedOnlyElementAlignment) {
   EXPECT_EQ(selectHost(p).message(), "decoderops: pointer x (0x100000004) is not 16-byte aligned");
 }
 
+// Each problem's overlap_launch is its plan's programmatic_dependency; off by default.
+template <typename ProblemT, typename PlanT>
+void expectOverlapLaunchIsProgrammatic(ProblemT p) {
+  PlanT plan;
+  ASSERT_TRUE(select(kTable, p, nullptr, &plan).ok());
+  EXPECT_FALSE(plan.config.programmatic_dependency);
+  p.overlap_launch = true;
+  ASSERT_TRUE(select(kTable, p, nullptr, &plan).ok());
+  EXPECT_TRUE(plan.config.programmatic_dependency);
+  p.overlap_launch = false;
+  ASSERT_TRUE(select(kTable, p, nullptr, &plan).ok());
+  EXPECT_FALSE(plan.config.programmatic_dependency);
+}
+
+TEST(DecoderopsSelector, EmbedOverlapLaunchIsAProgrammaticDependentLaunch) {
+  expectOverlapLaunchIsProgrammatic<EmbedProblem, EmbedPlan>(embedProblem());
+}
+
+TEST(DecoderopsSelector, SiluMulOverlapLaunchIsAProgrammaticDependentLaunch) {
+  expectOverlapLaunchIsProgrammatic<SiluMulProblem, SiluMulPlan>(siluProblem());
+}
+
+TEST(DecoderopsSelector, ArgmaxOverlapLaunchIsAProgrammaticDependentLaunch) {
+  expectOverlapLaunchIsProgrammatic<ArgmaxProblem, ArgmaxPlan>(argmaxProblem());
+  ArgmaxProblem p = argmaxProblem();  // rows read element by element too
+  p.width = 151935;
+  expectOverlapLaunchIsProgrammatic<ArgmaxProblem, ArgmaxPlan>(p);
+}
+
 TEST(DecoderopsSelector, DtypeNotBuiltNamesTheBuiltOnes) {
   EmbedProblem e = embedProblem();
   e.dtype = DType::kFloat32;

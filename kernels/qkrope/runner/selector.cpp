@@ -138,6 +138,8 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
       Dim3{static_cast<unsigned>(problem.tokens), static_cast<unsigned>(shape.chunks), 1};
   plan->config.block = Dim3{static_cast<unsigned>(shape.threads_per_block), 1, 1};
   plan->config.shared_bytes = 0;  // the rotary table is static shared memory
+  // The kernel waits for the kernel before (griddepcontrol.wait) before it touches global memory.
+  plan->config.programmatic_dependency = problem.overlap_launch;
 
   QkRopeParams& params = plan->params;
   params.q_out = problem.q_out;

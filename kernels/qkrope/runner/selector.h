@@ -34,7 +34,7 @@ struct Plan {
   bool no_op = false;               // tokens == 0
   std::size_t workspace_bytes = 0;  // the group needs none (the contract is uniform)
   int entry = -1;                   // index of kEntry in variant->entries
-  LaunchConfig config;
+  LaunchConfig config;              // programmatic: overlap_launch
   QkRopeParams params{};
 };
 

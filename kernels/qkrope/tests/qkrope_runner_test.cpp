@@ -1,7 +1,8 @@
 // The qkrope runner (runner.cpp, compiled here against the group header kiln build's code
 // generation writes for every variant of kiln.toml, with fake cubins for every supported SM:
 // kiln_fake_artifact) on the fake driver: run() launches the selector's plan on the caller's
-// stream with the parameters it planned; a device the artifact has no image for, an invalid problem
+// stream with the parameters it planned; overlap_launch makes it a programmatic dependent launch
+// where the image is sm_90 or newer; a device the artifact has no image for, an invalid problem
 // and zero tokens launch nothing; a thread with no current context runs in the stream's.
 #include <gtest/gtest.h>
 
@@ -109,6 +110,41 @@ TEST(QkropeRunner, RunLaunchesThePlanOnTheCallersStream) {
   EXPECT_EQ(params.qk_norm, 1);
   EXPECT_FLOAT_EQ(params.eps, 1e-6f);
   for (int i = 0; i < 64; ++i) EXPECT_EQ(params.inv_freq[i], invFreq(1e6f, 128, i)) << i;
+}
+
+TEST(QkropeRunner, OverlapLaunchIsProgrammaticOnAnSm90Image) {
+  fake::Driver driver({fake::h200()});
+  driver.record_first_arg_bytes = sizeof(QkRopeParams);
+  CUstream stream = driver.makeStream(0);
+  Problem p = validProblem();
+  p.tokens = 1;  // decode: one token after the QKV projection
+  p.overlap_launch = true;
+  ASSERT_TRUE(run(p, nullptr, 0, stream).ok());
+  const fake::LaunchRecord launch = driver.lastLaunch();
+  EXPECT_EQ(launch.function, "kiln_qkrope");
+  EXPECT_TRUE(launch.programmatic);  // cuLaunchKernelEx, programmatic stream serialization
+  EXPECT_EQ(launch.stream, stream);
+  EXPECT_EQ(launch.grid[0], 1u);
+  EXPECT_EQ(launch.grid[1], 2u);
+  EXPECT_EQ(launch.block[0], 320u);
+  EXPECT_EQ(lastParams(driver).qkv, p.qkv);
+  p.overlap_launch = false;
+  ASSERT_TRUE(run(p, nullptr, 0, stream).ok());
+  EXPECT_FALSE(driver.lastLaunch().programmatic);
+  EXPECT_EQ(driver.launches.load(), 2);
+}
+
+TEST(QkropeRunner, OverlapLaunchIsAnOrdinaryLaunchBelowSm90) {
+  // An A100 runs the sm_80 image: no programmatic launch there (kiln/runtime.h).
+  fake::Driver driver({fake::a100()});
+  CUstream stream = driver.makeStream(0);
+  Problem p = validProblem();
+  p.overlap_launch = true;
+  const Status s = run(p, nullptr, 0, stream);
+  ASSERT_TRUE(s.ok()) << s.toString();
+  EXPECT_EQ(driver.launches.load(), 1);
+  EXPECT_EQ(driver.lastLaunch().function, "kiln_qkrope");
+  EXPECT_FALSE(driver.lastLaunch().programmatic);
 }
 
 TEST(QkropeRunner, EveryHeadDimAndDtypeIsBuilt) {

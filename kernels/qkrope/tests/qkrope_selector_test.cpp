@@ -1,5 +1,6 @@
 // The qkrope selector on a fake variant table: every admission error names the value and the
-// limit, canImplement and run share the answer, and the launch plan matches launch.h and rope.h.
+// limit, canImplement and run share the answer, and the launch plan matches launch.h and rope.h
+// (programmatic when overlap_launch asks).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -90,6 +91,7 @@ TEST(QkropeSelector, Qwen3ProblemPlansOneBlockPerTokenAndTheParameters) {
   EXPECT_EQ(plan.config.grid.z, 1u);
   EXPECT_EQ(plan.config.block.x, 384u);
   EXPECT_EQ(plan.config.shared_bytes, 0u);
+  EXPECT_FALSE(plan.config.programmatic_dependency);  // overlap_launch is off by default
   const QkRopeParams& params = plan.params;
   EXPECT_EQ(params.qkv, p.qkv);
   EXPECT_EQ(params.positions, p.positions);
@@ -115,6 +117,19 @@ TEST(QkropeSelector, Qwen3ProblemPlansOneBlockPerTokenAndTheParameters) {
   for (int i = 0; i < 64; ++i) EXPECT_EQ(params.inv_freq[i], invFreq(1e6f, 128, i)) << i;
   for (int i = 64; i < kMaxRotaryPairs; ++i) EXPECT_EQ(params.inv_freq[i], 0.0f) << i;
   EXPECT_EQ(params.inv_freq[0], 1.0f);
+}
+
+TEST(QkropeSelector, OverlapLaunchIsAProgrammaticDependentLaunch) {
+  Problem p = validProblem();
+  p.overlap_launch = true;
+  Plan plan;
+  ASSERT_TRUE(selectHost(p, &plan).ok());
+  EXPECT_TRUE(plan.config.programmatic_dependency);
+  EXPECT_EQ(plan.config.grid.x, 7u);  // nothing else of the plan changes
+  EXPECT_EQ(plan.config.block.x, 384u);
+  p.overlap_launch = false;
+  ASSERT_TRUE(selectHost(p, &plan).ok());
+  EXPECT_FALSE(plan.config.programmatic_dependency);
 }
 
 TEST(QkropeSelector, HndStridesPartialRotaryAndContiguousCopies) {
@@ -212,6 +227,9 @@ TEST(QkropeSelector, ZeroTokensIsANoOpEvenWithNullPointersAndNoShape) {
   Plan plan;
   const Status s = selectHost(p, &plan);
   ASSERT_TRUE(s.ok()) << s.toString();
+  EXPECT_TRUE(plan.no_op);
+  p.overlap_launch = true;  // a no-op launches nothing, programmatic or not
+  ASSERT_TRUE(selectHost(p, &plan).ok());
   EXPECT_TRUE(plan.no_op);
   p.head_dim = 80;
   EXPECT_EQ(selectHost(p, &plan).code(), StatusCode::kNotSupported);  // still needs a variant

@@ -79,6 +79,7 @@ Status select(std::span<const VariantInfo> table, const Problem& problem, const 
   plan->config.grid = Dim3{static_cast<unsigned>(blocks), 1, 1};
   plan->config.block = Dim3{static_cast<unsigned>(shape.threads_per_block), 1, 1};
   plan->config.shared_bytes = 0;  // the kernel's reduction uses static shared memory only
+  plan->config.programmatic_dependency = problem.overlap_launch;
   plan->params = RmsnormParams{problem.out,    problem.x,    problem.residual,
                                problem.weight, problem.rows, problem.eps};
   // Last, so that select(device) == select(host) followed by checkDevice.

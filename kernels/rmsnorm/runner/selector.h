@@ -31,7 +31,7 @@ struct Plan {
   bool no_op = false;               // rows == 0
   std::size_t workspace_bytes = 0;  // the group needs none (the contract is uniform)
   int entry = -1;                   // index into variant->entries of kPlainEntry / kFusedEntry
-  LaunchConfig config;
+  LaunchConfig config;              // programmatic_dependency: the problem's overlap_launch
   RmsnormParams params{};
 };
 

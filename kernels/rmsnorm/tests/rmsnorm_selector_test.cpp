@@ -77,6 +77,23 @@ TEST(RmsnormSelector, PlainProblemPlansPlainEntryAndLaunchShape) {
   EXPECT_FLOAT_EQ(plan.params.eps, 1e-6f);
 }
 
+TEST(RmsnormSelector, OverlapLaunchIsAProgrammaticDependentLaunch) {
+  for (bool fused : {false, true}) {
+    Problem p = validProblem();
+    if (fused) p.residual = fakeAddress(0x40000);
+    Plan plan;
+    ASSERT_TRUE(selectHost(p, &plan).ok());  // the default: an ordinary launch
+    EXPECT_FALSE(plan.config.programmatic_dependency) << fused;
+    p.overlap_launch = true;
+    ASSERT_TRUE(selectHost(p, &plan).ok());
+    EXPECT_STREQ(plan.variant->entries[plan.entry], fused ? "kiln_add_rmsnorm" : "kiln_rmsnorm");
+    EXPECT_TRUE(plan.config.programmatic_dependency) << fused;
+    p.overlap_launch = false;
+    ASSERT_TRUE(selectHost(p, &plan).ok());
+    EXPECT_FALSE(plan.config.programmatic_dependency) << fused;
+  }
+}
+
 TEST(RmsnormSelector, ResidualSelectsFusedEntryByNameNotPosition) {
   Problem p = validProblem(DType::kBFloat16, 4096);
   p.residual = fakeAddress(0x40000);

@@ -55,6 +55,11 @@ Status resolveEntry(const char* group, const char* name, const kiln_variant* (*v
 // <alignment>-byte aligned"; Ok otherwise. A caller with an optional pointer skips null itself.
 Status checkPointer(const char* group, const char* name, const void* p, std::size_t alignment);
 
+// kInvalidArgument "<group>: out [0x1000, 0x3000) overlaps in [0x2000, 0x6000)" when the byte
+// ranges [a, a + a_bytes) and [b, b + b_bytes) share a byte; Ok otherwise.
+Status checkNoOverlap(const char* group, const char* a_name, const void* a, std::int64_t a_bytes,
+                      const char* b_name, const void* b, std::int64_t b_bytes);
+
 // GQA heads: kv_heads >= 1 and q_heads a positive multiple of it; kInvalidArgument "<group>:
 // kv_heads 0 is not positive" / "<group>: q_heads 12 is not a positive multiple of kv_heads 8".
 Status checkHeads(const char* group, std::int64_t q_heads, std::int64_t kv_heads);

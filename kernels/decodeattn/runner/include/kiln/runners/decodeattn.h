@@ -76,6 +76,23 @@ struct Problem {
   const void* v_cache = nullptr;
   const std::int32_t* page_table = nullptr;
   const std::int32_t* seq_lens = nullptr;
+  // Programmatic dependent launch of the attention kernel, the first launch of a run
+  // (kiln::LaunchConfig::programmatic_dependency). On sm_90 and newer it may become resident while
+  // the kernel before it on the stream still runs (as soon as that kernel completes or releases
+  // its dependents, griddepcontrol.launch_dependents), hiding its launch latency behind that
+  // kernel's tail. It waits (griddepcontrol.wait: the kernel before complete, its writes visible)
+  // before it reads or writes any global memory, so every input (q, the caches, page_table,
+  // seq_lens) may be written, and out and the workspace read or written, by the kernel before
+  // (qkrope with overlap_launch, say): the wait orders them.
+  // Whatever overlap_launch is, the attention kernel releases its own dependents right after its
+  // wait: a split problem's merge, which is always launched as a programmatic dependent of it
+  // (sm_90+) and waits for the whole attention grid before its first read, and without a merge
+  // the caller's next kernel when that is a programmatic dependent (gemv with overlap_launch). The
+  // merge too waits, then releases the caller's next kernel. Such a kernel runs beside this run's
+  // last kernel and must wait before it reads out or writes any of this run's inputs, outputs or
+  // workspace. Below sm_90 (an image compiled below sm_90, or a driver without cuLaunchKernelEx)
+  // every launch is an ordinary one; the results are the same either way.
+  bool overlap_launch = false;
 };
 
 // workspaceSize() with multiprocessors == 0 covers every device up to this many SMs.

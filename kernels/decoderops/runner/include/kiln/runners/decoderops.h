@@ -14,6 +14,18 @@
 // and nothing is touched (its dtype must still be a built one, since canImplement(problem, sm)
 // answers for that variant). Numerics, limits and speed: kernels/decoderops/README.md.
 //
+// Every problem has overlap_launch: programmatic dependent launch
+// (kiln::LaunchConfig::programmatic_dependency). On sm_90 and newer the kernel may become resident
+// while the kernel before it on the stream still runs (as soon as that kernel completes or
+// releases its dependents, griddepcontrol.launch_dependents), hiding its launch latency behind
+// that kernel's tail. Its first act is to wait (griddepcontrol.wait: the kernel before complete,
+// its writes visible), before it reads or writes any global memory, so every input may be
+// written, and out read or written, by the kernel before. Whatever overlap_launch is, the kernel
+// releases its own dependents right after its wait: a kernel launched after it as a programmatic
+// dependent runs beside it and must wait before it reads out or writes any of the problem's
+// tensors. Below sm_90 (an image compiled below sm_90, or a driver without cuLaunchKernelEx) the
+// launch is an ordinary one; the results are the same either way.
+//
 // One selector (kernels/decoderops/runner/selector.h) answers canImplement and picks what run()
 // launches, so the two never disagree.
 #pragma once
@@ -49,16 +61,18 @@ struct EmbedProblem {
   const std::int32_t* ids = nullptr;  // [tokens]
   const void* table = nullptr;        // [rows, width]
   void* out = nullptr;                // [tokens, width]
+  bool overlap_launch = false;        // programmatic dependent launch (sm_90+): see above
 };
 
 // The SiLU-gated MLP activation: in = [tokens, 2 * width], each row gate (first width) then up;
 // out[t, i] = silu(gate[t, i]) * up[t, i], silu(g) = g / (1 + exp(-g)), fp32 inside, rounded once.
 struct SiluMulProblem {
   DType dtype = DType::kBFloat16;
-  std::int64_t tokens = 0;   // 0: no-op
-  std::int64_t width = 0;    // a multiple of 8
-  const void* in = nullptr;  // [tokens, 2 * width]
-  void* out = nullptr;       // [tokens, width]; must not overlap in
+  std::int64_t tokens = 0;      // 0: no-op
+  std::int64_t width = 0;       // a multiple of 8
+  const void* in = nullptr;     // [tokens, 2 * width]
+  void* out = nullptr;          // [tokens, width]; must not overlap in
+  bool overlap_launch = false;  // programmatic dependent launch (sm_90+): see above
 };
 
 // Greedy sampling: out[r] = the smallest j with x[r, j] == max_j x[r, j] (torch.argmax's first
@@ -69,6 +83,7 @@ struct ArgmaxProblem {
   std::int64_t width = 0;         // vocab; >= 1
   const void* x = nullptr;        // [rows, width]
   std::int32_t* out = nullptr;    // [rows]
+  bool overlap_launch = false;    // programmatic dependent launch (sm_90+): see above
 };
 
 // Limits (every one is checked by canImplement and run, naming the value and the limit).

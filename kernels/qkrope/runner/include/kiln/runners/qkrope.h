@@ -83,6 +83,19 @@ struct Problem {
   void* v_cache = nullptr;
   void* k_out = nullptr;  // optional
   void* v_out = nullptr;  // optional
+  // Programmatic dependent launch (kiln::LaunchConfig::programmatic_dependency). On sm_90 and
+  // newer the kernel may become resident while the kernel before it on the stream still runs (as
+  // soon as that kernel completes or releases its dependents, griddepcontrol.launch_dependents),
+  // hiding its launch latency behind that kernel's tail. It waits (griddepcontrol.wait: the
+  // kernel before complete, its writes visible) before it reads or writes any global memory, so
+  // every input (qkv, positions, slot_mapping, the norm weights) may be written, and every output
+  // read or written, by the kernel before: the wait orders them.
+  // Whatever overlap_launch is, the kernel releases its own dependents right after its wait: a
+  // kernel launched after it as a programmatic dependent (decodeattn with overlap_launch) runs
+  // beside it and must wait before it reads q_out, the caches, k_out or v_out, or writes any of
+  // this kernel's inputs or outputs. Below sm_90 (an image compiled below sm_90, or a driver
+  // without cuLaunchKernelEx) the launch is an ordinary one; the results are the same either way.
+  bool overlap_launch = false;
 };
 
 // q_heads + 2 * kv_heads, at most: the heads of one token.

@@ -43,6 +43,18 @@ struct Problem {
   const void* x = nullptr;       // [rows, hidden]
   void* residual = nullptr;      // [rows, hidden], updated in place; nullptr selects plain RMSNorm
   const void* weight = nullptr;  // [hidden]
+  // Programmatic dependent launch (kiln::LaunchConfig::programmatic_dependency). On sm_90 and
+  // newer the kernel may become resident while the kernel before it on the stream still runs (as
+  // soon as that kernel completes or releases its dependents, griddepcontrol.launch_dependents),
+  // hiding its launch latency behind that kernel's tail. Its first act is to wait
+  // (griddepcontrol.wait: the kernel before complete, its writes visible), before it reads or
+  // writes any global memory, so every input (x, residual, weight) may be written, and out read
+  // or written, by the kernel before. Whatever overlap_launch is, the kernel releases its own
+  // dependents right after its wait: a kernel launched after it as a programmatic dependent runs
+  // beside it and must wait before it reads out or residual or writes x, residual, weight or out.
+  // Below sm_90 (an image compiled below sm_90, or a driver without cuLaunchKernelEx) the launch
+  // is an ordinary one; the results are the same either way.
+  bool overlap_launch = false;
 };
 
 // Host-side admission: a variant for (hidden, dtype) is in the artifact (else kNotSupported,
