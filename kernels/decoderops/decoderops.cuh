@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "common/activation.cuh"
 #include "common/dependent_launch.cuh"
 #include "common/dtype.cuh"
 #include "common/vec16.cuh"
@@ -76,8 +75,11 @@ __device__ __forceinline__ void embedBlock(const EmbedParams& p) {
 
 // ---- silu_mul ------------------------------------------------------------------------------
 
-// silu(g) * u: common/activation.cuh (gemv's gated input forms the same values).
-using common::siluMul;
+// silu(g) * u as torch's F.silu writes silu in fp32 (g / (1 + exp(-g)), precise expf and IEEE
+// division: no fast-math), then the product; one rounding to T after this.
+__device__ __forceinline__ float siluMul(float g, float u) {
+  return (g / (1.0f + expf(-g))) * u;
+}
 
 template <typename T>
 __device__ __forceinline__ common::Vec16 siluMulVector(const common::Vec16& g,
@@ -88,7 +90,12 @@ __device__ __forceinline__ common::Vec16 siluMulVector(const common::Vec16& g,
                       __float_as_uint(siluMul(__uint_as_float(g.z), __uint_as_float(u.z))),
                       __float_as_uint(siluMul(__uint_as_float(g.w), __uint_as_float(u.w))));
   } else {
-    return common::siluMul8<T>(g, u);
+    float fg[8], fu[8], y[8];
+    common::unpack8<T>(g, fg);
+    common::unpack8<T>(u, fu);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) y[e] = siluMul(fg[e], fu[e]);
+    return common::pack8<T>(y);
   }
 }
 

@@ -1,9 +1,8 @@
 // The gemv translation unit: one variant per compile, its dtype baked in by `kiln build` from
-// kiln.toml (-DKILN_CONST_DTYPE=__nv_bfloat16 or __half). Two entries, one per input form; each
-// takes GemvParams by value (params.h).
+// kiln.toml (-DKILN_CONST_DTYPE=__nv_bfloat16 or __half). One entry; it takes GemvParams by value
+// (params.h).
 //
-//   kiln_gemv            y[i, j] = sum_k x[i, k] w[j, k] (+ bias[j]) for i < m <= 8, j < n
-//   kiln_gemv_silu_mul   the same over a[i, k] = silu(x[i, k]) * x[i, up_offset + k]
+//   kiln_gemv   y[i, j] = sum_k x[i, k] w[j, k] (+ bias[j]) for i < m <= 8, j < n
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -28,10 +27,5 @@ static_assert(kiln::common::kIsHalf16<Dtype>, "gemv: dtype must be fp16 or bf16"
 
 extern "C" __global__ void __launch_bounds__(kiln::gemv::kThreads)
     kiln_gemv(const kiln::gemv::GemvParams params) {
-  kiln::gemv::gemvBlock<Dtype, false>(params);
-}
-
-extern "C" __global__ void __launch_bounds__(kiln::gemv::kThreads)
-    kiln_gemv_silu_mul(const kiln::gemv::GemvParams params) {
-  kiln::gemv::gemvBlock<Dtype, true>(params);
+  kiln::gemv::gemvBlock<Dtype>(params);
 }

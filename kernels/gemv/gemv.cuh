@@ -1,6 +1,5 @@
 // The gemv kernel body (launch.h has the work decomposition): the m <= 8 rows of x are read, the
-// rest of the mma's 8 token columns are zeros. kSiluMul: each row of x holds a SwiGLU MLP's gate
-// and up, and the input is silu(gate) * up (the down projection without silu_mul's launch).
+// rest of the mma's 8 token columns are zeros.
 //
 // The mma trick: k's order inside a dot product is free, so a lane's fragments need not come
 // from ldmatrix. Lane (group g, tid4 t) of a warp loads 16 bytes, elements 8t .. 8t + 8 of a
@@ -14,7 +13,6 @@
 
 #include <cstdint>
 
-#include "common/activation.cuh"
 #include "common/dependent_launch.cuh"
 #include "common/dtype.cuh"
 #include "common/sm80_mma.cuh"
@@ -53,22 +51,14 @@ __device__ __forceinline__ void loadWeights(const Vec16* const (&w)[2], int s0, 
   }
 }
 
-// xv[u] = the lane's vector of step s0 + u of its token's input row (x null: a token past m),
-// zeros past k. kSiluMul: silu(gate) * up of the gate vector at x and the up vector `up` vectors
-// further, rounded to T as decoderops' silu_mul writes it. x stays in L1 for every block of the SM.
-template <typename T, bool kSiluMul>
-__device__ __forceinline__ void loadTokens(const Vec16* x, std::int64_t up, int s0, int tid4,
-                                           std::int64_t kv, Vec16 (&xv)[kUnroll]) {
+// xv[u] = the lane's vector of step s0 + u of its token's row of x (null: a token past m), zeros
+// past k. x stays in L1 for every block of the SM.
+__device__ __forceinline__ void loadTokens(const Vec16* x, int s0, int tid4, std::int64_t kv,
+                                           Vec16 (&xv)[kUnroll]) {
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const std::int64_t v = vectorOf(s0 + u, tid4);
-    if (x == nullptr || v >= kv) {
-      xv[u] = Vec16{0, 0, 0, 0};
-    } else if constexpr (kSiluMul) {
-      xv[u] = common::siluMul8<T>(common::loadReadOnly(x + v), common::loadReadOnly(x + up + v));
-    } else {
-      xv[u] = common::loadReadOnly(x + v);
-    }
+    xv[u] = x != nullptr && v < kv ? common::loadReadOnly(x + v) : Vec16{0, 0, 0, 0};
   }
 }
 
@@ -81,7 +71,7 @@ __device__ __forceinline__ void multiplyStep(const Vec16 (&w)[2], const Vec16& x
   common::mma16816<T>(acc, hi, x.z, x.w);
 }
 
-template <typename T, bool kSiluMul>
+template <typename T>
 __device__ void gemvBlock(const GemvParams& p) {
   const int lane = threadIdx.x % kWarp;
   const int warp = threadIdx.x / kWarp;
@@ -113,7 +103,7 @@ __device__ void gemvBlock(const GemvParams& p) {
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (; s0 < steps; s0 += kStride) {
     Vec16 xv[kUnroll];
-    loadTokens<T, kSiluMul>(x, p.up_offset / kElementsPerVector, s0, tid4, kv, xv);
+    loadTokens(x, s0, tid4, kv, xv);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) multiplyStep<T>(wv[u], xv[u], acc);
     if (s0 + kStride < steps) loadWeights(w, s0 + kStride, tid4, kv, wv);

@@ -4,9 +4,7 @@
 // the asserts pin it.
 //
 // Layouts (row-major; "dtype" is the variant's fp16 / bf16):
-//   x     [m, ldx] dtype, the first k elements of each row read (up_offset 0), or gate [0, k) and
-//         up [up_offset, up_offset + k) of each row (the input is silu(gate) * up); rows 16-byte
-//         aligned
+//   x     [m, ldx] dtype, the first k elements of each row read; rows 16-byte aligned
 //   w     [n, k] dtype, contiguous (a PyTorch Linear weight); 16-byte aligned
 //   bias  [n] dtype, or null
 //   y     [m, ldy] dtype or float32 (y_fp32), the first n elements of each row written
@@ -29,14 +27,12 @@ struct GemvParams {
   std::int32_t n;          // rows of w, columns of y
   std::int32_t k_vectors;  // k / 8: 16-byte vectors per row of w
   std::int32_t y_fp32;     // 1: y is float32; 0: y is the variant's dtype
-  std::int64_t up_offset;  // kiln_gemv_silu_mul: elements from a row's gate to its up (k); else 0
 };
 
 static_assert(std::is_standard_layout_v<GemvParams> && std::is_trivially_copyable_v<GemvParams>,
               "GemvParams is passed by value to cuLaunchKernel");
-static_assert(sizeof(void*) == 8 && sizeof(GemvParams) == 72 && offsetof(GemvParams, ldx) == 32 &&
-                  offsetof(GemvParams, m) == 48 && offsetof(GemvParams, y_fp32) == 60 &&
-                  offsetof(GemvParams, up_offset) == 64,
+static_assert(sizeof(void*) == 8 && sizeof(GemvParams) == 64 && offsetof(GemvParams, ldx) == 32 &&
+                  offsetof(GemvParams, m) == 48 && offsetof(GemvParams, y_fp32) == 60,
               "host and device must agree on the GemvParams layout");
 
 }  // namespace kiln::gemv

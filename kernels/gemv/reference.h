@@ -4,7 +4,6 @@
 // fp16 / bf16 values travel as their bit patterns (uint16_t, decoded exactly by common/bits16.h).
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -48,43 +47,6 @@ inline Result gemv(Format format, std::int64_t m, std::int64_t n, std::int64_t k
       }
       r.y[i * n + j] = sum + b;
       r.scale[i * n + j] = abs_sum + std::fabs(b);
-    }
-  }
-  return r;
-}
-
-// The input the kernel forms from a gate_up row (Input::kSiluMul): a[i, c] = silu(g) * u of the
-// gate g = x[i, c] and the up u = x[i, k + c], computed in fp32 (common/activation.cuh) and
-// rounded once to the format. `a` holds that rounding of the exact value; `slack` how far the
-// kernel's value may lie from it: 0, or one step of the format where the exact value is within
-// the kernel's fp32 error (expf within 2 ulp, then three rounded operations: 7 ulp, under 2^-21
-// relative, as decoderops/reference.h derives) of a tie between two neighbours, so that the fp32
-// value may round either way. (For g below -88.7 the kernel's fp32 exp overflows and a is -0;
-// the tests draw |g| < 4.)
-struct SiluMulInput {
-  std::vector<std::uint16_t> a;  // [m, k], bit patterns of the format
-  std::vector<double> slack;     // [m, k]
-};
-
-inline SiluMulInput siluMulInput(Format format, std::int64_t m, std::int64_t k, std::int64_t ldx,
-                                 const std::uint16_t* x) {
-  const Decoder decode(format);
-  const double relative = std::ldexp(1.0, -21);
-  SiluMulInput r;
-  r.a.resize(static_cast<std::size_t>(m * k));
-  r.slack.assign(static_cast<std::size_t>(m * k), 0.0);
-  for (std::int64_t i = 0; i < m; ++i) {
-    for (std::int64_t c = 0; c < k; ++c) {
-      const double g = decode(x[i * ldx + c]), u = decode(x[i * ldx + k + c]);
-      const double exact = g / (1.0 + std::exp(-g)) * u;
-      const std::uint16_t rounded = roundToBits(exact, format);
-      const double value = toDouble(rounded, format);
-      double slack = 0.0;
-      for (double end : {exact * (1.0 - relative), exact * (1.0 + relative)}) {
-        slack = std::max(slack, std::fabs(toDouble(roundToBits(end, format), format) - value));
-      }
-      r.a[static_cast<std::size_t>(i * k + c)] = rounded;
-      r.slack[static_cast<std::size_t>(i * k + c)] = slack;
     }
   }
   return r;

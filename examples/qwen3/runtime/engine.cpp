@@ -251,16 +251,13 @@ kiln::moe::Problem moeProblem(const Shapes& s, std::int64_t tokens, const void* 
   return p;
 }
 
-// y[m, n] = x[m, k] . w[n, k]^T on kiln's gemv (m <= kiln::gemv::kMaxM); with Input::kSiluMul x is
-// the gate_up output [m, 2 k] and the input silu(gate) * up. The weights never change while the
-// decoder runs, so the launch may overlap the kernel before it (overlap_launch).
+// y[m, n] = x[m, k] . w[n, k]^T on kiln's gemv (m <= kiln::gemv::kMaxM). The weights never change
+// while the decoder runs, so the launch may overlap the kernel before it (overlap_launch).
 kiln::gemv::GemvProblem gemvProblem(const Shapes& s, std::int64_t m, std::int64_t n, std::int64_t k,
-                                    const void* x, const void* w, void* y, kiln::DType out_dtype,
-                                    kiln::gemv::Input input = kiln::gemv::Input::kX) {
+                                    const void* x, const void* w, void* y, kiln::DType out_dtype) {
   kiln::gemv::GemvProblem p;
   p.dtype = s.dtype;
   p.out_dtype = out_dtype;
-  p.input = input;
   p.m = m;
   p.n = n;
   p.k = k;
@@ -332,10 +329,6 @@ class Admission {
       for (const auto& [n, k] : nk) {
         add("gemv (" + std::to_string(n) + " x " + std::to_string(k) + ")",
             check(gemvProblem(s, m, n, k, p(0), p(1), p(2), s.dtype)));
-      }
-      if (!s.gptq && s.inter > 0) {  // the down projection over gate_up's output (mlp())
-        add("gemv (down, silu_mul)", check(gemvProblem(s, m, s.hidden, s.inter, p(0), p(1), p(2),
-                                                       s.dtype, kiln::gemv::Input::kSiluMul)));
       }
       add("gemv (lm_head)",
           check(gemvProblem(s, m, s.vocab, s.hidden, p(0), p(1), p(2), kiln::DType::kFloat32)));
@@ -941,12 +934,8 @@ std::uint64_t Engine::weightBytesPerStep(int batch) const {
          static_cast<std::uint64_t>(touched * static_cast<double>(expert_bytes_per_layer_));
 }
 
-bool Engine::onGemv(const Linear& linear, std::int64_t m) const {
-  return !linear.int4 && s_.gemv && m <= kiln::gemv::kMaxM;
-}
-
 void Engine::project(const Linear& linear, const void* x, void* y, std::int64_t m) {
-  if (onGemv(linear, m)) {
+  if (!linear.int4 && s_.gemv && m <= kiln::gemv::kMaxM) {
     checkKiln(
         kiln::gemv::run(gemvProblem(s_, m, linear.n, linear.k, x, linear.weight.get(), y, s_.dtype),
                         nullptr, 0, stream_),
@@ -975,14 +964,6 @@ void Engine::mlp(const Layer& layer, int tokens) {
     return;
   }
   project(layer.gate_up, xn_.get(), gate_up_.get(), t);
-  if (onGemv(layer.down, t)) {  // silu(gate) * up formed inside the down projection's loads
-    checkKiln(kiln::gemv::run(gemvProblem(s_, t, layer.down.n, layer.down.k, gate_up_.get(),
-                                          layer.down.weight.get(), proj_.get(), s_.dtype,
-                                          kiln::gemv::Input::kSiluMul),
-                              nullptr, 0, stream_),
-              "gemv (down, silu_mul)");
-    return;
-  }
   checkKiln(
       kiln::decoderops::run(siluMulProblem(s_, t, gate_up_.get(), act_.get()), nullptr, 0, stream_),
       "silu_mul");

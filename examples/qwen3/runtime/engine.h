@@ -7,9 +7,7 @@
 //   q, cache[slot] = qkrope(qkv)  (QK norm, RoPE, K/V into the pages)  kiln qkrope
 //   attn = fmha(q, k, v) (prefill) | decodeattn(q, cache) (decode)    kiln fmha / decodeattn
 //   xn   = add_rmsnorm(h += attn . Wo^T)                              cuBLASLt, kiln rmsnorm
-//   mlp_out = silu_mul(xn . [Wgate; Wup]^T) . Wdown^T                 kiln gemv (silu_mul in the
-//                                                                     down projection's input) or
-//                                                                     cuBLASLt + kiln decoderops
+//   mlp_out = silu_mul(xn . [Wgate; Wup]^T) . Wdown^T                 cuBLASLt, kiln decoderops
 //   (a Qwen3-MoE layer: router logits = xn . Wgate^T, then the experts)  cuBLASLt, kiln moe
 //
 // A GPTQ checkpoint's seven projections per layer run on kiln's w4a16 instead of cuBLASLt, from
@@ -147,8 +145,6 @@ class Engine {
   void forward(Pass pass, int tokens, int seqs, int first_seq, int max_seqlen_q);
   void attention(Pass pass, const Layer& layer, int tokens, int seqs, int max_seqlen_q);
   void mlp(const Layer& layer, int tokens);
-  // Whether `linear` at m rows runs on kiln's gemv (a dense weight, gemv on, m <= 8).
-  bool onGemv(const Linear& linear, std::int64_t m) const;
   void project(const Linear& linear, const void* x, void* y, std::int64_t m);
   Linear loadLinear(const Checkpoint& checkpoint, const std::vector<std::string>& prefixes,
                     const std::vector<std::int64_t>& outs, std::int64_t in);

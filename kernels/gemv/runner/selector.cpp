@@ -55,11 +55,6 @@ Status checkOutDtype(DType dtype, DType out_dtype) {
                  ") nor fp32");
 }
 
-// Elements of a row of x the kernel reads: k, or gate and up for kSiluMul.
-std::int64_t rowOf(const GemvProblem& p) {
-  return p.input == Input::kSiluMul ? 2 * p.k : p.k;
-}
-
 // n, k, ldx, ldy (resolved) and w's size; m is checked by the caller.
 Status checkShape(const GemvProblem& p, std::int64_t ldx, std::int64_t ldy) {
   if (p.n <= 0) return invalid("n " + str(p.n) + " is not positive");
@@ -72,10 +67,6 @@ Status checkShape(const GemvProblem& p, std::int64_t ldx, std::int64_t ldy) {
   }
   if (p.k > kMaxK) return invalid("k " + str(p.k) + " exceeds the limit " + str(kMaxK));
   // The bounds first, so that a negative ldx reads "less than k", not "not a multiple".
-  if (p.input == Input::kSiluMul && ldx < 2 * p.k) {
-    return invalid("ldx " + str(ldx) + " is less than 2 k " + str(2 * p.k) +
-                   " (input kSiluMul: gate and up)");
-  }
   if (ldx < p.k) return invalid("ldx " + str(ldx) + " is less than k " + str(p.k));
   if (ldx > kMaxLd) return invalid("ldx " + str(ldx) + " exceeds the limit " + str(kMaxLd));
   if (ldx % kKGranule != 0) {
@@ -117,13 +108,8 @@ Status select(std::span<const VariantInfo> table, const GemvProblem& problem,
   *plan = Plan{};
   KILN_RETURN_IF_ERROR(findVariant(table, problem.dtype, plan));
   KILN_RETURN_IF_ERROR(checkOutDtype(problem.dtype, problem.out_dtype));
-  if (problem.input != Input::kX && problem.input != Input::kSiluMul) {
-    return invalid("input " + str(static_cast<int>(problem.input)) +
-                   " is not a gemv::Input value (kX 0, kSiluMul 1)");
-  }
   KILN_RETURN_IF_ERROR(runner::resolveEntry(kGroup, plan->info->name, plan->info->variant,
-                                            kEntryNames[static_cast<int>(problem.input)],
-                                            &plan->variant, &plan->entry));
+                                            kEntryName, &plan->variant, &plan->entry));
   const std::int64_t m = problem.m;
   if (m < 0) return invalid("m " + str(m) + " is negative");
   if (m == 0) {
@@ -134,7 +120,7 @@ Status select(std::span<const VariantInfo> table, const GemvProblem& problem,
     return invalid("m " + str(m) + " exceeds the limit " + str(kMaxM) +
                    " (the token columns of one mma tile)");
   }
-  const std::int64_t ldx = problem.ldx != 0 ? problem.ldx : rowOf(problem);
+  const std::int64_t ldx = problem.ldx != 0 ? problem.ldx : problem.k;
   const std::int64_t ldy = problem.ldy != 0 ? problem.ldy : problem.n;
   KILN_RETURN_IF_ERROR(checkShape(problem, ldx, ldy));
   const bool y_fp32 = problem.out_dtype == DType::kFloat32;
@@ -149,7 +135,7 @@ Status select(std::span<const VariantInfo> table, const GemvProblem& problem,
     }
     // The bytes the kernel may touch: rows 0 .. m - 2 whole, the last one up to k (x) or n (y).
     // Below 2^63 by the limits on ldx, ldy and w.
-    const std::int64_t x_bytes = ((m - 1) * ldx + rowOf(problem)) * elt;
+    const std::int64_t x_bytes = ((m - 1) * ldx + problem.k) * elt;
     const std::int64_t y_bytes = ((m - 1) * ldy + problem.n) * y_elt;
     KILN_RETURN_IF_ERROR(
         runner::checkNoOverlap(kGroup, "y", problem.y, y_bytes, "x", problem.x, x_bytes));
@@ -175,7 +161,6 @@ Status select(std::span<const VariantInfo> table, const GemvProblem& problem,
   params.n = static_cast<std::int32_t>(problem.n);
   params.k_vectors = static_cast<std::int32_t>(problem.k / kElementsPerVector);
   params.y_fp32 = y_fp32 ? 1 : 0;
-  params.up_offset = problem.input == Input::kSiluMul ? problem.k : 0;
   return finish(*plan, device);
 }
 

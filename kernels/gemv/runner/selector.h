@@ -17,8 +17,8 @@
 
 namespace kiln::gemv {
 
-// The entry kernels of each variant (gemv.cu), for every m: one per Input, in the enum's order.
-inline constexpr const char* const kEntryNames[] = {"kiln_gemv", "kiln_gemv_silu_mul"};
+// The one entry kernel of each variant (gemv.cu), for every m.
+inline constexpr const char kEntryName[] = "kiln_gemv";
 inline constexpr unsigned kVectorAlignment = 16;  // x and w: the kernel's 16-byte vector loads
 inline constexpr int kKGranule = 8;               // k, ldx: whole 16-byte vectors of fp16 / bf16
 // Bytes of one tensor the kernel addresses, at most: its offsets are 64-bit.
@@ -36,7 +36,7 @@ struct Plan {
   const kiln_variant* variant = nullptr;
   bool no_op = false;               // m == 0
   std::size_t workspace_bytes = 0;  // the group needs none (the contract is uniform)
-  int entry = -1;                   // index of the input's entry in variant->entries
+  int entry = -1;                   // index of kiln_gemv in variant->entries
   LaunchConfig config;              // grid (ceil(n / 16)), block (256); programmatic: overlap
   GemvParams params{};              // ldx and ldy resolved (0 -> k, n)
 };
@@ -49,17 +49,15 @@ int elementBytes(DType dtype);
 //   dtype is a DType value (kInvalidArgument), fp16 or bf16 and built (kNotSupported, naming the
 //   built dtypes)
 //   out_dtype is dtype or fp32                                     (kInvalidArgument)
-//   input is an Input value                                        (kInvalidArgument)
-//   the variant has the input's entry, kiln_gemv or kiln_gemv_silu_mul (kInternal)
+//   the variant has the entry kiln_gemv                            (kInternal)
 //   m >= 0; m == 0: plan.no_op, and nothing else is checked but the device
-//   m <= kMaxM; n in 1..kMaxN; k in 8..kMaxK and a multiple of 8; ldx (0: the row, k or 2 k for
-//   kSiluMul) in row..kMaxLd and a multiple of 8; ldy (0: n) in n..kMaxLd; w of n x k elements <=
-//   2^63 - 1 bytes
+//   m <= kMaxM; n in 1..kMaxN; k in 8..kMaxK and a multiple of 8; ldx (0: k) in k..kMaxLd and a
+//   multiple of 8; ldy (0: n) in n..kMaxLd; w of n x k elements <= 2^63 - 1 bytes
 //                                                                  (kInvalidArgument)
 //   unless `pointers` is kSkip: x, w, y non-null; x and w 16-byte aligned (with ldx % 8 == 0
 //   every row of x is); y aligned to its element (2 or 4 bytes); bias, when not null, 2-byte
 //   aligned; y's bytes [y, y + ((m - 1) ldy + n) elements) do not overlap x's [x, x + ((m - 1)
-//   ldx + row) elements), w's or bias's                              (kInvalidArgument)
+//   ldx + k) elements), w's or bias's                              (kInvalidArgument)
 //   last, `device` (when given) has an image of the variant         (the check's status)
 // So select(device) equals select(nullptr) followed by checkDevice(). run() selects on the host
 // and leaves the device step to kiln::launch, which applies the same selectImage to the stream's

@@ -57,9 +57,8 @@ TEST(GemvRunner, TheGeneratedTableHasOneVariantPerDtypeWithTheEntry) {
     names.push_back(v.name);
     const kiln_variant* variant = v.variant();
     ASSERT_NE(variant, nullptr);
-    ASSERT_EQ(variant->num_entries, 2);
+    ASSERT_EQ(variant->num_entries, 1);
     EXPECT_STREQ(variant->entries[0], "kiln_gemv");
-    EXPECT_STREQ(variant->entries[1], "kiln_gemv_silu_mul");
   }
   for (const char* name : {"gemv_fp16", "gemv_bf16"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
@@ -102,20 +101,6 @@ TEST(GemvRunner, LaunchesThePlanOnTheCallersStream) {
   EXPECT_EQ(params.n, 24576);
   EXPECT_EQ(params.k_vectors, 512);
   EXPECT_EQ(params.y_fp32, 0);
-}
-
-TEST(GemvRunner, SiluMulInputLaunchesItsEntry) {
-  fake::Driver driver({fake::h200()});
-  driver.record_first_arg_bytes = sizeof(GemvParams);
-  CUstream stream = driver.makeStream(0);
-  GemvProblem p = validProblem();
-  p.input = Input::kSiluMul;
-  p.ldx = 2 * p.k;
-  ASSERT_TRUE(run(p, nullptr, 0, stream).ok());
-  EXPECT_EQ(driver.lastLaunch().function, "kiln_gemv_silu_mul");
-  const GemvParams params = paramsOf(driver.lastLaunchFirstArg());
-  EXPECT_EQ(params.up_offset, p.k);
-  EXPECT_EQ(params.ldx, 2 * p.k);
 }
 
 TEST(GemvRunner, EveryMLaunchesTheOneEntryWithItsM) {

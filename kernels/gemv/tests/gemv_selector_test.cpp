@@ -17,13 +17,13 @@ namespace {
 
 using kiln::fake::fixedVariant;
 
-const char* const kEntries[] = {"kiln_gemv", "kiln_gemv_silu_mul"};
+const char* const kEntries[] = {"kiln_gemv"};
 // An artifact of another version of the group, with other entry names.
 const char* const kOtherEntries[] = {"kiln_gemv_m1", "kiln_gemv_m8"};
 const kiln_image kImages[] = {{80, 0, nullptr, 0, "", 0}, {90, 0, nullptr, 0, "", 0}};
 
-const kiln_variant kFp16{"gemv_fp16", "gemv", kEntries, 2, kImages, 2, 0};
-const kiln_variant kBf16{"gemv_bf16", "gemv", kEntries, 2, kImages, 2, 0};
+const kiln_variant kFp16{"gemv_fp16", "gemv", kEntries, 1, kImages, 2, 0};
+const kiln_variant kBf16{"gemv_bf16", "gemv", kEntries, 1, kImages, 2, 0};
 const kiln_variant kBf16Other{"gemv_bf16", "gemv", kOtherEntries, 2, kImages, 2, 0};
 
 const VariantInfo kTable[] = {
@@ -94,53 +94,12 @@ TEST(GemvSelector, PlansOneBlockPerSixteenRowsOfW) {
   EXPECT_EQ(params.n, 6144);
   EXPECT_EQ(params.k_vectors, 512);
   EXPECT_EQ(params.y_fp32, 0);
-  EXPECT_EQ(params.up_offset, 0);
 
   GemvProblem f = p;  // fp16
   f.dtype = DType::kFloat16;
   f.out_dtype = DType::kFloat16;
   ASSERT_TRUE(select(kTable, f, nullptr, &plan).ok());
   EXPECT_STREQ(plan.info->name, "gemv_fp16");
-}
-
-TEST(GemvSelector, SiluMulInputRunsItsEntryOverRowsOfGateAndUp) {
-  GemvProblem p = validProblem();  // k 4096: rows of x hold 8192
-  p.input = Input::kSiluMul;
-  Plan plan;
-  ASSERT_TRUE(select(kTable, p, nullptr, &plan).ok())
-      << select(kTable, p, nullptr, &plan).toString();
-  EXPECT_STREQ(plan.variant->entries[plan.entry], "kiln_gemv_silu_mul");
-  EXPECT_EQ(plan.params.ldx, 8192);  // 0: 2 k
-  EXPECT_EQ(plan.params.up_offset, 4096);
-  EXPECT_EQ(plan.params.k_vectors, 512);  // the product's k, not the row's
-  EXPECT_EQ(plan.config.grid.x, 384u);
-  p.ldx = 8200;
-  ASSERT_TRUE(select(kTable, p, nullptr, &plan).ok());
-  EXPECT_EQ(plan.params.ldx, 8200);
-  // Rows shorter than gate and up, or not a value of the enum.
-  p.ldx = 8184;
-  EXPECT_EQ(select(kTable, p, nullptr, &plan).message(),
-            "gemv: ldx 8184 is less than 2 k 8192 (input kSiluMul: gate and up)");
-  p.ldx = 0;
-  p.input = static_cast<Input>(7);
-  EXPECT_EQ(select(kTable, p, nullptr, &plan).message(),
-            "gemv: input 7 is not a gemv::Input value (kX 0, kSiluMul 1)");
-}
-
-TEST(GemvSelector, SiluMulInputsBytesAreGateAndUpForTheOverlapCheck) {
-  GemvProblem p = validProblem();
-  p.input = Input::kSiluMul;
-  p.m = 1;
-  // y starts right after x's gate: inside x's row of gate and up.
-  p.x = fakeAddress(0x10000000);
-  p.y = fakeAddress(0x10000000 + 4096 * 2);
-  Plan plan;
-  const Status s = select(kTable, p, nullptr, &plan);
-  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("overlap"), std::string::npos) << s.message();
-  p.y = fakeAddress(0x10000000 + 8192 * 2);  // right after up: disjoint
-  EXPECT_TRUE(select(kTable, p, nullptr, &plan).ok())
-      << select(kTable, p, nullptr, &plan).toString();
 }
 
 TEST(GemvSelector, EveryMRunsTheOneEntryOnTheSameGrid) {
@@ -538,7 +497,7 @@ TEST(GemvSelector, HostThenDeviceEqualsSelectWithDevice) {
 }
 
 TEST(GemvSelector, ParamsLayoutIsPinned) {
-  EXPECT_EQ(sizeof(GemvParams), 72u);
+  EXPECT_EQ(sizeof(GemvParams), 64u);
   EXPECT_EQ(elementBytes(DType::kFloat16), 2);
   EXPECT_EQ(elementBytes(DType::kBFloat16), 2);
   EXPECT_EQ(elementBytes(DType::kFloat32), 4);

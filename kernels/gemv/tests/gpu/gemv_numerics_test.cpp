@@ -105,14 +105,12 @@ std::vector<std::uint16_t> randomValues(std::size_t count, ref::Format format, i
 // The shape of one product (a case of cases.h, or a link of the chain).
 struct Shape {
   std::int64_t m = 1, n = 1, k = 8;
-  std::int64_t ldx_pad = 0, ldy_pad = 0;  // 0: ldx / ldy passed as 0 (the row / n)
+  std::int64_t ldx_pad = 0, ldy_pad = 0;  // 0: ldx / ldy passed as 0 (k / n)
   bool bias = false, out_fp32 = false;
-  bool silu_mul = false;  // Input::kSiluMul: a row of x is gate | up, 2 k
-  std::int64_t row() const { return silu_mul ? 2 * k : k; }
 };
 
 Shape shapeOf(const cases::Case& c) {
-  return Shape{c.m, c.n, c.k, c.ldx_pad, c.ldy_pad, c.bias, c.out_fp32, c.silu_mul};
+  return Shape{c.m, c.n, c.k, c.ldx_pad, c.ldy_pad, c.bias, c.out_fp32};
 }
 
 // One product, prepared: host inputs, device buffers (inputs uploaded; y and its guard poisoned),
@@ -121,15 +119,12 @@ struct Prepared {
   kiln::DType dtype = kiln::DType::kBFloat16;
   Shape shape;
   std::int64_t ldx = 0, ldy = 0;  // resolved
-  std::vector<std::uint16_t> x;   // [m, ldx]: NaN past the row (k, or 2 k for silu_mul)
-  // silu_mul: the input the kernel forms, [m, k], and how far its elements may round otherwise.
-  ref::SiluMulInput input;
-  std::vector<std::uint16_t> w;  // [n, k]
+  std::vector<std::uint16_t> x;   // [m, ldx]: NaN past k
+  std::vector<std::uint16_t> w;   // [n, k]
   std::vector<std::uint16_t> bias;
   DeviceBuffer d_x, d_w, d_bias, d_y;
   gemv::GemvProblem problem;
-  ref::Result want;           // [m, n]
-  std::vector<double> slack;  // [m, n], silu_mul: sum_k |w| input.slack, added to the bound
+  ref::Result want;  // [m, n]
 
   std::size_t yElementBytes() const { return shape.out_fp32 ? 4 : 2; }
   std::size_t yBytes() const {
@@ -148,18 +143,16 @@ std::string prepare(kiln::DType dtype, const Shape& shape, Rng& rng, Prepared* c
   const auto m = static_cast<std::size_t>(shape.m);
   const auto n = static_cast<std::size_t>(shape.n);
   const auto k = static_cast<std::size_t>(shape.k);
-  c->ldx = x_device != nullptr ? x_ld : shape.row() + shape.ldx_pad;
+  c->ldx = x_device != nullptr ? x_ld : shape.k + shape.ldx_pad;
   c->ldy = shape.n + shape.ldy_pad;
   const auto ldx = static_cast<std::size_t>(c->ldx);
   if (x_device == nullptr) {
-    const auto row = static_cast<std::size_t>(shape.row());
-    const std::vector<std::uint16_t> values = randomValues(m * row, f, -4, 1, rng.next());
+    const std::vector<std::uint16_t> values = randomValues(m * k, f, -4, 1, rng.next());
     c->x.assign(m * ldx, kPoison);
     for (std::size_t i = 0; i < m; ++i) {
-      std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(i * row), row,
+      std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(i * k), k,
                   c->x.begin() + static_cast<std::ptrdiff_t>(i * ldx));
     }
-    if (shape.silu_mul) c->input = ref::siluMulInput(f, shape.m, shape.k, c->ldx, c->x.data());
     if (const std::string e = uploadVector(&c->d_x, c->x); !e.empty()) return "x: " + e;
   }
   c->w = randomValues(n * k, f, -8, -3, rng.next());
@@ -175,7 +168,6 @@ std::string prepare(kiln::DType dtype, const Shape& shape, Rng& rng, Prepared* c
   p.m = shape.m;
   p.n = shape.n;
   p.k = shape.k;
-  p.input = shape.silu_mul ? gemv::Input::kSiluMul : gemv::Input::kX;
   p.ldx = x_device != nullptr || shape.ldx_pad != 0 ? c->ldx : 0;
   p.ldy = shape.ldy_pad != 0 ? c->ldy : 0;
   p.x = x_device != nullptr ? x_device : c->d_x.ptr;
@@ -192,32 +184,16 @@ void computeReference(Prepared* c) {
   const auto n = static_cast<std::size_t>(s.n);
   c->want.y.assign(m * n, 0.0);
   c->want.scale.assign(m * n, 0.0);
-  c->slack.assign(m * n, 0.0);
-  // silu_mul: the product of the input the kernel forms (rounded as it rounds), [m, k].
-  const std::uint16_t* x = s.silu_mul ? c->input.a.data() : c->x.data();
-  const std::int64_t ldx = s.silu_mul ? s.k : c->ldx;
   // Parts of at least 64 rows: each builds its own decoding table.
   parallelFor((n + 63) / 64, [&](std::size_t begin, std::size_t end, std::size_t) {
     const std::size_t j0 = begin * 64, j1 = std::min(n, end * 64);
-    const ref::Result r = ref::gemv(formatOf(c->dtype), s.m, static_cast<std::int64_t>(j1 - j0),
-                                    s.k, ldx, x, c->w.data() + j0 * static_cast<std::size_t>(s.k),
-                                    s.bias ? c->bias.data() + j0 : nullptr);
+    const ref::Result r = ref::gemv(
+        formatOf(c->dtype), s.m, static_cast<std::int64_t>(j1 - j0), s.k, c->ldx, c->x.data(),
+        c->w.data() + j0 * static_cast<std::size_t>(s.k), s.bias ? c->bias.data() + j0 : nullptr);
     for (std::size_t i = 0; i < m; ++i) {
       for (std::size_t j = j0; j < j1; ++j) {
         c->want.y[i * n + j] = r.y[i * (j1 - j0) + (j - j0)];
         c->want.scale[i * n + j] = r.scale[i * (j1 - j0) + (j - j0)];
-      }
-    }
-    if (!s.silu_mul) return;
-    const ref::Decoder decode(formatOf(c->dtype));
-    const auto k = static_cast<std::size_t>(s.k);
-    for (std::size_t i = 0; i < m; ++i) {
-      for (std::size_t e = 0; e < k; ++e) {
-        const double slack = c->input.slack[i * k + e];
-        if (slack == 0.0) continue;  // the usual case: the rounding is not in doubt
-        for (std::size_t j = j0; j < j1; ++j) {
-          c->slack[i * n + j] += std::fabs(decode(c->w[j * k + e])) * slack;
-        }
       }
     }
   });
@@ -294,7 +270,7 @@ Checked checkY(const Prepared& c) {
       const std::size_t i = e / n, j = e % n;
       const double got = yValue(c, out.y, i * ldy + j);
       const double exact = c.want.y[e];
-      const double bound = ref::tolerance(s.k, c.want.scale[e], exact, bits) + c.slack[e];
+      const double bound = ref::tolerance(s.k, c.want.scale[e], exact, bits);
       const double error = std::fabs(got - exact);
       if (error <= bound) {  // false for a NaN (an unwritten poison)
         if (bound > 0.0) worst[part] = std::max(worst[part], error / bound);

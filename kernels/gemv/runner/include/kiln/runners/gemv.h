@@ -6,18 +6,17 @@
 // At m <= 8 the product reads every weight once and does little else, so the kernel streams w in
 // 16-byte vectors at the copy bandwidth; larger batches belong to a GEMM. Layouts (row-major,
 // elements):
-//   x     [m, ldx] dtype; the first k elements of each row are read (input kSiluMul: the first
-//         2 k, gate then up)
+//   x     [m, ldx] dtype; the first k elements of each row are read
 //   w     [n, k] dtype, contiguous: a PyTorch nn.Linear weight as it is stored
 //   bias  [n] dtype, or null
 //   y     [m, ldy] out_dtype; the first n elements of each row are written, nothing else
 //
-// One variant per dtype (gemv_fp16, gemv_bf16), each with one entry kernel per input form
-// (kiln_gemv, kiln_gemv_silu_mul) for every m. Every call launches one kernel on `stream` and
-// nothing else: no host synchronization, no allocation, no workspace, so a run captures in a CUDA
-// graph. m == 0 is a no-op: shapes and pointers are not checked and nothing is touched (dtype and
-// out_dtype still are, since canImplement(problem, sm) answers for that variant). Numerics, limits
-// and speed: kernels/gemv/README.md.
+// One variant per dtype (gemv_fp16, gemv_bf16), each with one entry kernel (kiln_gemv) for every
+// m. Every call launches one kernel on `stream` and nothing else: no host synchronization, no
+// allocation, no workspace, so a run captures in a CUDA graph. m == 0 is a no-op: shapes and
+// pointers are not checked and nothing is touched (dtype and out_dtype still are, since
+// canImplement(problem, sm) answers for that variant). Numerics, limits and speed:
+// kernels/gemv/README.md.
 //
 // One selector (kernels/gemv/runner/selector.h) answers canImplement and picks what run()
 // launches, so the two never disagree.
@@ -43,24 +42,13 @@ struct VariantInfo {
   const kiln_variant* (*variant)();  // the variant's images and entries
 };
 
-// What a row of x holds.
-enum class Input {
-  kX,  // the input, x[i, 0 .. k)
-  // A SwiGLU MLP's gate_up output, x[i, 0 .. 2 k) = [gate | up]: the input is silu(gate) * up,
-  // computed in fp32 and rounded once to the dtype exactly as decoderops' silu_mul writes it (one
-  // definition, kernels/common/activation.cuh), so this equals silu_mul followed by a kX run bit
-  // for bit, without silu_mul's launch and its round trip through memory.
-  kSiluMul,
-};
-
 struct GemvProblem {
   DType dtype = DType::kBFloat16;      // x, w, bias: fp16 or bf16
   DType out_dtype = DType::kBFloat16;  // y: dtype (rounded once from fp32) or kFloat32
   std::int64_t m = 0;                  // rows of x and y (tokens): 0 (a no-op) .. kMaxM
   std::int64_t n = 0;                  // rows of w, columns of y (output features)
   std::int64_t k = 0;                  // columns of w (input features): a multiple of 8
-  Input input = Input::kX;             // what a row of x holds
-  std::int64_t ldx = 0;                // elements between rows of x; 0 means k (kSiluMul: 2 k)
+  std::int64_t ldx = 0;                // elements between rows of x; 0 means k
   std::int64_t ldy = 0;                // elements between rows of y; 0 means n
   const void* x = nullptr;             // [m, ldx]; 16-byte aligned
   const void* w = nullptr;             // [n, k]; 16-byte aligned
@@ -95,13 +83,12 @@ inline constexpr std::int64_t kMaxK = 8 * kMaxN;
 inline constexpr std::int64_t kMaxLd = std::int64_t{1} << 58;
 
 // Host-side admission: dtype is a built fp16 / bf16 (else kNotSupported, naming the built
-// dtypes); out_dtype is dtype or fp32; input is kX or kSiluMul; m in 0..kMaxM; n in 1..kMaxN; k a
-// multiple of 8 in 8..kMaxK; ldx (once 0 is k, or 2 k for kSiluMul) a multiple of 8 (16-byte rows
-// of x) in k (2 k)..kMaxLd; ldy (once 0 is n)
+// dtypes); out_dtype is dtype or fp32; m in 0..kMaxM; n in 1..kMaxN; k a multiple of 8 in
+// 8..kMaxK; ldx (once 0 is k) a multiple of 8 (16-byte rows of x) in k..kMaxLd; ldy (once 0 is n)
 // in n..kMaxLd; w at most 2^63 - 1 bytes; x and w non-null and 16-byte aligned, y non-null and
 // aligned to its element, bias null or 2-byte aligned; y's bytes ([y, y + ((m - 1) ldy + n)
-// elements)) overlap none of x's (up to (m - 1) ldx + k, or + 2 k), w's or bias's. Else
-// kInvalidArgument, naming the value and the limit.
+// elements)) overlap none of x's, w's or bias's. Else kInvalidArgument, naming the value and the
+// limit.
 Status canImplement(const GemvProblem& p);
 // The same, and the artifact has an image that runs on a device of SM `device_sm`.
 Status canImplement(const GemvProblem& p, int device_sm);
