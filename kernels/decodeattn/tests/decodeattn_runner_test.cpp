@@ -13,36 +13,18 @@
 
 #include "decodeattn/launch.h"
 #include "decodeattn/params.h"
+#include "decodeattn/tests/valid_problem.h"
 #include "kiln/runners/decodeattn.h"
 #include "runtime/fake_driver.h"
 
 namespace kiln::decodeattn {
 namespace {
 
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fixtures::fakeAddress;
 
-// bf16, d128, GQA 32/8, page 16, 256 pages per sequence, 32 sequences: one split on an H200.
+// validProblem() of valid_problem.h at device-like addresses: one split on an H200.
 Problem validProblem() {
-  Problem p;
-  p.dtype = DType::kBFloat16;
-  p.batch = 32;
-  p.q_heads = 32;
-  p.kv_heads = 8;
-  p.head_dim = 128;
-  p.page_size = 16;
-  p.num_pages = 32 * 256;
-  p.max_pages_per_seq = 256;
-  p.scale = 0.08838834764831845f;
-  p.out = fakeAddress(0x7f0000010000);
-  p.q = fakeAddress(0x7f0000020000);
-  p.k_cache = fakeAddress(0x7f0000030000);
-  p.v_cache = fakeAddress(0x7f0000040000);
-  p.page_table = fakeAddress<const std::int32_t>(0x7f0000050000);
-  p.seq_lens = fakeAddress<const std::int32_t>(0x7f0000060000);
-  return p;
+  return fixtures::validProblem(0x7f0000000000);
 }
 
 // One sequence of 32768 keys: 16 splits on an H200's 132 SMs, then the merge.

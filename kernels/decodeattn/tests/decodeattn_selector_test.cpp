@@ -11,6 +11,7 @@
 
 #include "decodeattn/launch.h"
 #include "decodeattn/runner/selector.h"
+#include "decodeattn/tests/valid_problem.h"
 #include "support/fixed_variant.h"
 
 namespace kiln::decodeattn {
@@ -36,32 +37,8 @@ const VariantInfo kTable[] = {
     {"decodeattn_d128_fp16", 128, DType::kFloat16, &fixedVariant<kD128Fp16>},
 };
 
-// Addresses are never dereferenced: the selector only inspects them.
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
-
-// bf16, d128, GQA 32/8, page 16, 256 pages of 16 keys per sequence (4096 keys).
-Problem validProblem() {
-  Problem p;
-  p.dtype = DType::kBFloat16;
-  p.batch = 32;
-  p.q_heads = 32;
-  p.kv_heads = 8;
-  p.head_dim = 128;
-  p.page_size = 16;
-  p.num_pages = 32 * 256;
-  p.max_pages_per_seq = 256;
-  p.scale = 0.08838834764831845f;
-  p.out = fakeAddress(0x10000);
-  p.q = fakeAddress(0x20000);
-  p.k_cache = fakeAddress(0x30000);
-  p.v_cache = fakeAddress(0x40000);
-  p.page_table = fakeAddress<const std::int32_t>(0x50000);
-  p.seq_lens = fakeAddress<const std::int32_t>(0x60000);
-  return p;
-}
+using fixtures::fakeAddress;
+using fixtures::validProblem;
 
 constexpr int kH200 = 132;
 
