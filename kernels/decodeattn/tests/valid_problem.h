@@ -7,13 +7,11 @@
 #include <cstdint>
 
 #include "kiln/runners/decodeattn.h"
+#include "support/fake_address.h"
 
 namespace kiln::decodeattn::fixtures {
 
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
 
 inline Problem validProblem(std::uintptr_t base = 0) {
   Problem p;

@@ -20,14 +20,13 @@
 #include "kiln/groups/decoderops.h"
 #include "kiln/runners/decoderops.h"
 #include "runtime/fake_driver.h"
+#include "support/fake_address.h"
 
 namespace kiln::decoderops {
 namespace {
 
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
+using fake::paramsOf;
 
 EmbedProblem embedProblem() {
   EmbedProblem p;
@@ -59,14 +58,6 @@ ArgmaxProblem argmaxProblem() {
   p.x = fakeAddress(0x7f1000000000);
   p.out = fakeAddress<std::int32_t>(0x7f0000010000);
   return p;
-}
-
-template <typename Params>
-Params paramsOf(const std::vector<unsigned char>& bytes) {
-  Params params;
-  EXPECT_EQ(bytes.size(), sizeof(params));
-  std::memcpy(static_cast<void*>(&params), bytes.data(), sizeof(params));
-  return params;
 }
 
 TEST(DecoderopsRunner, TheGeneratedTableHasOneVariantPerDtype) {

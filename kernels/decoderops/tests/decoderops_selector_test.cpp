@@ -12,6 +12,7 @@
 #include "decoderops/launch.h"
 #include "decoderops/params.h"
 #include "decoderops/runner/selector.h"
+#include "support/fake_address.h"
 #include "support/fixed_variant.h"
 
 namespace kiln::decoderops {
@@ -39,11 +40,7 @@ const VariantInfo kNo32[] = {
     {"decoderops_bf16", DType::kBFloat16, &fixedVariant<kBf16>},
 };
 
-// Addresses are never dereferenced: the selector only inspects them.
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
 
 // Qwen3-8B's prefill of 4096 tokens: the embedding of vocab 151936 x hidden 4096 in bf16.
 EmbedProblem embedProblem() {

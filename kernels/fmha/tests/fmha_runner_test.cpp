@@ -16,14 +16,12 @@
 #include "fmha/params.h"
 #include "kiln/runners/fmha.h"
 #include "runtime/fake_driver.h"
+#include "support/fake_address.h"
 
 namespace kiln::fmha {
 namespace {
 
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
 
 // bf16 d128 causal, GQA 16/2, 3 sequences in 3000 query and 7000 key tokens, the longest 1500.
 Problem validProblem() {

@@ -12,6 +12,7 @@
 #include "fmha/launch.h"
 #include "fmha/runner/selector.h"
 #include "kiln/runner_support.h"
+#include "support/fake_address.h"
 #include "support/fixed_variant.h"
 
 namespace kiln::fmha {
@@ -42,11 +43,7 @@ const VariantInfo kTable[] = {
      &fixedVariant<kD64Fp16Full>},
 };
 
-// Addresses are never dereferenced: the selector only inspects them.
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
 
 // bf16, d128, causal, GQA 32/8, 4 sequences in 5000 query and 9000 key tokens, the longest 2000.
 Problem validProblem() {

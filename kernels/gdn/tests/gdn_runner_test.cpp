@@ -16,14 +16,12 @@
 #include "kiln/groups/gdn.h"
 #include "kiln/runners/gdn.h"
 #include "runtime/fake_driver.h"
+#include "support/fake_address.h"
 
 namespace kiln::gdn {
 namespace {
 
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
 
 // The commit's arguments as the launch saw them (its args die with runner.cpp's frame, so the
 // launch entry of the driver table is wrapped to copy them while the call is made).

@@ -19,14 +19,13 @@
 #include "kiln/groups/gemv.h"
 #include "kiln/runners/gemv.h"
 #include "runtime/fake_driver.h"
+#include "support/fake_address.h"
 
 namespace kiln::gemv {
 namespace {
 
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
+using fake::paramsOf;
 
 // Qwen3-8B's gate+up projection at 8 tokens: n 24576, k 4096, bf16, no bias.
 GemvProblem validProblem() {
@@ -40,13 +39,6 @@ GemvProblem validProblem() {
   p.w = fakeAddress<const void>(0x7f1000000000);
   p.y = fakeAddress(0x7f2000000000);
   return p;
-}
-
-GemvParams paramsOf(const std::vector<unsigned char>& bytes) {
-  GemvParams params;
-  EXPECT_EQ(bytes.size(), sizeof(params));
-  std::memcpy(static_cast<void*>(&params), bytes.data(), sizeof(params));
-  return params;
 }
 
 TEST(GemvRunner, TheGeneratedTableHasOneVariantPerDtypeWithTheEntry) {
@@ -90,7 +82,7 @@ TEST(GemvRunner, LaunchesThePlanOnTheCallersStream) {
   EXPECT_EQ(launch.block[2], 1u);
   EXPECT_EQ(launch.shared_bytes, 0u);
   EXPECT_FALSE(launch.programmatic);
-  const GemvParams params = paramsOf(driver.lastLaunchFirstArg());
+  const GemvParams params = paramsOf<GemvParams>(driver.lastLaunchFirstArg());
   EXPECT_EQ(params.y, p.y);
   EXPECT_EQ(params.x, p.x);
   EXPECT_EQ(params.w, p.w);
@@ -114,7 +106,7 @@ TEST(GemvRunner, EveryMLaunchesTheOneEntryWithItsM) {
     ASSERT_TRUE(s.ok()) << m << ": " << s.toString();
     EXPECT_EQ(driver.lastLaunch().function, "kiln_gemv") << m;
     EXPECT_EQ(driver.lastLaunch().grid[0], 1536u) << m;  // the grid does not depend on m
-    EXPECT_EQ(paramsOf(driver.lastLaunchFirstArg()).m, m);
+    EXPECT_EQ(paramsOf<GemvParams>(driver.lastLaunchFirstArg()).m, m);
   }
   EXPECT_EQ(driver.launches.load(), 8);
 }
@@ -134,7 +126,7 @@ TEST(GemvRunner, OverlapLaunchIsProgrammaticOnAnSm90Image) {
   EXPECT_TRUE(launch.programmatic);  // cuLaunchKernelEx, programmatic stream serialization
   EXPECT_EQ(launch.grid[0], 9496u);
   EXPECT_EQ(launch.block[0], 256u);
-  const GemvParams params = paramsOf(driver.lastLaunchFirstArg());
+  const GemvParams params = paramsOf<GemvParams>(driver.lastLaunchFirstArg());
   EXPECT_EQ(params.y_fp32, 1);
   EXPECT_EQ(params.n, 151936);
   p.overlap_launch = false;

@@ -10,6 +10,7 @@
 
 #include "gemv/params.h"
 #include "gemv/runner/selector.h"
+#include "support/fake_address.h"
 #include "support/fixed_variant.h"
 
 namespace kiln::gemv {
@@ -33,11 +34,7 @@ const VariantInfo kTable[] = {
 // An artifact built with bf16 only.
 const VariantInfo kBf16Only[] = {{"gemv_bf16", DType::kBFloat16, &fixedVariant<kBf16>}};
 
-// Addresses are never dereferenced: the selector only inspects them.
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
 
 // Qwen3-8B's qkv projection at one token: n 6144, k 4096 in bf16, with a bias. x is 8 KiB at
 // 0x10000000, w 48 MiB at 0x100000000, bias 12 KiB at 0x20000000, y 12 KiB at 0x30000000.

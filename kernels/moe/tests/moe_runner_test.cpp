@@ -18,14 +18,12 @@
 #include "moe/launch.h"
 #include "moe/params.h"
 #include "runtime/fake_driver.h"
+#include "support/fake_address.h"
 
 namespace kiln::moe {
 namespace {
 
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
 
 // The launches of the fake driver since its history was last cleared (fake::Driver::
 // launchHistory), each with its parameter struct's bytes.

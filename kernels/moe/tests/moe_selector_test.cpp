@@ -17,6 +17,7 @@
 #include "moe/launch.h"
 #include "moe/params.h"
 #include "moe/runner/selector.h"
+#include "support/fake_address.h"
 #include "support/fixed_variant.h"
 
 namespace kiln::moe {
@@ -51,10 +52,7 @@ const VariantInfo kTable[] = {
 const char* const kStepEntries[] = {"kiln_moe_route", "kiln_moe_align", "kiln_moe_fc1",
                                     "kiln_moe_fc2", "kiln_moe_finalize"};
 
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
 
 // A Qwen3-30B-A3B layer at 16 tokens: bf16, 128 experts, top 8, hidden 2048, intermediate 768,
 // bf16 logits, no residual.

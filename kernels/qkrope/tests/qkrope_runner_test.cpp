@@ -17,14 +17,12 @@
 #include "qkrope/params.h"
 #include "qkrope/rope.h"
 #include "runtime/fake_driver.h"
+#include "support/fake_address.h"
 
 namespace kiln::qkrope {
 namespace {
 
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
 
 // Qwen3-32B's attention input in a prefill of 4096 tokens: 64 q / 8 kv heads of 128, HND pages
 // of 64, QK norm, theta 1e6, contiguous K / V too.

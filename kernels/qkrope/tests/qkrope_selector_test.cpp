@@ -12,6 +12,7 @@
 #include "qkrope/launch.h"
 #include "qkrope/rope.h"
 #include "qkrope/runner/selector.h"
+#include "support/fake_address.h"
 #include "support/fixed_variant.h"
 
 namespace kiln::qkrope {
@@ -36,11 +37,7 @@ const VariantInfo kTable[] = {
     {"qkrope_d128_fp16", 128, DType::kFloat16, &fixedVariant<kD128Fp16>},
 };
 
-// Addresses are never dereferenced: the selector only inspects them.
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
 
 // Qwen3-8B's attention input: 32 q / 8 kv heads of 128, theta 1e6, QK norm, 7 tokens, NHD pages
 // of 16.

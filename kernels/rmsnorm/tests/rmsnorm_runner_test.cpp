@@ -16,9 +16,12 @@
 #include "rmsnorm/launch.h"
 #include "rmsnorm/params.h"
 #include "runtime/fake_driver.h"
+#include "support/fake_address.h"
 
 namespace kiln::rmsnorm {
 namespace {
+
+using fake::paramsOf;
 
 void* fakeAddress(std::uintptr_t a) {
   return reinterpret_cast<void*>(a);
@@ -35,13 +38,6 @@ Problem validProblem() {
   p.x = fakeAddress(0x7f1000000000);
   p.weight = fakeAddress(0x7f2000000000);
   return p;
-}
-
-RmsnormParams paramsOf(const std::vector<unsigned char>& bytes) {
-  RmsnormParams params;
-  EXPECT_EQ(bytes.size(), sizeof(params));
-  std::memcpy(static_cast<void*>(&params), bytes.data(), sizeof(params));
-  return params;
 }
 
 TEST(RmsnormRunner, TheGeneratedTableHasEveryVariantWithBothEntries) {
@@ -75,7 +71,7 @@ TEST(RmsnormRunner, LaunchesThePlanOnTheCallersStream) {
   EXPECT_EQ(launch.block[0], static_cast<unsigned>(shape.threads_per_block));
   EXPECT_EQ(launch.shared_bytes, 0u);
   EXPECT_FALSE(launch.programmatic);
-  const RmsnormParams params = paramsOf(driver.lastLaunchFirstArg());
+  const RmsnormParams params = paramsOf<RmsnormParams>(driver.lastLaunchFirstArg());
   EXPECT_EQ(params.out, p.out);
   EXPECT_EQ(params.x, p.x);
   EXPECT_EQ(params.residual, nullptr);

@@ -15,16 +15,14 @@
 #include "kiln/driver_api.h"
 #include "kiln/runners/w4a16.h"
 #include "runtime/fake_driver.h"
+#include "support/fake_address.h"
 #include "w4a16/launch.h"
 #include "w4a16/params.h"
 
 namespace kiln::w4a16 {
 namespace {
 
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
 
 // The launches of the fake driver since its history was last cleared (fake::Driver::
 // launchHistory), each with its parameter struct's bytes.

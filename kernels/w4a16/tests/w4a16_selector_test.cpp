@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "support/fake_address.h"
 #include "support/fixed_variant.h"
 #include "w4a16/launch.h"
 #include "w4a16/params.h"
@@ -83,10 +84,7 @@ int tileFor(long long m) {
   return 128;
 }
 
-template <typename T = void>
-T* fakeAddress(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
+using fake::fakeAddress;
 
 // A GEMV: bf16, one token, 4096 x 4096, symmetric, no bias.
 Problem validProblem() {

@@ -365,4 +365,16 @@ std::vector<std::string> runOnFreshThreads(const std::function<void(int)>& work,
   return errors;
 }
 
+void parallelFor(std::size_t n,
+                 const std::function<void(std::size_t, std::size_t, std::size_t)>& fn) {
+  const std::size_t workers = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 32);
+  const std::size_t per = (n + workers - 1) / workers;
+  if (n == 0) return;
+  std::vector<std::thread> pool;
+  for (std::size_t part = 0; part * per < n; ++part) {
+    pool.emplace_back(fn, part * per, std::min(n, (part + 1) * per), part);
+  }
+  for (std::thread& t : pool) t.join();
+}
+
 }  // namespace kiln::gpu_test

@@ -299,6 +299,11 @@ void runFreshThreadsTest(const std::vector<FreshThreadsVariant>& variants, Prepa
 
 // ---- inputs and variants -------------------------------------------------------------------
 
+// fn(begin, end, part) over [0, n) in parts, one thread a part (up to the cores, at most 32): the
+// host side of a test (drawing inputs, the float64 reference, checking outputs) at large shapes.
+void parallelFor(std::size_t n,
+                 const std::function<void(std::size_t, std::size_t, std::size_t)>& fn);
+
 // splitmix64: fast, seedable, good enough to draw test bits.
 struct Rng {
   std::uint64_t state;

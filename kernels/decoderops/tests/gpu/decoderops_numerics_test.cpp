@@ -139,19 +139,6 @@ class Elements {
   kiln::DType dtype_;
 };
 
-// fn(begin, end, part) over [0, n) in parts, one thread a part (up to the cores, at most 32).
-void parallelFor(std::size_t n,
-                 const std::function<void(std::size_t, std::size_t, std::size_t)>& fn) {
-  const std::size_t workers = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 32);
-  const std::size_t per = (n + workers - 1) / workers;
-  if (n == 0) return;
-  std::vector<std::thread> pool;
-  for (std::size_t part = 0; part * per < n; ++part) {
-    pool.emplace_back(fn, part * per, std::min(n, (part + 1) * per), part);
-  }
-  for (std::thread& t : pool) t.join();
-}
-
 // `n` random bit patterns (any pattern: the gather copies bits), drawn in parallel.
 std::vector<unsigned char> randomBytes(std::size_t n_bytes, std::uint64_t seed) {
   std::vector<unsigned char> data(n_bytes);

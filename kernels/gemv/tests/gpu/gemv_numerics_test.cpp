@@ -75,19 +75,6 @@ const ref::Decoder& decoderOf(kiln::DType dtype) {
   return dtype == kiln::DType::kFloat16 ? fp16 : bf16;
 }
 
-// fn(begin, end, part) over [0, n) in parts, one thread a part (up to the cores, at most 32).
-void parallelFor(std::size_t n,
-                 const std::function<void(std::size_t, std::size_t, std::size_t)>& fn) {
-  const std::size_t workers = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 32);
-  const std::size_t per = (n + workers - 1) / workers;
-  if (n == 0) return;
-  std::vector<std::thread> pool;
-  for (std::size_t part = 0; part * per < n; ++part) {
-    pool.emplace_back(fn, part * per, std::min(n, (part + 1) * per), part);
-  }
-  for (std::thread& t : pool) t.join();
-}
-
 // `count` random values of `format` with magnitudes in [2^lo, 2^(hi + 1)), drawn in parallel.
 std::vector<std::uint16_t> randomValues(std::size_t count, ref::Format format, int lo, int hi,
                                         std::uint64_t seed) {
