@@ -225,11 +225,17 @@ def gate_inputs(fused, g, beta, a, b, row):
 
 
 def gate_values(fused, raw, head_params):
-    """(exp(g), beta) in float32 from gate_inputs' pair. Given gates: exp of g, and beta. Fused,
-    with head_params = (A_log[hv], dt_bias[hv]) float32, as the models compute them:
+    """(exp(g), beta) in float32 from gate_inputs' pair (gate_log_values' g, exponentiated)."""
+    g, beta = gate_log_values(fused, raw, head_params)
+    return cute.math.exp(g, fastmath=fused), beta
+
+
+def gate_log_values(fused, raw, head_params):
+    """(g, beta) in float32 from gate_inputs' pair. Given gates: g and beta as read. Fused, with
+    head_params = (A_log[hv], dt_bias[hv]) float32, as the models compute them:
       g = -exp(A_log) softplus(a + dt_bias),  beta = sigmoid(b) = 1 / (1 + exp(-b))."""
     if not fused:
-        return cute.math.exp(raw[0]), raw[1]
+        return raw[0], raw[1]
     a_log, dt_bias = head_params
     x = raw[0].to(F32) + dt_bias
     limit = F32(SOFTPLUS_THRESHOLD)
@@ -239,7 +245,7 @@ def gate_values(fused, raw, head_params):
     soft = F32(cutlass.select_(x > limit, x, soft))
     g = -cute.math.exp(a_log, fastmath=True) * soft
     beta = F32(1.0) / (F32(1.0) + cute.math.exp(-raw[1].to(F32), fastmath=True))
-    return cute.math.exp(g, fastmath=True), beta
+    return g, beta
 
 
 def scalar_store(ptr, value):

@@ -5,6 +5,7 @@
 // commit (gdn_mtp_commit) copies the accepted one into the pool.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -161,6 +162,48 @@ void commitMtp(int batch, int tokens, int heads_v, int dk, int dv, const std::ve
     const std::size_t from = (static_cast<std::size_t>(b) * tokens + accepted[b] - 1) * entry;
     const std::size_t to = static_cast<std::size_t>(slots[b]) * entry;
     for (std::size_t i = 0; i < entry; ++i) state[to + i] = cache[from + i];
+  }
+}
+
+// Prefill (gdn_prefill), one sequence and one value head: tokens begin .. end - 1 of the packed
+// layouts q, k [T, H, dk], v, out [T, Hv, dv], g, beta [T, Hv], token by token from `state` (dk x
+// dv, left as the state after the last token). The chunked kernels compute the same in another
+// order; this is the definition.
+inline void prefillHead(std::int32_t begin, std::int32_t end, int heads_qk, int heads_v, int hv,
+                        int dk, int dv, const std::vector<double>& q, const std::vector<double>& k,
+                        const std::vector<double>& v, const std::vector<double>& g,
+                        const std::vector<double>& beta, double scale, double* state,
+                        std::vector<double>& out) {
+  const int h = hv / (heads_v / heads_qk);
+  for (std::int32_t t = begin; t < end; ++t) {
+    const std::size_t qk = (static_cast<std::size_t>(t) * heads_qk + h) * dk;
+    const std::size_t vo = (static_cast<std::size_t>(t) * heads_v + hv) * dv;
+    const std::size_t gb = static_cast<std::size_t>(t) * heads_v + hv;
+    decodeHead(dk, dv, &q[qk], &k[qk], &v[vo], g[gb], beta[gb], scale, state, &out[vo]);
+  }
+}
+
+// The whole packed batch: sequence b is tokens cu_seqlens[b] .. cu_seqlens[b + 1] - 1, starting
+// from state[slots[b]] (the pool [num_slots, Hv, dk, dv]) or from zero where has_initial[b] is 0
+// (has_initial empty: every sequence from its slot); its final state is written back to the slot.
+// A negative slot skips the sequence (out and pool left as they were).
+inline void prefill(int batch, int heads_qk, int heads_v, int dk, int dv,
+                    const std::vector<std::int32_t>& cu_seqlens, const std::vector<double>& q,
+                    const std::vector<double>& k, const std::vector<double>& v,
+                    const std::vector<double>& g, const std::vector<double>& beta,
+                    const std::vector<std::int32_t>& slots,
+                    const std::vector<std::int32_t>& has_initial, double scale,
+                    std::vector<double>& state, std::vector<double>& out) {
+  const std::size_t head = static_cast<std::size_t>(dk) * dv;
+  for (int b = 0; b < batch; ++b) {
+    if (slots[b] < 0) continue;
+    const bool from_slot = has_initial.empty() || has_initial[b] != 0;
+    for (int hv = 0; hv < heads_v; ++hv) {
+      double* s = &state[(static_cast<std::size_t>(slots[b]) * heads_v + hv) * head];
+      if (!from_slot) std::fill(s, s + head, 0.0);
+      prefillHead(cu_seqlens[b], cu_seqlens[b + 1], heads_qk, heads_v, hv, dk, dv, q, k, v, g, beta,
+                  scale, s, out);
+    }
   }
 }
 

@@ -164,3 +164,89 @@ KILN_BENCH_EXPORT int kiln_bench_gdn_case(int i, char* name, std::size_t name_by
       static_cast<double>(c->head_dim_v)};
   return kiln_bench::exportCase(c->name, values, name, name_bytes, fields, num_fields);
 }
+
+// Prefill (kiln::gdn::PrefillProblem), for gdn_prefill_vs_fla.py. shape: {dtype code, batch
+// (sequences), heads_qk, heads_v, head_dim_k, head_dim_v, num_slots, tokens (all sequences),
+// max_seqlen}. kiln_bench_gdn_prefill_workspace returns the workspace bytes the call needs (-1 for
+// a bad dtype code); kiln_bench_gdn_prefill runs it with that workspace (has_initial_state may be
+// null) and returns as kiln_bench_gdn.
+namespace {
+constexpr int kPrefillShapeFields = 9;
+
+kiln::gdn::PrefillProblem prefillProblem(const int* shape) {
+  kiln::gdn::PrefillProblem p;
+  p.dtype = kiln_bench::dtypeOfCode(shape[0]);
+  p.batch = shape[1];
+  p.heads_qk = shape[2];
+  p.heads_v = shape[3];
+  p.head_dim_k = shape[4];
+  p.head_dim_v = shape[5];
+  p.num_slots = shape[6];
+  p.tokens = shape[7];
+  p.max_seqlen = shape[8];
+  return p;
+}
+}  // namespace
+
+KILN_BENCH_EXPORT int kiln_bench_gdn_prefill_shape_fields(void) {
+  return kPrefillShapeFields;
+}
+
+KILN_BENCH_EXPORT long long kiln_bench_gdn_prefill_workspace(const int* shape) {
+  if (shape[0] != 0 && shape[0] != 1) return -1;
+  return static_cast<long long>(kiln::gdn::workspaceSize(prefillProblem(shape)));
+}
+
+KILN_BENCH_EXPORT int kiln_bench_gdn_prefill(const int* shape, float scale, const void* q,
+                                             const void* k, const void* v, const float* g,
+                                             const float* beta, const void* const* gating,
+                                             void* out, float* state, const std::int32_t* slots,
+                                             const std::int32_t* cu_seqlens,
+                                             const std::int32_t* has_initial_state, void* workspace,
+                                             long long workspace_bytes, void* stream, char* message,
+                                             std::size_t message_bytes) {
+  if (badDtype(shape[0], message, message_bytes))
+    return static_cast<int>(kiln::StatusCode::kInvalidArgument);
+  kiln::gdn::PrefillProblem p = prefillProblem(shape);
+  p.scale = scale;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.g = g;
+  p.beta = beta;
+  p.gating = gatingOf(gating);
+  p.out = out;
+  p.state = state;
+  p.slots = slots;
+  p.cu_seqlens = cu_seqlens;
+  p.has_initial_state = has_initial_state;
+  const kiln::Status s = kiln::gdn::run(p, workspace, static_cast<std::size_t>(workspace_bytes),
+                                        static_cast<kiln::Stream>(stream));
+  kiln_bench::copyMessage(s.toString(), message, message_bytes);
+  return static_cast<int>(s.code());
+}
+
+// The prefill bench cases (cases.h's kPrefillCases marked kBench), each as the fields {sequences,
+// length of each (the bench rows' sequences are equally long), heads_qk, heads_v}: the
+// "gdn_prefill" cases of kiln_bench.Bridge.read_cases.
+namespace {
+constexpr int kPrefillCaseFields = 4;
+}  // namespace
+
+KILN_BENCH_EXPORT int kiln_bench_gdn_prefill_case_fields(void) {
+  return kPrefillCaseFields;
+}
+
+KILN_BENCH_EXPORT int kiln_bench_gdn_prefill_case_count(void) {
+  return kiln_bench::benchCaseCount(cases::kPrefillCases, cases::kBench);
+}
+
+KILN_BENCH_EXPORT int kiln_bench_gdn_prefill_case(int i, char* name, std::size_t name_bytes,
+                                                  double* fields, int num_fields) {
+  const cases::PrefillCase* c = kiln_bench::benchCase(cases::kPrefillCases, cases::kBench, i);
+  if (c == nullptr) return -1;
+  const double values[kPrefillCaseFields] = {
+      static_cast<double>(c->count), static_cast<double>(cases::prefillLength(*c, 0)),
+      static_cast<double>(c->heads_qk), static_cast<double>(c->heads_v)};
+  return kiln_bench::exportCase(c->name, values, name, name_bytes, fields, num_fields);
+}

@@ -1,6 +1,6 @@
-// The gdn runner (kiln/runners/gdn.h) over the artifact's generated variant table: the three
-// problems (decode in place, multi-token into a cache, the commit of the accepted states) go
-// through the one selector and the common entry points (kiln/runner_entry.h). Compiled by `kiln
+// The gdn runner (kiln/runners/gdn.h) over the artifact's generated variant table: the four
+// problems (decode in place, multi-token into a cache, the commit of the accepted states, prefill)
+// go through the one selector and the common entry points (kiln/runner_entry.h). Compiled by `kiln
 // build` into the artifact's library; kiln's own CMake builds only selector.cpp. The variant's
 // cubin came from CuTe DSL, which changes nothing here: it is launched like any image.
 #include "kiln/runners/gdn.h"
@@ -63,6 +63,39 @@ using Entry = runner::Entry<Traits<Problem, Plan>>;
 using MtpEntry = runner::Entry<Traits<MtpProblem, MtpPlan>>;
 using CommitEntry = runner::Entry<Traits<CommitProblem, CommitPlan>>;
 
+// The prefill: the caller's workspace holds the chunk kernel's output, which the state kernel reads
+// after it on the same stream; workspaceSize is from the shapes alone.
+struct PrefillTraits {
+  using Problem = PrefillProblem;
+  using Plan = PrefillPlan;
+  static constexpr std::span<const int> kSupportedSms = generated::kSupportedSms;
+
+  static Status select(const Problem& problem, const DeviceQuery* device, Plan* plan,
+                       runner::PointerChecks pointers) {
+    return gdn::select(generated::kVariants, problem, device, plan, pointers);
+  }
+  static Status launch(const Problem&, Plan& plan, const StreamTarget& target, const DeviceQuery&,
+                       void* workspace, std::size_t workspace_bytes) {
+    KILN_RETURN_IF_ERROR(bindWorkspace(&plan, workspace, workspace_bytes));
+    if (plan.chunk_pass) {
+      PrefillChunkArgs& a = plan.chunk_args;
+      void* args[] = {&a.q,          &a.k,     &a.v,     &a.g,        &a.beta,
+                      &a.a,          &a.b,     &a.a_log, &a.dt_bias,  &a.slots,
+                      &a.cu_seqlens, &a.ws_w,  &a.ws_u,  &a.ws_qd,    &a.ws_kd,
+                      &a.ws_attn,    &a.ws_gc, &a.scale, &a.heads_qk, &a.heads_v};
+      KILN_RETURN_IF_ERROR(
+          kiln::launch(target, *plan.variant, plan.chunk_entry, plan.chunk_config, args));
+    }
+    PrefillStateArgs& a = plan.state_args;
+    void* args[] = {
+        &a.ws_w,   &a.ws_u,  &a.ws_qd, &a.ws_kd,      &a.ws_attn,           &a.ws_gc,
+        &a.out,    &a.state, &a.slots, &a.cu_seqlens, &a.has_initial_state, &a.initial_given,
+        &a.heads_v};
+    return kiln::launch(target, *plan.variant, plan.state_entry, plan.state_config, args);
+  }
+};
+using PrefillEntry = runner::Entry<PrefillTraits>;
+
 }  // namespace
 
 Status canImplement(const Problem& problem) {
@@ -103,6 +136,21 @@ std::size_t workspaceSize(const CommitProblem& problem) {
 Status run(const CommitProblem& problem, void* workspace, std::size_t workspace_bytes,
            Stream stream) {
   return CommitEntry::run(problem, workspace, workspace_bytes, stream);
+}
+
+Status canImplement(const PrefillProblem& problem) {
+  return PrefillEntry::canImplement(problem);
+}
+Status canImplement(const PrefillProblem& problem, int device_sm) {
+  return PrefillEntry::canImplement(problem, device_sm);
+}
+// Shapes only: a caller sizes the workspace before it has (or without passing) its tensors.
+std::size_t workspaceSize(const PrefillProblem& problem) {
+  return PrefillEntry::workspaceSize(problem);
+}
+Status run(const PrefillProblem& problem, void* workspace, std::size_t workspace_bytes,
+           Stream stream) {
+  return PrefillEntry::run(problem, workspace, workspace_bytes, stream);
 }
 
 }  // namespace kiln::gdn

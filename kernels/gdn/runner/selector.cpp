@@ -1,5 +1,5 @@
 // The gdn selector (see selector.h): admission checks, variant choice and launch planning for the
-// three problems. What they share (dtype, head dims, heads, batch, scale, grid, tokens, pointers of
+// four problems. What they share (dtype, head dims, heads, batch, scale, grid, tokens, pointers of
 // the common inputs, the [batch, T] cache apart from the pool) is one function over the fields they
 // have in common, so they refuse the same problem with the same words.
 #include "selector.h"
@@ -173,6 +173,78 @@ Status checkInputs(const P& p) {
     KILN_RETURN_IF_ERROR(checkPointer("beta", p.beta, alignof(float)));
   }
   return checkPointer("slots", p.slots, alignof(std::int32_t));
+}
+
+// The prefill's own arguments, for a batch > 0: the sequences' offsets and the optional flags.
+Status checkPrefillInputs(const PrefillProblem& p) {
+  KILN_RETURN_IF_ERROR(
+      runner::checkPointer("gdn: prefill", "cu_seqlens", p.cu_seqlens, alignof(std::int32_t)));
+  if (p.has_initial_state == nullptr) return Status::Ok();
+  return runner::checkPointer("gdn: prefill", "has_initial_state", p.has_initial_state,
+                              alignof(std::int32_t));
+}
+
+// The prefill's token counts: T and max_seqlen index int32 token rows in the kernels. The chunk
+// grid's x, ceil(max_seqlen / chunk), is then below 2^31 and within CUDA's grid.x limit.
+Status checkPrefillTokens(const PrefillProblem& p) {
+  const auto refuse = [](const std::string& message) { return invalid("prefill: " + message); };
+  if (p.tokens < 0) return refuse("tokens " + std::to_string(p.tokens) + " must be >= 0");
+  if (p.tokens > kMaxPrefillTokens) {
+    return refuse("tokens " + std::to_string(p.tokens) + " exceeds " +
+                  std::to_string(kMaxPrefillTokens) + " (int32 token indices)");
+  }
+  if (p.max_seqlen < 0) {
+    return refuse("max_seqlen " + std::to_string(p.max_seqlen) + " must be >= 0");
+  }
+  if (p.max_seqlen > p.tokens) {
+    return refuse("max_seqlen " + std::to_string(p.max_seqlen) + " exceeds tokens " +
+                  std::to_string(p.tokens));
+  }
+  if (p.tokens > 0 && p.max_seqlen < 1) {
+    return refuse("max_seqlen 0 must be >= 1 when tokens is " + std::to_string(p.tokens));
+  }
+  // The kernels index a chunk's first token as the sequence's start + c * chunk in int32, and the
+  // last chunk of the last sequence starts at most max_seqlen - 1 past that sequence's start.
+  if (p.tokens + p.max_seqlen > kMaxPrefillTokens) {
+    return refuse("tokens " + std::to_string(p.tokens) + " + max_seqlen " +
+                  std::to_string(p.max_seqlen) + " exceeds " + std::to_string(kMaxPrefillTokens) +
+                  " (int32 token indices)");
+  }
+  return Status::Ok();
+}
+
+// The variant, its two entries, both launches and the workspace layout of a batch > 0.
+Status planPrefill(const VariantInfo& info, const PrefillProblem& p, PrefillPlan* out) {
+  out->info = &info;
+  KILN_RETURN_IF_ERROR(runner::resolveEntry("gdn", info.name, info.variant, kPrefillChunkEntry,
+                                            &out->variant, &out->chunk_entry));
+  KILN_RETURN_IF_ERROR(runner::resolveEntry("gdn", info.name, info.variant, kPrefillStateEntry,
+                                            &out->variant, &out->state_entry));
+  out->no_op = p.batch == 0;
+  if (out->no_op) return Status::Ok();
+  if (info.chunk < 1) {
+    return Status(StatusCode::kInternal, std::string("gdn: prefill variant ") + info.name +
+                                             " has chunk " + std::to_string(info.chunk));
+  }
+  const LaunchShape shape = launchShape(info.head_dim_k, info.head_dim_v, info.tile_v,
+                                        info.row_split, info.tiles_per_block, p.heads_v, p.batch);
+  if (!shape.valid)
+    return Status(StatusCode::kInternal, std::string("gdn: no launch shape for ") + info.name);
+  out->state_config.grid = {shape.grid_x, shape.grid_y, shape.grid_z};
+  out->state_config.block = {shape.block_x, shape.block_y, shape.block_z};
+  out->state_config.shared_bytes = prefillStateSmem(info.chunk, info.head_dim_k, info.tile_v,
+                                                    info.row_split, kPrefillActivationBytes);
+  out->chunk_pass = p.tokens > 0;
+  if (out->chunk_pass) {
+    const std::int64_t chunks = (p.max_seqlen + info.chunk - 1) / info.chunk;
+    out->chunk_config.grid = {static_cast<unsigned>(chunks), shape.grid_y, shape.grid_z};
+    out->chunk_config.block = {prefillChunkThreads(info.head_dim_k, info.head_dim_v), 1, 1};
+    out->chunk_config.shared_bytes = prefillChunkSmem(info.chunk, info.head_dim_k);
+  }
+  out->layout = prefillWorkspace(info.head_dim_k, info.head_dim_v, info.chunk,
+                                 kPrefillActivationBytes, p.tokens, p.heads_v);
+  out->workspace_bytes = static_cast<std::size_t>(out->layout.bytes);
+  return Status::Ok();
 }
 
 Status checkDevice(const DeviceQuery* device, const kiln_variant* variant) {
@@ -350,6 +422,94 @@ Status select(std::span<const VariantInfo> table, const CommitProblem& p, const 
                            static_cast<std::int32_t>(p.heads_v)};
   }
   return checkDevice(device, out->variant);
+}
+
+Status select(std::span<const VariantInfo> table, const PrefillProblem& p,
+              const DeviceQuery* device, PrefillPlan* out, PointerChecks pointers) {
+  if (out == nullptr) return Status(StatusCode::kInternal, "gdn: select without a plan");
+  *out = PrefillPlan{};
+  KILN_RETURN_IF_ERROR(checkGateForm(p));
+  const Shape shape = shapeOf(p, kPrefillChunkEntry, "prefill: ");
+  const VariantInfo* info = nullptr;
+  KILN_RETURN_IF_ERROR(admitShape(table, shape, &info));
+  KILN_RETURN_IF_ERROR(checkPrefillTokens(p));
+  KILN_RETURN_IF_ERROR(planPrefill(*info, p, out));
+  if (!out->no_op) {
+    if (pointers == PointerChecks::kCheck) {
+      KILN_RETURN_IF_ERROR(checkInputs(p));
+      KILN_RETURN_IF_ERROR(checkPrefillInputs(p));
+    }
+    // The workspace arrays (null here) are the caller's, bound by bindWorkspace at run time.
+    const auto heads_qk = static_cast<std::int32_t>(p.heads_qk);
+    const auto heads_v = static_cast<std::int32_t>(p.heads_v);
+    out->chunk_args = PrefillChunkArgs{p.q,
+                                       p.k,
+                                       p.v,
+                                       p.g,
+                                       p.beta,
+                                       p.gating.a,
+                                       p.gating.b,
+                                       p.gating.a_log,
+                                       p.gating.dt_bias,
+                                       p.slots,
+                                       p.cu_seqlens,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       p.scale,
+                                       heads_qk,
+                                       heads_v};
+    out->state_args = PrefillStateArgs{nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       nullptr,
+                                       p.out,
+                                       p.state,
+                                       p.slots,
+                                       p.cu_seqlens,
+                                       p.has_initial_state,
+                                       p.has_initial_state != nullptr ? 1 : 0,
+                                       heads_v};
+  }
+  return checkDevice(device, out->variant);
+}
+
+Status bindWorkspace(PrefillPlan* plan, void* workspace, std::size_t workspace_bytes) {
+  // Without tokens there is no chunk: the state kernel reads no workspace, its arguments stay null.
+  if (plan->workspace_bytes == 0) return Status::Ok();
+  if (workspace == nullptr) {
+    return invalid("prefill: needs a workspace of " + std::to_string(plan->workspace_bytes) +
+                   " bytes (workspaceSize()); workspace is null");
+  }
+  if (workspace_bytes < plan->workspace_bytes) {
+    return invalid("prefill: workspace of " + std::to_string(workspace_bytes) +
+                   " bytes is smaller than the " + std::to_string(plan->workspace_bytes) +
+                   " bytes the prefill needs");
+  }
+  KILN_RETURN_IF_ERROR(
+      runner::checkPointer("gdn: prefill", "workspace", workspace, kPrefillWorkspaceAlignment));
+  auto* base = static_cast<unsigned char*>(workspace);
+  const PrefillWorkspace& w = plan->layout;
+  PrefillChunkArgs& c = plan->chunk_args;
+  c.ws_w = base + w.w;
+  c.ws_u = base + w.u;
+  c.ws_qd = base + w.qd;
+  c.ws_kd = base + w.kd;
+  c.ws_attn = reinterpret_cast<float*>(base + w.attn);
+  c.ws_gc = reinterpret_cast<float*>(base + w.gc);
+  PrefillStateArgs& s = plan->state_args;
+  s.ws_w = c.ws_w;
+  s.ws_u = c.ws_u;
+  s.ws_qd = c.ws_qd;
+  s.ws_kd = c.ws_kd;
+  s.ws_attn = c.ws_attn;
+  s.ws_gc = c.ws_gc;
+  return Status::Ok();
 }
 
 }  // namespace kiln::gdn

@@ -4,8 +4,12 @@
 // the artifact's generated table.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <span>
 
+#include "gdn/launch.h"
 #include "kiln/runner_support.h"
 #include "kiln/runners/gdn.h"
 #include "kiln/runtime.h"
@@ -14,16 +18,24 @@
 
 namespace kiln::gdn {
 
-inline constexpr const char kDecodeEntry[] = "kiln_gdn_decode";         // gdn_decode_*
-inline constexpr const char kDecodeMtpEntry[] = "kiln_gdn_decode_mtp";  // gdn_decode_mtp_*
-inline constexpr const char kMtpCommitEntry[] = "kiln_gdn_mtp_commit";  // gdn_mtp_commit_*
+inline constexpr const char kDecodeEntry[] = "kiln_gdn_decode";               // gdn_decode_*
+inline constexpr const char kDecodeMtpEntry[] = "kiln_gdn_decode_mtp";        // gdn_decode_mtp_*
+inline constexpr const char kMtpCommitEntry[] = "kiln_gdn_mtp_commit";        // gdn_mtp_commit_*
+inline constexpr const char kPrefillChunkEntry[] = "kiln_gdn_prefill_chunk";  // gdn_prefill_*
+inline constexpr const char kPrefillStateEntry[] = "kiln_gdn_prefill_state";  // gdn_prefill_*
 inline constexpr unsigned kActivationAlignment = 16;  // q, k, v, out, state: 16-byte aligned rows
 inline constexpr unsigned kGateAlignment = 2;  // gating.a, gating.b: one 16-bit element per read
+// The prefill's token indices and offsets (cu_seqlens) are int32 in the kernels.
+inline constexpr std::int64_t kMaxPrefillTokens = std::numeric_limits<std::int32_t>::max();
+// The bytes of an activation element of the prefill variants (fp16, bf16): the state kernel's
+// tiles and the workspace's w, u, qd, kd are in the activation dtype.
+inline constexpr int kPrefillActivationBytes = 2;
 
 // The device a problem is admitted for (kiln/runner_support.h): the runtime's image check in the
 // runner, a fake in unit tests.
 using runner::DeviceQuery;
 using runner::ImageCheck;
+using runner::PointerChecks;
 
 // The kernel's parameters, in the order of its entry (gdn_decode.py's `decode`). Both gate forms
 // take every gate parameter; the one a variant does not read is null.
@@ -79,6 +91,52 @@ struct CommitArgs {
   std::int32_t heads_v;
 };
 
+// The prefill chunk kernel's parameters, in the order of its entry (gdn_prefill.py's
+// `prefill_chunk`): the inputs, then the workspace arrays it writes (kernels/gdn/launch.h,
+// PrefillWorkspace), then the scalars. As for decode, the gate parameters of the other form are
+// null.
+struct PrefillChunkArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  const float* g;
+  const float* beta;
+  const void* a;
+  const void* b;
+  const float* a_log;
+  const float* dt_bias;
+  const std::int32_t* slots;
+  const std::int32_t* cu_seqlens;
+  void* ws_w;
+  void* ws_u;
+  void* ws_qd;
+  void* ws_kd;
+  float* ws_attn;
+  float* ws_gc;
+  float scale;
+  std::int32_t heads_qk;
+  std::int32_t heads_v;
+};
+
+// The prefill state kernel's parameters, in the order of its entry (gdn_prefill.py's
+// `prefill_state`): the workspace arrays the chunk kernel wrote, then the outputs and the
+// sequences.
+struct PrefillStateArgs {
+  const void* ws_w;
+  const void* ws_u;
+  const void* ws_qd;
+  const void* ws_kd;
+  const float* ws_attn;
+  const float* ws_gc;
+  void* out;
+  float* state;
+  const std::int32_t* slots;
+  const std::int32_t* cu_seqlens;
+  const std::int32_t* has_initial_state;
+  std::int32_t initial_given;  // 1: has_initial_state[b] says whether slots[b] is read, 0: always
+  std::int32_t heads_v;
+};
+
 // A planned launch: the variant, its entry, the grid and the kernel's arguments (DecodeArgs for
 // Problem, DecodeMtpArgs for MtpProblem, CommitArgs for CommitProblem).
 template <typename Args>
@@ -94,6 +152,24 @@ struct LaunchPlan {
 using Plan = LaunchPlan<DecodeArgs>;
 using MtpPlan = LaunchPlan<DecodeMtpArgs>;
 using CommitPlan = LaunchPlan<CommitArgs>;
+
+// The prefill's two launches, in order: the chunk kernel (skipped when tokens == 0: no chunk),
+// then the state kernel (every sequence, even of length 0: it writes the starting state back).
+// The workspace pointers of the arguments are the caller's, set by bindWorkspace at run time.
+struct PrefillPlan {
+  const VariantInfo* info = nullptr;
+  const kiln_variant* variant = nullptr;
+  bool no_op = false;               // batch == 0
+  bool chunk_pass = false;          // tokens > 0: the chunk kernel runs
+  PrefillWorkspace layout;          // the arrays' offsets in the workspace (launch.h)
+  std::size_t workspace_bytes = 0;  // layout.bytes; 0 for batch 0 or tokens 0
+  int chunk_entry = -1;
+  int state_entry = -1;
+  LaunchConfig chunk_config;  // (ceil(max_seqlen / chunk), Hv, batch) blocks of d_k + d_v threads
+  LaunchConfig state_config;  // the decode launch shape
+  PrefillChunkArgs chunk_args{};
+  PrefillStateArgs state_args{};
+};
 
 // Admits `problem` against the variants of `table` that have its entry (kDecodeEntry) and its
 // gate form (fused_gating when problem.gating is given) and plans its launch; checks in order:
@@ -116,5 +192,21 @@ Status select(std::span<const VariantInfo> table, const MtpProblem& problem,
 // [num_slots, Hv, d_k, d_v]; then `device` when given.
 Status select(std::span<const VariantInfo> table, const CommitProblem& problem,
               const DeviceQuery* device, CommitPlan* plan);
+// The prefill, against the variants with kPrefillChunkEntry (which must also have
+// kPrefillStateEntry); checks in order: one gate form, dtype known, head dims built for it and the
+// gate form, heads, batch >= 0, scale finite, grid limits (as Problem, in the same words), then
+// 0 <= tokens <= kMaxPrefillTokens, 0 <= max_seqlen <= tokens and max_seqlen >= 1 when tokens >= 1,
+// then (batch > 0, unless `pointers` is kSkip) num_slots >= 1, the inputs as Problem's,
+// cu_seqlens non-null and aligned, has_initial_state aligned when given; then `device` when given.
+// The plan's workspace pointers stay null until bindWorkspace.
+Status select(std::span<const VariantInfo> table, const PrefillProblem& problem,
+              const DeviceQuery* device, PrefillPlan* plan,
+              PointerChecks pointers = PointerChecks::kCheck);
+// kInvalidArgument when the plan needs a workspace and `workspace` is null, smaller than
+// plan.workspace_bytes (naming both sizes) or not kPrefillWorkspaceAlignment-byte aligned; else
+// points both kernels' workspace arguments at the plan's arrays in it. A plan that needs none
+// (tokens 0: the state kernel reads no chunk) takes any workspace, null included, and leaves them
+// null.
+Status bindWorkspace(PrefillPlan* plan, void* workspace, std::size_t workspace_bytes);
 
 }  // namespace kiln::gdn

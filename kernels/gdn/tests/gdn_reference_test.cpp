@@ -236,5 +236,46 @@ TEST(GdnReference, MtpCommitThenDecodeContinuesTheAcceptedTokens) {
   }
 }
 
+// Prefill over a packed batch of three sequences (lengths 2, 0, 1; d_k = d_v = 1, H = Hv = 1):
+// sequence 0 continues its slot's state token by token, sequence 1 (no token, fresh) writes zero
+// back, sequence 2 is skipped (negative slot): its output and no slot touched.
+TEST(GdnReference, PrefillSequencesSlotsFreshAndSkipped) {
+  const std::vector<std::int32_t> cu = {0, 2, 2, 3};
+  const std::vector<double> q = {1, 2, 3}, k = {2, -1, 4}, v = {1, 3, 5}, g = {-0.5, -0.25, -1},
+                            beta = {0.5, 1, 1};
+  const std::vector<std::int32_t> slots = {2, 0, -1}, has_initial = {1, 0, 1};
+  std::vector<double> state = {7, 8, 0.5}, out = {-9, -9, -9};
+  reference::prefill(3, 1, 1, 1, 1, cu, q, k, v, g, beta, slots, has_initial, 0.5, state, out);
+  // Sequence 0 by hand, from the slot's 0.5, with decodeHead per token.
+  double s = 0.5, o0 = 0, o1 = 0;
+  reference::decodeHead(1, 1, &q[0], &k[0], &v[0], g[0], beta[0], 0.5, &s, &o0);
+  reference::decodeHead(1, 1, &q[1], &k[1], &v[1], g[1], beta[1], 0.5, &s, &o1);
+  EXPECT_EQ(state[2], s);
+  EXPECT_EQ(out[0], o0);
+  EXPECT_EQ(out[1], o1);
+  EXPECT_EQ(state[0], 0.0);  // fresh, no token: zero written back
+  EXPECT_EQ(state[1], 8.0);  // no sequence's slot
+  EXPECT_EQ(out[2], -9.0);   // skipped
+}
+
+// Prefill of T tokens and then one decode step is the rule over the T + 1 tokens: what the GPU
+// test's then_decode cases rely on (d_k = 2, d_v = 2, from a nonzero state).
+TEST(GdnReference, PrefillThenDecodeIsTheRuleOverAllTokens) {
+  const int dk = 2, dv = 2, T = 3;
+  const std::vector<double> q = {1, 0, 0.5, 1, -1, 2, 3, 1}, k = {0, 1, 1, 1, 2, -1, 1, 3},
+                            v = {1, 2, -1, 0, 3, 1, 2, 2}, g = {-0.1, -0.2, -0.3, -0.4},
+                            beta = {0.9, 0.5, 0.25, 1};
+  std::vector<double> pool = {1, 2, 3, 4}, out(static_cast<std::size_t>(T) * dv);
+  reference::prefill(1, 1, 1, dk, dv, {0, T}, q, k, v, g, beta, {0}, {}, 1.0, pool, out);
+  std::vector<double> last(dv);
+  reference::decodeHead(dk, dv, &q[T * dk], &k[T * dk], &v[T * dv], g[T], beta[T], 1.0, pool.data(),
+                        last.data());
+  std::vector<double> whole = {1, 2, 3, 4}, all((T + 1) * dv);
+  reference::prefill(1, 1, 1, dk, dv, {0, T + 1}, q, k, v, g, beta, {0}, {}, 1.0, whole, all);
+  EXPECT_EQ(pool, whole);
+  EXPECT_EQ(last[0], all[T * dv]);
+  EXPECT_EQ(last[1], all[T * dv + 1]);
+}
+
 }  // namespace
 }  // namespace kiln::gdn

@@ -1,7 +1,7 @@
 // The gdn selector on a fake variant table: admission errors name the value and the limit, the
-// launch plan matches launch.h, and a no-op batch touches nothing; for the three problems (decode
-// in place, multi-token into a cache, the commit of the accepted states), each served only by the
-// variants with its entry.
+// launch plan matches launch.h, and a no-op batch touches nothing; for the four problems (decode
+// in place, multi-token into a cache, the commit of the accepted states, prefill), each served
+// only by the variants with its entry.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,24 +32,24 @@ const kiln_variant kMtpGatingBf16{
     "gdn_decode_mtp_gating_dk128_dv128_bf16", "gdn", kMtpEntries, 1, kImages, 1, 0};
 // The decode variant alone, and the artifact's shape: decode bf16 plus multi-token bf16 and fp16
 // (so fp16 decode is not built, fp16 multi-token is).
-// (name, d_k, d_v, tile_v, row_split, tiles_per_block, max_tokens, fused_gating, dtype, variant):
-// kiln.toml's constants.
-const VariantInfo kTable[] = {{"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false,
+// (name, d_k, d_v, tile_v, row_split, tiles_per_block, max_tokens, chunk, fused_gating, dtype,
+// variant): kiln.toml's constants.
+const VariantInfo kTable[] = {{"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, 0, false,
                                DType::kBFloat16, &fixedVariant<kBf16>}};
-const VariantInfo kMixed[] = {{"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false,
+const VariantInfo kMixed[] = {{"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, 0, false,
                                DType::kBFloat16, &fixedVariant<kMtpBf16>},
-                              {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false,
+                              {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, 0, false,
                                DType::kBFloat16, &fixedVariant<kBf16>},
-                              {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 4, 1, 8, false,
+                              {"gdn_decode_mtp_dk128_dv128_fp16", 128, 128, 32, 4, 1, 8, 0, false,
                                DType::kFloat16, &fixedVariant<kMtpFp16>}};
 // Both gate forms of both kernels in bf16, the fused ones listed first.
-const VariantInfo kGating[] = {{"gdn_decode_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, true,
-                                DType::kBFloat16, &fixedVariant<kGatingBf16>},
-                               {"gdn_decode_mtp_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8,
+const VariantInfo kGating[] = {{"gdn_decode_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, 0,
+                                true, DType::kBFloat16, &fixedVariant<kGatingBf16>},
+                               {"gdn_decode_mtp_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, 0,
                                 true, DType::kBFloat16, &fixedVariant<kMtpGatingBf16>},
-                               {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false,
+                               {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, 0, false,
                                 DType::kBFloat16, &fixedVariant<kBf16>},
-                               {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false,
+                               {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, 0, false,
                                 DType::kBFloat16, &fixedVariant<kMtpBf16>}};
 
 alignas(16) unsigned char kBuffer[256];
@@ -487,12 +487,12 @@ TEST(GdnSelector, GatingErrorsNameTheFormAndThePointer) {
 const char* const kCommitEntries[] = {"kiln_gdn_mtp_commit"};
 const kiln_variant kCommit{"gdn_mtp_commit_dk128_dv128", "gdn", kCommitEntries, 1, kImages, 1, 0};
 // The artifact's shape: decode and multi-token bf16, and the commit (dtype fp32: kiln.toml's).
-const VariantInfo kWithCommit[] = {{"gdn_mtp_commit_dk128_dv128", 128, 128, 32, 4, 1, 8, false,
+const VariantInfo kWithCommit[] = {{"gdn_mtp_commit_dk128_dv128", 128, 128, 32, 4, 1, 8, 0, false,
                                     DType::kFloat32, &fixedVariant<kCommit>},
-                                   {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, false,
+                                   {"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, 0, false,
                                     DType::kBFloat16, &fixedVariant<kBf16>},
-                                   {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, false,
-                                    DType::kBFloat16, &fixedVariant<kMtpBf16>}};
+                                   {"gdn_decode_mtp_dk128_dv128_bf16", 128, 128, 32, 4, 1, 8, 0,
+                                    false, DType::kBFloat16, &fixedVariant<kMtpBf16>}};
 
 CommitProblem validCommit() {
   CommitProblem p;
@@ -626,6 +626,403 @@ TEST(GdnSelector, CommitEmptyBatchIsANoOpWithoutPointers) {
   EXPECT_TRUE(plan.no_op);
   p.tokens = 0;  // the problem is wrong, not empty
   EXPECT_FALSE(select(kWithCommit, p, nullptr, &plan).ok());
+}
+
+// ---- prefill ----------------------------------------------------------------------------------
+
+const char* const kPrefillEntries[] = {"kiln_gdn_prefill_chunk", "kiln_gdn_prefill_state"};
+const kiln_variant kPrefillBf16{
+    "gdn_prefill_dk128_dv128_bf16", "gdn", kPrefillEntries, 2, kImages, 1, 0};
+const kiln_variant kPrefillGatingBf16{
+    "gdn_prefill_gating_dk128_dv128_bf16", "gdn", kPrefillEntries, 2, kImages, 1, 0};
+// The artifact's shape in bf16: decode and both prefill gate forms (kiln.toml: max_tokens 0 and
+// chunk 64 for prefill, chunk 0 for decode).
+const VariantInfo kWithPrefill[] = {{"gdn_decode_dk128_dv128_bf16", 128, 128, 32, 4, 1, 1, 0, false,
+                                     DType::kBFloat16, &fixedVariant<kBf16>},
+                                    {"gdn_prefill_gating_dk128_dv128_bf16", 128, 128, 32, 4, 1, 0,
+                                     64, true, DType::kBFloat16, &fixedVariant<kPrefillGatingBf16>},
+                                    {"gdn_prefill_dk128_dv128_bf16", 128, 128, 32, 4, 1, 0, 64,
+                                     false, DType::kBFloat16, &fixedVariant<kPrefillBf16>}};
+
+// 4 sequences of 1000 tokens in all, none longer than 300, 32 value heads over 16 query/key heads.
+PrefillProblem validPrefill() {
+  PrefillProblem p;
+  p.dtype = DType::kBFloat16;
+  p.batch = 4;
+  p.tokens = 1000;
+  p.max_seqlen = 300;
+  p.heads_qk = 16;
+  p.heads_v = 32;
+  p.num_slots = 64;
+  p.scale = 1.0f / std::sqrt(128.0f);
+  p.q = p.k = p.v = kBuffer;
+  p.out = kBuffer;
+  p.state = reinterpret_cast<float*>(kBuffer);
+  p.g = p.beta = reinterpret_cast<const float*>(kBuffer);
+  p.slots = reinterpret_cast<const std::int32_t*>(kBuffer);
+  p.cu_seqlens = reinterpret_cast<const std::int32_t*>(kBuffer + 64);
+  return p;
+}
+
+TEST(GdnSelector, PrefillPlansBothLaunchesFromTheBakedConstants) {
+  PrefillPlan plan;
+  const PrefillProblem p = validPrefill();
+  const Status s = select(kWithPrefill, p, nullptr, &plan);
+  ASSERT_TRUE(s.ok()) << s.toString();
+  EXPECT_EQ(plan.info, &kWithPrefill[2]);
+  EXPECT_FALSE(plan.no_op);
+  EXPECT_EQ(plan.chunk_entry, 0);
+  EXPECT_EQ(plan.state_entry, 1);
+  // The chunk kernel: a block per (chunk, value head, sequence), ceil(300 / 64) = 5 chunks of the
+  // longest sequence; d_k + d_v threads; q and k as float32 rows of 129, 3 gate rows of 64.
+  EXPECT_TRUE(plan.chunk_pass);
+  EXPECT_EQ(plan.chunk_config.grid.x, 5u);
+  EXPECT_EQ(plan.chunk_config.grid.y, 32u);
+  EXPECT_EQ(plan.chunk_config.grid.z, 4u);
+  EXPECT_EQ(plan.chunk_config.block.x, 256u);
+  EXPECT_EQ(plan.chunk_config.block.y, 1u);
+  EXPECT_EQ(plan.chunk_config.block.z, 1u);
+  EXPECT_EQ(plan.chunk_config.shared_bytes, (2u * 64 * 129 + 3 * 64) * 4);  // 66816
+  EXPECT_EQ(plan.chunk_config.shared_bytes, prefillChunkSmem(64, 128));
+  EXPECT_FALSE(plan.chunk_config.programmatic_dependency);
+  // The state kernel: the decode shape; two [64, 128] bf16 tiles, the cross-warp sums of half a
+  // chunk (2 x 4 x 32 x 32 float32), U (64 x 32 float32) and gc (64 float32).
+  EXPECT_EQ(plan.state_config.grid.x, 4u);  // 128 / 32
+  EXPECT_EQ(plan.state_config.grid.y, 32u);
+  EXPECT_EQ(plan.state_config.grid.z, 4u);
+  EXPECT_EQ(plan.state_config.block.x, 32u);
+  EXPECT_EQ(plan.state_config.block.y, 4u);
+  EXPECT_EQ(plan.state_config.block.z, 1u);
+  EXPECT_EQ(plan.state_config.shared_bytes, 32768u + 32768u + 8192u + 256u);  // 73984
+  EXPECT_EQ(plan.state_config.shared_bytes, prefillStateSmem(64, 128, 32, 4, 2));
+  EXPECT_FALSE(plan.state_config.programmatic_dependency);
+  // The workspace: 1000 x 32 rows of w, u, qd, kd (256 bytes each in bf16), attn (64 float32)
+  // and gc (one float32): 41088000 bytes, about 1.3 KB per token and value head.
+  EXPECT_EQ(plan.workspace_bytes, 41088000u);
+  EXPECT_EQ(plan.layout.w, 0u);
+  EXPECT_EQ(plan.layout.u, 8192000u);
+  EXPECT_EQ(plan.layout.qd, 16384000u);
+  EXPECT_EQ(plan.layout.kd, 24576000u);
+  EXPECT_EQ(plan.layout.attn, 32768000u);
+  EXPECT_EQ(plan.layout.gc, 40960000u);
+  EXPECT_EQ(plan.layout.bytes, 41088000u);
+  // The arguments, in the entries' order; the workspace's are bound at run time.
+  const PrefillChunkArgs& c = plan.chunk_args;
+  EXPECT_EQ(c.q, p.q);
+  EXPECT_EQ(c.k, p.k);
+  EXPECT_EQ(c.v, p.v);
+  EXPECT_EQ(c.g, p.g);
+  EXPECT_EQ(c.beta, p.beta);
+  EXPECT_EQ(c.a, nullptr);
+  EXPECT_EQ(c.b, nullptr);
+  EXPECT_EQ(c.a_log, nullptr);
+  EXPECT_EQ(c.dt_bias, nullptr);
+  EXPECT_EQ(c.slots, p.slots);
+  EXPECT_EQ(c.cu_seqlens, p.cu_seqlens);
+  EXPECT_EQ(c.ws_w, nullptr);
+  EXPECT_EQ(c.ws_gc, nullptr);
+  EXPECT_EQ(c.scale, p.scale);
+  EXPECT_EQ(c.heads_qk, 16);
+  EXPECT_EQ(c.heads_v, 32);
+  const PrefillStateArgs& st = plan.state_args;
+  EXPECT_EQ(st.ws_w, nullptr);
+  EXPECT_EQ(st.out, p.out);
+  EXPECT_EQ(st.state, p.state);
+  EXPECT_EQ(st.slots, p.slots);
+  EXPECT_EQ(st.cu_seqlens, p.cu_seqlens);
+  EXPECT_EQ(st.has_initial_state, nullptr);
+  EXPECT_EQ(st.initial_given, 0);  // every sequence starts from its slot
+  EXPECT_EQ(st.heads_v, 32);
+}
+
+// Each array of the workspace starts 256-byte aligned: gc's 5 x 3 float32 take 256 bytes.
+TEST(GdnSelector, PrefillWorkspaceArraysAreEachAligned) {
+  PrefillProblem p = validPrefill();
+  p.tokens = 5;
+  p.max_seqlen = 5;
+  p.heads_qk = 1;
+  p.heads_v = 3;
+  PrefillPlan plan;
+  ASSERT_TRUE(select(kWithPrefill, p, nullptr, &plan).ok());
+  EXPECT_EQ(plan.chunk_config.grid.x, 1u);
+  EXPECT_EQ(plan.layout.u, 3840u);  // 15 rows x 128 x 2 bytes
+  EXPECT_EQ(plan.layout.gc, 5u * 3840u);
+  EXPECT_EQ(plan.workspace_bytes, 5u * 3840u + 256u);
+}
+
+TEST(GdnSelector, PrefillHasInitialStatePassesTheFlags) {
+  PrefillProblem p = validPrefill();
+  p.has_initial_state = reinterpret_cast<const std::int32_t*>(kBuffer + 128);
+  PrefillPlan plan;
+  ASSERT_TRUE(select(kWithPrefill, p, nullptr, &plan).ok());
+  EXPECT_EQ(plan.state_args.has_initial_state, p.has_initial_state);
+  EXPECT_EQ(plan.state_args.initial_given, 1);
+}
+
+// The gating inputs take the `_gating` prefill variant; neither problem takes the other's kernel.
+TEST(GdnSelector, PrefillTakesOnlyThePrefillVariantOfItsGateForm) {
+  PrefillPlan plan;
+  PrefillProblem p = validPrefill();
+  p.g = p.beta = nullptr;
+  p.gating = withGating(valid()).gating;
+  ASSERT_TRUE(select(kWithPrefill, p, nullptr, &plan).ok());
+  EXPECT_EQ(plan.info, &kWithPrefill[1]);
+  EXPECT_EQ(plan.chunk_args.g, nullptr);
+  EXPECT_EQ(plan.chunk_args.beta, nullptr);
+  EXPECT_EQ(plan.chunk_args.a, p.gating.a);
+  EXPECT_EQ(plan.chunk_args.b, p.gating.b);
+  EXPECT_EQ(plan.chunk_args.a_log, p.gating.a_log);
+  EXPECT_EQ(plan.chunk_args.dt_bias, p.gating.dt_bias);
+  Plan decode;
+  ASSERT_TRUE(select(kWithPrefill, valid(), nullptr, &decode).ok());
+  EXPECT_EQ(decode.info, &kWithPrefill[0]);
+  // A table of decode variants only has no prefill.
+  const Status none = select(kGating, validPrefill(), nullptr, &plan);
+  EXPECT_EQ(none.code(), StatusCode::kNotSupported);
+  EXPECT_EQ(
+      none.message(),
+      "gdn: prefill: head dims 128x128 are not built for bf16; built (d_k x d_v dtype): none");
+}
+
+TEST(GdnSelector, PrefillErrorsNameTheValueAndTheLimit) {
+  struct Bad {
+    const char* what;
+    void (*mutate)(PrefillProblem&);
+    const char* message;  // the whole message
+    StatusCode code = StatusCode::kInvalidArgument;
+  };
+  const Bad cases[] = {
+      {"both gate forms", [](PrefillProblem& p) { p.gating = withGating(valid()).gating; },
+       "gdn: both gate forms are given: pass g and beta, or the gating inputs (gating.a, "
+       "gating.b, gating.a_log, gating.dt_bias), not both"},
+      {"fp16", [](PrefillProblem& p) { p.dtype = DType::kFloat16; },
+       "gdn: prefill: head dims 128x128 are not built for fp16; built (d_k x d_v dtype): 128x128 "
+       "bf16 (fused gating), 128x128 bf16",
+       StatusCode::kNotSupported},
+      {"head dims",
+       [](PrefillProblem& p) {
+         p.head_dim_k = 64;
+         p.head_dim_v = 64;
+       },
+       "gdn: prefill: head dims 64x64 are not built for bf16; built (d_k x d_v dtype): 128x128 "
+       "bf16 (fused gating), 128x128 bf16",
+       StatusCode::kNotSupported},
+      {"heads_qk 0", [](PrefillProblem& p) { p.heads_qk = 0; }, "gdn: heads_qk 0 must be >= 1"},
+      {"heads_v 24", [](PrefillProblem& p) { p.heads_v = 24; },
+       "gdn: heads_v 24 must be a multiple of heads_qk 16"},
+      {"batch -1", [](PrefillProblem& p) { p.batch = -1; }, "gdn: batch -1 must be >= 0"},
+      {"scale", [](PrefillProblem& p) { p.scale = std::numeric_limits<float>::infinity(); },
+       "gdn: scale is not finite"},
+      {"batch 70000", [](PrefillProblem& p) { p.batch = 70000; },
+       "gdn: batch 70000 and heads_v 32 must each be <= 65535 (grid y/z limit)"},
+      {"tokens -1", [](PrefillProblem& p) { p.tokens = -1; },
+       "gdn: prefill: tokens -1 must be >= 0"},
+      {"tokens 2^31",
+       [](PrefillProblem& p) {
+         p.tokens = std::int64_t{1} << 31;
+         p.max_seqlen = 64;
+       },
+       "gdn: prefill: tokens 2147483648 exceeds 2147483647 (int32 token indices)"},
+      {"max_seqlen -1", [](PrefillProblem& p) { p.max_seqlen = -1; },
+       "gdn: prefill: max_seqlen -1 must be >= 0"},
+      {"max_seqlen past tokens", [](PrefillProblem& p) { p.max_seqlen = 1001; },
+       "gdn: prefill: max_seqlen 1001 exceeds tokens 1000"},
+      {"max_seqlen 0", [](PrefillProblem& p) { p.max_seqlen = 0; },
+       "gdn: prefill: max_seqlen 0 must be >= 1 when tokens is 1000"},
+      {"num_slots 0", [](PrefillProblem& p) { p.num_slots = 0; }, "gdn: num_slots 0 must be >= 1"},
+      {"null q", [](PrefillProblem& p) { p.q = nullptr; }, "gdn: q is null"},
+      {"null v", [](PrefillProblem& p) { p.v = nullptr; }, "gdn: v is null"},
+      {"null out", [](PrefillProblem& p) { p.out = nullptr; }, "gdn: out is null"},
+      {"null state", [](PrefillProblem& p) { p.state = nullptr; }, "gdn: state is null"},
+      {"null beta", [](PrefillProblem& p) { p.beta = nullptr; }, "gdn: beta is null"},
+      {"null slots", [](PrefillProblem& p) { p.slots = nullptr; }, "gdn: slots is null"},
+      {"null cu_seqlens", [](PrefillProblem& p) { p.cu_seqlens = nullptr; },
+       "gdn: prefill: cu_seqlens is null"},
+  };
+  for (const Bad& c : cases) {
+    PrefillProblem p = validPrefill();
+    c.mutate(p);
+    PrefillPlan plan;
+    const Status s = select(kWithPrefill, p, nullptr, &plan);
+    EXPECT_EQ(s.code(), c.code) << c.what;
+    EXPECT_EQ(s.message(), c.message) << c.what;
+  }
+  // Fused gating where only the g / beta prefill is built names the form.
+  const VariantInfo given_only[] = {kWithPrefill[2]};
+  PrefillProblem p = validPrefill();
+  p.g = p.beta = nullptr;
+  p.gating = withGating(valid()).gating;
+  PrefillPlan plan;
+  Status s = select(given_only, p, nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kNotSupported);
+  EXPECT_EQ(s.message(),
+            "gdn: prefill: head dims 128x128 are not built for bf16 (fused gating); built (d_k x "
+            "d_v dtype): 128x128 bf16");
+  p.gating.a = nullptr;  // a missing gating input is named, as for decode
+  EXPECT_EQ(select(kWithPrefill, p, nullptr, &plan).message(), "gdn: gating.a is null");
+  // Misaligned pointers name the address and the alignment.
+  p = validPrefill();
+  p.q = kBuffer + 4;
+  std::string message = select(kWithPrefill, p, nullptr, &plan).message();
+  EXPECT_EQ(message.rfind("gdn: pointer q (0x", 0), 0u) << message;
+  EXPECT_NE(message.find(") is not 16-byte aligned"), std::string::npos) << message;
+  p = validPrefill();
+  p.cu_seqlens = reinterpret_cast<const std::int32_t*>(kBuffer + 66);
+  message = select(kWithPrefill, p, nullptr, &plan).message();
+  EXPECT_EQ(message.rfind("gdn: prefill: pointer cu_seqlens (0x", 0), 0u) << message;
+  EXPECT_NE(message.find(") is not 4-byte aligned"), std::string::npos) << message;
+  p = validPrefill();
+  p.has_initial_state = reinterpret_cast<const std::int32_t*>(kBuffer + 129);
+  message = select(kWithPrefill, p, nullptr, &plan).message();
+  EXPECT_EQ(message.rfind("gdn: prefill: pointer has_initial_state (0x", 0), 0u) << message;
+  EXPECT_NE(message.find(") is not 4-byte aligned"), std::string::npos) << message;
+}
+
+// The int32 token indices of the kernels: tokens + max_seqlen up to 2^31 - 1 (the last chunk of
+// the last sequence starts at most max_seqlen - 1 past its start), 2^24 chunks in grid.x; one more
+// is refused.
+TEST(GdnSelector, PrefillTokensUpToTheInt32Limit) {
+  PrefillProblem p = validPrefill();
+  p.batch = 1;
+  p.tokens = 1073741824;
+  p.max_seqlen = 1073741823;
+  p.heads_qk = p.heads_v = 1;
+  PrefillPlan plan;
+  ASSERT_TRUE(select(kWithPrefill, p, nullptr, &plan).ok());
+  EXPECT_EQ(plan.chunk_config.grid.x, 16777216u);  // ceil((2^30 - 1) / 64)
+  EXPECT_EQ(plan.workspace_bytes, prefillWorkspace(128, 128, 64, 2, p.tokens, 1).bytes);
+  ++p.tokens;
+  const Status s = select(kWithPrefill, p, nullptr, &plan);
+  EXPECT_EQ(s.message(),
+            "gdn: prefill: tokens 1073741825 + max_seqlen 1073741823 exceeds 2147483647 (int32 "
+            "token indices)");
+}
+
+// Sequences of length 0: no chunk to prepare, no workspace; the state kernel still runs, writing
+// each live slot's starting state back. The pointers are checked as for any batch.
+TEST(GdnSelector, PrefillWithoutTokensPlansOnlyTheStateLaunch) {
+  PrefillProblem p = validPrefill();
+  p.tokens = 0;
+  p.max_seqlen = 0;
+  PrefillPlan plan;
+  ASSERT_TRUE(select(kWithPrefill, p, nullptr, &plan).ok());
+  EXPECT_FALSE(plan.no_op);
+  EXPECT_FALSE(plan.chunk_pass);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  EXPECT_EQ(plan.state_config.grid.x, 4u);
+  EXPECT_EQ(plan.state_config.grid.z, 4u);
+  EXPECT_EQ(plan.state_config.shared_bytes, prefillStateSmem(64, 128, 32, 4, 2));
+  EXPECT_EQ(plan.state_args.out, p.out);
+  p.cu_seqlens = nullptr;
+  EXPECT_EQ(select(kWithPrefill, p, nullptr, &plan).message(), "gdn: prefill: cu_seqlens is null");
+}
+
+TEST(GdnSelector, PrefillEmptyBatchIsANoOpWithoutPointers) {
+  PrefillProblem p;
+  p.heads_qk = 1;
+  p.heads_v = 1;
+  PrefillPlan plan;
+  ASSERT_TRUE(select(kWithPrefill, p, nullptr, &plan).ok());
+  EXPECT_TRUE(plan.no_op);
+  EXPECT_EQ(plan.workspace_bytes, 0u);
+  p.tokens = -1;  // the problem is wrong, not empty
+  EXPECT_EQ(select(kWithPrefill, p, nullptr, &plan).message(),
+            "gdn: prefill: tokens -1 must be >= 0");
+}
+
+// workspaceSize asks with the shapes alone: kSkip plans without a pointer.
+TEST(GdnSelector, PrefillPlansTheWorkspaceWithoutPointers) {
+  PrefillProblem p = validPrefill();
+  p.q = p.k = p.v = nullptr;
+  p.out = nullptr;
+  p.state = nullptr;
+  p.g = p.beta = nullptr;
+  p.slots = p.cu_seqlens = nullptr;
+  PrefillPlan plan;
+  EXPECT_EQ(select(kWithPrefill, p, nullptr, &plan).message(), "gdn: q is null");
+  ASSERT_TRUE(select(kWithPrefill, p, nullptr, &plan, PointerChecks::kSkip).ok());
+  EXPECT_EQ(plan.workspace_bytes, 41088000u);
+}
+
+// A variant with the chunk entry but not the state entry, or without a chunk, is a broken table,
+// not a refusal.
+const char* const kChunkOnly[] = {"kiln_gdn_prefill_chunk"};
+const kiln_variant kBroken{"gdn_prefill_dk128_dv128_bf16", "gdn", kChunkOnly, 1, kImages, 1, 0};
+
+TEST(GdnSelector, PrefillVariantWithoutTheStateEntryIsAnInternalError) {
+  const VariantInfo broken[] = {{"gdn_prefill_dk128_dv128_bf16", 128, 128, 32, 4, 1, 0, 64, false,
+                                 DType::kBFloat16, &fixedVariant<kBroken>}};
+  PrefillPlan plan;
+  const Status s = select(broken, validPrefill(), nullptr, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_EQ(s.message(),
+            "gdn: variant gdn_prefill_dk128_dv128_bf16 has no entry kernel kiln_gdn_prefill_state");
+  const VariantInfo no_chunk[] = {{"gdn_prefill_dk128_dv128_bf16", 128, 128, 32, 4, 1, 0, 0, false,
+                                   DType::kBFloat16, &fixedVariant<kPrefillBf16>}};
+  const Status zero = select(no_chunk, validPrefill(), nullptr, &plan);
+  EXPECT_EQ(zero.code(), StatusCode::kInternal);
+  EXPECT_EQ(zero.message(), "gdn: prefill variant gdn_prefill_dk128_dv128_bf16 has chunk 0");
+}
+
+TEST(GdnSelector, PrefillBindsTheWorkspaceArraysAtTheirOffsets) {
+  PrefillPlan plan;
+  ASSERT_TRUE(select(kWithPrefill, validPrefill(), nullptr, &plan).ok());
+  const std::uintptr_t base = std::uintptr_t{3} << 40;
+  ASSERT_TRUE(bindWorkspace(&plan, reinterpret_cast<void*>(base), plan.workspace_bytes).ok());
+  const auto at = [&](std::uint64_t offset) { return reinterpret_cast<void*>(base + offset); };
+  const PrefillChunkArgs& c = plan.chunk_args;
+  EXPECT_EQ(c.ws_w, at(0));
+  EXPECT_EQ(c.ws_u, at(8192000));
+  EXPECT_EQ(c.ws_qd, at(16384000));
+  EXPECT_EQ(c.ws_kd, at(24576000));
+  EXPECT_EQ(c.ws_attn, at(32768000));
+  EXPECT_EQ(c.ws_gc, at(40960000));
+  const PrefillStateArgs& s = plan.state_args;
+  EXPECT_EQ(s.ws_w, c.ws_w);
+  EXPECT_EQ(s.ws_u, c.ws_u);
+  EXPECT_EQ(s.ws_qd, c.ws_qd);
+  EXPECT_EQ(s.ws_kd, c.ws_kd);
+  EXPECT_EQ(s.ws_attn, c.ws_attn);
+  EXPECT_EQ(s.ws_gc, c.ws_gc);
+}
+
+TEST(GdnSelector, PrefillRefusesAWorkspaceTooSmallMisalignedOrNull) {
+  PrefillPlan plan;
+  ASSERT_TRUE(select(kWithPrefill, validPrefill(), nullptr, &plan).ok());
+  const std::uintptr_t base = std::uintptr_t{3} << 40;
+  Status s = bindWorkspace(&plan, nullptr, plan.workspace_bytes);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "gdn: prefill: needs a workspace of 41088000 bytes (workspaceSize()); workspace is "
+            "null");
+  s = bindWorkspace(&plan, reinterpret_cast<void*>(base), 41087999);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "gdn: prefill: workspace of 41087999 bytes is smaller than the 41088000 bytes the "
+            "prefill needs");
+  s = bindWorkspace(&plan, reinterpret_cast<void*>(base + 128), 41088000);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "gdn: prefill: pointer workspace (0x30000000080) is not 256-byte aligned");
+  EXPECT_EQ(plan.chunk_args.ws_w, nullptr);  // nothing bound by a refusal
+  // No tokens: no workspace needed, and none bound.
+  PrefillProblem empty = validPrefill();
+  empty.tokens = empty.max_seqlen = 0;
+  ASSERT_TRUE(select(kWithPrefill, empty, nullptr, &plan).ok());
+  ASSERT_TRUE(bindWorkspace(&plan, nullptr, 0).ok());
+  EXPECT_EQ(plan.state_args.ws_w, nullptr);
+  EXPECT_EQ(plan.state_args.ws_gc, nullptr);
+}
+
+TEST(GdnSelector, PrefillDeviceCheckIsTheLastStep) {
+  const DeviceQuery device{75, [](const kiln_variant& v, int sm) {
+                             return Status(
+                                 StatusCode::kNoKernelImage,
+                                 std::string(v.name) + ": device is sm_" + std::to_string(sm));
+                           }};
+  PrefillPlan plan;
+  const Status s = select(kWithPrefill, validPrefill(), &device, &plan);
+  EXPECT_EQ(s.code(), StatusCode::kNoKernelImage);
+  EXPECT_EQ(s.message(), "gdn_prefill_dk128_dv128_bf16: device is sm_75");
 }
 
 TEST(GdnSelector, DeviceCheckIsTheLastStep) {

@@ -167,4 +167,89 @@ inline constexpr Case kCases[] = {
      128, 128, kNumerics | kBench},
 };
 
+// gdn_prefill's cases (gdn::PrefillProblem): `count` sequences packed into one batch, their
+// lengths in tokens taken from `lengths` in turn (a length 0 is a sequence with no token, which
+// writes its starting state back), each sequence starting from its pool slot (a random
+// permutation of a pool with more slots than sequences) or from zero, and some skipped.
+// then_decode: after the prefill, one gdn_decode step per sequence from the state it wrote, checked
+// against the float64 rule over the concatenated tokens.
+inline constexpr int kMaxPrefillLengths = 8;
+struct PrefillCase {
+  const char* name;
+  int count;                        // sequences
+  int lengths[kMaxPrefillLengths];  // sequence b's: lengths[b % kMaxPrefillLengths]
+  int heads_qk;                     // H
+  int heads_v;                      // Hv
+  int skip_every = 0;   // every n-th sequence (b % n == n - 1) gets a negative slot; 0: none
+  int fresh_every = 0;  // every n-th sequence starts from zero (has_initial_state[b] = 0; the
+                        // others 1); 0: has_initial_state null, every sequence from its slot
+  Gates gates = Gates::kBoth;
+  bool then_decode = false;
+  unsigned readers = kNumerics;
+};
+
+inline constexpr PrefillCase kPrefillCases[] = {
+    // The lengths in one ragged batch: inside, at and around a chunk of 64, and long.
+    {"ragged_h2_hv4", 7, {1, 2, 63, 64, 65, 1000, 4097}, 2, 4},
+    // Skipped and fresh sequences, a sequence of no token, 16 sequences over 8 lengths.
+    {"ragged_b16_h4_hv16_skip_fresh", 16, {0, 129, 1, 64, 200, 3, 127, 65}, 4, 16, 3, 2},
+    // GQA 8 and a ratio that is not a power of two; MQA-like H 1.
+    {"gqa_h1_hv8", 3, {300, 17, 64}, 1, 8},
+    {"ratio3_h2_hv6_skip", 4, {100, 1, 130, 2}, 2, 6, 2},
+    // Prefill, then decode from the written state (every second sequence fresh).
+    {"then_decode_h2_hv4_fresh", 5, {1, 64, 65, 300, 0}, 2, 4, 0, 2, Gates::kBoth, true},
+    // The benchmark's rows (H 16, Hv 32, given gates): 1k, 4k, 16k tokens in one sequence and in
+    // 8; checked too (the float64 reference of 16k tokens is ~7 x 10^10 multiply-adds, split over
+    // the host's cores). 64k tokens is timed only.
+    {"bench_prefill_t1k_b1", 1, {1024}, 16, 32, 0, 0, Gates::kGiven, false, kNumerics | kBench},
+    {"bench_prefill_t4k_b1", 1, {4096}, 16, 32, 0, 0, Gates::kGiven, false, kNumerics | kBench},
+    {"bench_prefill_t16k_b1", 1, {16384}, 16, 32, 0, 0, Gates::kGiven, false, kNumerics | kBench},
+    {"bench_prefill_t64k_b1", 1, {65536}, 16, 32, 0, 0, Gates::kGiven, false, kBench},
+    {"bench_prefill_t1k_b8",
+     8,
+     {128, 128, 128, 128, 128, 128, 128, 128},
+     16,
+     32,
+     0,
+     0,
+     Gates::kGiven,
+     false,
+     kNumerics | kBench},
+    {"bench_prefill_t4k_b8",
+     8,
+     {512, 512, 512, 512, 512, 512, 512, 512},
+     16,
+     32,
+     0,
+     0,
+     Gates::kGiven,
+     false,
+     kNumerics | kBench},
+    {"bench_prefill_t16k_b8",
+     8,
+     {2048, 2048, 2048, 2048, 2048, 2048, 2048, 2048},
+     16,
+     32,
+     0,
+     0,
+     Gates::kGiven,
+     false,
+     kNumerics | kBench},
+    {"bench_prefill_t64k_b8",
+     8,
+     {8192, 8192, 8192, 8192, 8192, 8192, 8192, 8192},
+     16,
+     32,
+     0,
+     0,
+     Gates::kGiven,
+     false,
+     kBench},
+};
+
+// Sequence b's length in case c.
+constexpr int prefillLength(const PrefillCase& c, int b) {
+  return c.lengths[b % kMaxPrefillLengths];
+}
+
 }  // namespace kiln::gdn::cases

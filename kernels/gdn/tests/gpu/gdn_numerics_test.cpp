@@ -33,6 +33,9 @@
 // The runner's multi-token errors (tokens 0 and 9, null / misaligned / pool-overlapping cache,
 // unbuilt head dims, batch 0) are checked on the device too, each leaving every buffer untouched.
 //
+// Prefill cases (gdn_prefill, issue 28): ragged packed batches against the token-by-token rule,
+// then a decode step from the written states (the prefill section below has the details).
+//
 // MTP commit cases (gdn_mtp_commit, issue 28): a multi-token verify into a [batch, T] cache
 // (checked as above), the pool's slots that no live sequence owns then poisoned, the accepted
 // counts uploaded (0, 1, all T, or every count in one batch, T + 1 and -1 among them), one commit
@@ -52,6 +55,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <sstream>
@@ -1866,6 +1870,403 @@ TEST(GdnFreshThreads, EveryVariantFromFreshThreadsAndAnotherContext) {
 
 // ---- summary ---------------------------------------------------------------------------------
 
+// ---- prefill (gdn_prefill) --------------------------------------------------------------------
+
+// Prefill cases (cases.h's kPrefillCases marked kNumerics) on every gdn_prefill variant of their
+// gate form. Per case: the sequences packed into [T, ...] inputs (random 16-bit q, k, v; gates as
+// for decode), cu_seqlens on the device, a pool with more slots than sequences handed out in a
+// random permutation, some sequences skipped, some fresh (has_initial_state 0: their slot is filled
+// with poison first, so a read of it shows), out poisoned with a guard. One run() with the
+// workspace workspaceSize() asks for; then every output of a live sequence written, finite and
+// within the bound against reference::prefillHead; every output of a skipped sequence still
+// poison; the slots no live sequence owns and the guards bit-identical; the live slots' final
+// states within the bound. then_decode cases then run one gdn_decode step per sequence on the pool
+// the prefill wrote, against the float64 rule continued from the reference's final states.
+//
+// Bounds: the workspace holds w, u and the decayed q, k rounded to the dtype (as
+// flash-linear-attention keeps them), so outputs and states carry the error of a few 16-bit
+// roundings in series, not only the output's one: the groups' 16-bit output bounds
+// (kRelL2BoundFp16 2e-3, kRelL2BoundBf16 1.2e-2, ~4x u / sqrt(3)) for both the outputs and the
+// states, instead of decode's float32 state bound.
+constexpr const char kPrefillEntry[] = "kiln_gdn_prefill_chunk";
+
+const std::vector<const cases::PrefillCase*>& prefillCases() {
+  static const std::vector<const cases::PrefillCase*> picks = [] {
+    std::vector<const cases::PrefillCase*> all;
+    for (const cases::PrefillCase& c : cases::kPrefillCases) {
+      if ((c.readers & cases::kNumerics) != 0) all.push_back(&c);
+    }
+    return all;
+  }();
+  return picks;
+}
+
+bool prefillCaseFor(const cases::PrefillCase& c, const generated::VariantInfo& v) {
+  return c.gates == cases::Gates::kBoth || (c.gates == cases::Gates::kFused) == v.fused_gating;
+}
+
+struct PrefillResult {
+  double out_rel = 0.0, state_rel = 0.0, decode_out_rel = 0.0, decode_state_rel = 0.0;
+  std::int64_t tokens = 0;
+};
+
+// sqrt(num / den), 0 for an empty sum.
+double relL2(double num, double den) {
+  return den > 0 ? std::sqrt(num / den) : 0.0;
+}
+
+// The float64 values of 16-bit inputs.
+std::vector<double> decodeAll(bool fp16, const std::vector<std::uint16_t>& bits) {
+  std::vector<double> out(bits.size());
+  parallelFor(bits.size(), [&](std::size_t begin, std::size_t end, std::size_t) {
+    for (std::size_t i = begin; i < end; ++i) out[i] = decode16(fp16, bits[i]);
+  });
+  return out;
+}
+
+// After a prefill, one gdn_decode step per sequence (the decode variant of the prefill's dtype and
+// gate form) on the pool the prefill wrote, checked against reference::decodeHead continued from
+// the reference's final states `ref_states` ([count * Hv] heads; those of skipped sequences
+// unused). "" on success.
+std::string decodeAfterPrefill(const generated::VariantInfo& pv, int count, int hq, int hv,
+                               const std::vector<std::int32_t>& slots, int num_slots,
+                               const DeviceBuffer& d_state, const DeviceBuffer& d_slots,
+                               std::vector<double> ref_states, Rng& rng, cudaStream_t stream,
+                               PrefillResult* r) {
+  const generated::VariantInfo* dv_info = nullptr;
+  for (std::size_t i : variantsWith(kDecodeEntry)) {
+    const generated::VariantInfo& v = generated::kVariants[i];
+    if (v.dtype == pv.dtype && v.fused_gating == pv.fused_gating && v.head_dim_k == pv.head_dim_k &&
+        v.head_dim_v == pv.head_dim_v) {
+      dv_info = &v;
+    }
+  }
+  if (dv_info == nullptr) return "no gdn_decode variant of the prefill's dtype and gate form";
+  const bool fp16 = isFp16(pv.dtype);
+  const int dk = pv.head_dim_k, dv = pv.head_dim_v;
+  const std::size_t head = static_cast<std::size_t>(dk) * dv;
+  std::vector<std::uint16_t> q(static_cast<std::size_t>(count) * hq * dk), k(q.size()),
+      vv(static_cast<std::size_t>(count) * hv * dv);
+  for (auto& x : q) x = randomBits(rng, formatOf(fp16), -4, 0);
+  for (auto& x : k) x = randomBits(rng, formatOf(fp16), -4, 0);
+  for (auto& x : vv) x = randomBits(rng, formatOf(fp16), -4, 0);
+  GateInputs gates;
+  makeGates(rng, pv.fused_gating, fp16, static_cast<std::size_t>(count) * hv, hv, &gates);
+  DeviceBuffer d_q, d_k, d_v, d_out;
+  for (const std::string& e : {allocate(&d_q, q.size() * 2, q.data(), q.size() * 2),
+                               allocate(&d_k, k.size() * 2, k.data(), k.size() * 2),
+                               allocate(&d_v, vv.size() * 2, vv.data(), vv.size() * 2),
+                               gates.upload(), allocate(&d_out, vv.size() * 2, nullptr, 0)}) {
+    if (!e.empty()) return "decode after prefill: " + e;
+  }
+  gdn::Problem p;
+  p.dtype = pv.dtype;
+  p.batch = count;
+  p.heads_qk = hq;
+  p.heads_v = hv;
+  p.head_dim_k = dk;
+  p.head_dim_v = dv;
+  p.num_slots = num_slots;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  p.q = d_q.ptr;
+  p.k = d_k.ptr;
+  p.v = d_v.ptr;
+  gates.into(&p);
+  p.out = d_out.ptr;
+  p.state = static_cast<float*>(d_state.ptr);
+  p.slots = static_cast<const std::int32_t*>(d_slots.ptr);
+  if (const kiln::Status s = gdn::run(p, nullptr, 0, reinterpret_cast<kiln::Stream>(stream));
+      !s.ok()) {
+    return "decode after prefill: run: " + s.toString();
+  }
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+    return std::string("decode after prefill: kernel: ") + cudaGetErrorString(e);
+  }
+  const std::vector<std::uint16_t> out = download<std::uint16_t>(d_out);
+  const std::vector<float> got = download<float>(d_state);
+  const std::vector<double> dq = decodeAll(fp16, q), dkk = decodeAll(fp16, k),
+                            dvv = decodeAll(fp16, vv);
+  double on = 0, od = 0, sn = 0, sd = 0;
+  std::size_t bad = 0;
+  std::vector<double> o(static_cast<std::size_t>(dv));
+  for (int b = 0; b < count; ++b) {
+    if (slots[b] < 0) continue;
+    for (int h = 0; h < hv; ++h) {
+      double* st = &ref_states[(static_cast<std::size_t>(b) * hv + h) * head];
+      const std::size_t qk = (static_cast<std::size_t>(b) * hq + h / (hv / hq)) * dk;
+      const std::size_t vo = (static_cast<std::size_t>(b) * hv + h) * dv;
+      const std::size_t gb = static_cast<std::size_t>(b) * hv + h;
+      ref::decodeHead(dk, dv, &dq[qk], &dkk[qk], &dvv[vo], gates.ref_g[gb], gates.ref_beta[gb],
+                      p.scale, st, o.data());
+      for (int j = 0; j < dv; ++j) {
+        const double x = decode16(fp16, out[vo + j]);
+        bad += !std::isfinite(x);
+        on += (x - o[j]) * (x - o[j]);
+        od += o[j] * o[j];
+      }
+      const std::size_t so = (static_cast<std::size_t>(slots[b]) * hv + h) * head;
+      for (std::size_t i = 0; i < head; ++i) {
+        const double d = static_cast<double>(got[so + i]) - st[i];
+        sn += d * d;
+        sd += st[i] * st[i];
+      }
+    }
+  }
+  r->decode_out_rel = relL2(on, od);
+  r->decode_state_rel = relL2(sn, sd);
+  const double bound = fp16 ? kRelL2BoundFp16 : kRelL2BoundBf16;
+  std::ostringstream err;
+  if (bad) err << bad << " decode outputs after the prefill not finite; ";
+  if (!(r->decode_out_rel <= bound)) {
+    err << "decode after prefill: output relative L2 error " << r->decode_out_rel << " > bound "
+        << bound << "; ";
+  }
+  if (!(r->decode_state_rel <= bound)) {
+    err << "decode after prefill: state relative L2 error " << r->decode_state_rel << " > bound "
+        << bound << "; ";
+  }
+  return err.str();
+}
+
+// Runs one (prefill variant, case); "" on success, else what failed.
+std::string runPrefillCase(const generated::VariantInfo& v, const cases::PrefillCase& spec,
+                           Rng& rng, cudaStream_t stream, PrefillResult* r) {
+  const bool fp16 = isFp16(v.dtype);
+  const int dk = v.head_dim_k, dv = v.head_dim_v;
+  const int count = spec.count, hq = spec.heads_qk, hv = spec.heads_v;
+  const int num_slots = count + count / 4 + 2;
+  std::vector<std::int32_t> cu(static_cast<std::size_t>(count) + 1, 0);
+  int max_len = 0;
+  for (int b = 0; b < count; ++b) {
+    cu[b + 1] = cu[b] + cases::prefillLength(spec, b);
+    max_len = std::max(max_len, cases::prefillLength(spec, b));
+  }
+  const std::int64_t tokens = cu[count];
+  r->tokens = tokens;
+  const std::vector<std::int32_t> perm = permutation(rng, num_slots);
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(count)), initial;
+  for (int b = 0; b < count; ++b) {
+    const bool skip = spec.skip_every > 0 && b % spec.skip_every == spec.skip_every - 1;
+    slots[b] = skip ? -1 - rng.below(1 << 20) : perm[b];
+  }
+  if (spec.fresh_every > 0) {
+    initial.resize(static_cast<std::size_t>(count));
+    for (int b = 0; b < count; ++b)
+      initial[b] = b % spec.fresh_every == spec.fresh_every - 1 ? 0 : 1;
+  }
+  const std::size_t head = static_cast<std::size_t>(dk) * dv;
+  const std::size_t qk_elems = static_cast<std::size_t>(tokens) * hq * dk;
+  const std::size_t out_elems = static_cast<std::size_t>(tokens) * hv * dv;
+  const std::size_t slot_elems = static_cast<std::size_t>(hv) * head;
+  const std::size_t state_elems = static_cast<std::size_t>(num_slots) * slot_elems;
+  std::vector<std::uint16_t> q(qk_elems), k(qk_elems), vv(out_elems);
+  for (auto& x : q) x = randomBits(rng, formatOf(fp16), -4, 0);
+  for (auto& x : k) x = randomBits(rng, formatOf(fp16), -4, 0);
+  for (auto& x : vv) x = randomBits(rng, formatOf(fp16), -4, 0);
+  GateInputs gates;
+  makeGates(rng, v.fused_gating, fp16, static_cast<std::size_t>(tokens) * hv, hv, &gates);
+  std::vector<float> state(state_elems);
+  for (auto& x : state) x = uniform(rng, -1.0f, 1.0f);
+  // A fresh sequence's slot holds NaN: the kernel must not read it.
+  for (int b = 0; b < count; ++b) {
+    if (slots[b] >= 0 && !initial.empty() && initial[b] == 0) {
+      std::fill_n(state.begin() + static_cast<std::ptrdiff_t>(slots[b] * slot_elems), slot_elems,
+                  std::numeric_limits<float>::quiet_NaN());
+    }
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+  const std::size_t guard = 64;
+  DeviceBuffer d_q, d_k, d_v, d_out, d_state, d_slots, d_cu, d_initial, d_ws;
+  for (const std::string& e :
+       {allocate(&d_q, std::max<std::size_t>(q.size(), 1) * 2, q.data(), q.size() * 2),
+        allocate(&d_k, std::max<std::size_t>(k.size(), 1) * 2, k.data(), k.size() * 2),
+        allocate(&d_v, std::max<std::size_t>(vv.size(), 1) * 2, vv.data(), vv.size() * 2),
+        gates.upload(), allocate(&d_slots, slots.size() * 4, slots.data(), slots.size() * 4),
+        allocate(&d_cu, cu.size() * 4, cu.data(), cu.size() * 4),
+        allocate(&d_state, (state_elems + guard) * 4, state.data(), state_elems * 4),
+        allocate(&d_out, (out_elems + guard) * 2, nullptr, 0)}) {
+    if (!e.empty()) return e;
+  }
+  if (!initial.empty()) {
+    if (const std::string e =
+            allocate(&d_initial, initial.size() * 4, initial.data(), initial.size() * 4);
+        !e.empty()) {
+      return e;
+    }
+  }
+  gdn::PrefillProblem p;
+  p.dtype = v.dtype;
+  p.batch = count;
+  p.tokens = tokens;
+  p.max_seqlen = max_len;
+  p.heads_qk = hq;
+  p.heads_v = hv;
+  p.head_dim_k = dk;
+  p.head_dim_v = dv;
+  p.num_slots = num_slots;
+  p.scale = scale;
+  p.q = d_q.ptr;
+  p.k = d_k.ptr;
+  p.v = d_v.ptr;
+  gates.into(&p);
+  p.out = d_out.ptr;
+  p.state = static_cast<float*>(d_state.ptr);
+  p.slots = static_cast<const std::int32_t*>(d_slots.ptr);
+  p.cu_seqlens = static_cast<const std::int32_t*>(d_cu.ptr);
+  p.has_initial_state = initial.empty() ? nullptr : static_cast<const std::int32_t*>(d_initial.ptr);
+  const std::size_t ws_bytes = gdn::workspaceSize(p);
+  if (ws_bytes > 0) {
+    if (const std::string e = allocate(&d_ws, ws_bytes, nullptr, 0); !e.empty()) return e;
+  }
+  if (const kiln::Status s =
+          gdn::run(p, d_ws.ptr, ws_bytes, reinterpret_cast<kiln::Stream>(stream));
+      !s.ok()) {
+    return "run: " + s.toString();
+  }
+  if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+    return std::string("kernel: ") + cudaGetErrorString(e);
+  }
+  const std::vector<std::uint16_t> out = download<std::uint16_t>(d_out);
+  const std::vector<float> got = download<float>(d_state);
+  if (out.size() < out_elems + guard || got.size() < state_elems + guard) return "download failed";
+
+  // The reference per (sequence, value head), in parallel: its final state into ref_states.
+  const std::vector<double> dq = decodeAll(fp16, q), dkk = decodeAll(fp16, k),
+                            dvv = decodeAll(fp16, vv);
+  std::vector<double> ref_out(out_elems, 0.0),
+      ref_states(static_cast<std::size_t>(count) * slot_elems);
+  parallelFor(static_cast<std::size_t>(count) * hv,
+              [&](std::size_t begin, std::size_t end, std::size_t) {
+                for (std::size_t item = begin; item < end; ++item) {
+                  const int b = static_cast<int>(item / hv), h = static_cast<int>(item % hv);
+                  if (slots[b] < 0) continue;
+                  double* st = &ref_states[item * head];
+                  const bool from_slot = initial.empty() || initial[b] != 0;
+                  const std::size_t so = (static_cast<std::size_t>(slots[b]) * hv + h) * head;
+                  for (std::size_t i = 0; i < head; ++i) st[i] = from_slot ? state[so + i] : 0.0;
+                  ref::prefillHead(cu[b], cu[b + 1], hq, hv, h, dk, dv, dq, dkk, dvv, gates.ref_g,
+                                   gates.ref_beta, scale, st, ref_out);
+                }
+              });
+
+  double on = 0, od = 0, sn = 0, sd = 0;
+  std::size_t unwritten = 0, nonfinite = 0, skipped_written = 0, state_changed = 0;
+  std::vector<bool> owned(static_cast<std::size_t>(num_slots), false);
+  for (int b = 0; b < count; ++b) {
+    const std::size_t first = static_cast<std::size_t>(cu[b]) * hv * dv;
+    const std::size_t last = static_cast<std::size_t>(cu[b + 1]) * hv * dv;
+    if (slots[b] < 0) {
+      for (std::size_t i = first; i < last; ++i) skipped_written += out[i] != kPoison;
+      continue;
+    }
+    owned[static_cast<std::size_t>(slots[b])] = true;
+    for (std::size_t i = first; i < last; ++i) {
+      const double x = decode16(fp16, out[i]);
+      if (out[i] == kPoison) {
+        ++unwritten;
+      } else if (!std::isfinite(x)) {
+        ++nonfinite;
+      }
+      on += (x - ref_out[i]) * (x - ref_out[i]);
+      od += ref_out[i] * ref_out[i];
+    }
+    for (int h = 0; h < hv; ++h) {
+      const double* st = &ref_states[(static_cast<std::size_t>(b) * hv + h) * head];
+      const std::size_t so = (static_cast<std::size_t>(slots[b]) * hv + h) * head;
+      for (std::size_t i = 0; i < head; ++i) {
+        const double d = static_cast<double>(got[so + i]) - st[i];
+        sn += d * d;
+        sd += st[i] * st[i];
+      }
+    }
+  }
+  for (int sl = 0; sl < num_slots; ++sl) {
+    if (owned[static_cast<std::size_t>(sl)]) continue;
+    const std::size_t base = static_cast<std::size_t>(sl) * slot_elems;
+    state_changed += std::memcmp(&state[base], &got[base], slot_elems * 4) != 0;
+  }
+  std::size_t state_guard_changed = 0;
+  for (std::size_t i = state_elems; i < state_elems + guard; ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, &got[i], 4);
+    state_guard_changed += u != 0xffffffffu;
+  }
+  const std::size_t out_guard_changed = countChanged(out, out_elems, out_elems + guard);
+  r->out_rel = relL2(on, od);
+  r->state_rel = relL2(sn, sd);
+  const double bound = fp16 ? kRelL2BoundFp16 : kRelL2BoundBf16;
+  std::ostringstream err;
+  if (unwritten) err << unwritten << " outputs of live sequences not written (still poison); ";
+  if (nonfinite) err << nonfinite << " outputs not finite; ";
+  if (skipped_written) err << skipped_written << " outputs of skipped sequences written; ";
+  if (out_guard_changed) err << out_guard_changed << " elements written past the end of out; ";
+  if (state_changed) err << state_changed << " state slots not owned by a live sequence changed; ";
+  if (state_guard_changed) err << state_guard_changed << " elements written past the state pool; ";
+  if (!(r->out_rel <= bound))
+    err << "output relative L2 error " << r->out_rel << " > bound " << bound << "; ";
+  if (!(r->state_rel <= bound))
+    err << "state relative L2 error " << r->state_rel << " > bound " << bound << "; ";
+  if (!err.str().empty() || !spec.then_decode) return err.str();
+  return decodeAfterPrefill(v, count, hq, hv, slots, num_slots, d_state, d_slots,
+                            std::move(ref_states), rng, stream, r);
+}
+
+std::vector<VariantCase> allPrefillCases() {
+  std::vector<VariantCase> all;
+  for (std::size_t i : variantsWith(kPrefillEntry)) {
+    for (std::size_t c = 0; c < prefillCases().size(); ++c) {
+      if (prefillCaseFor(*prefillCases()[c], generated::kVariants[i])) all.push_back({i, c});
+    }
+  }
+  return all;
+}
+
+gdn::PrefillProblem prefillProbeOf(const generated::VariantInfo& v) {
+  gdn::PrefillProblem probe;  // batch 0: the pointer checks are skipped
+  if (v.fused_gating) probe.gating.a_log = &kProbeGate;
+  probe.dtype = v.dtype;
+  probe.heads_qk = 1;
+  probe.heads_v = 1;
+  probe.head_dim_k = v.head_dim_k;
+  probe.head_dim_v = v.head_dim_v;
+  return probe;
+}
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GdnPrefillNumerics);  // an artifact without prefill
+
+class GdnPrefillNumerics : public ::testing::TestWithParam<VariantCase> {};
+
+TEST_P(GdnPrefillNumerics, MatchesTheTokenByTokenRule) {
+  const auto& v = generated::kVariants[GetParam().variant];
+  const cases::PrefillCase& spec = *prefillCases()[GetParam().spec];
+  Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, spec.name);
+  if (const kiln::Status s = gdn::canImplement(prefillProbeOf(v), run().sm); !s.ok()) {
+    ++counts.skipped;
+    counts.notes.push_back(s.toString());
+    GTEST_SKIP() << v.name << ": " << s.toString();
+  }
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  Rng rng{run().seed ^ (GetParam().variant * 0x100000001b3ULL) ^
+          (static_cast<std::uint64_t>(GetParam().spec + 0x500) << 48)};
+  PrefillResult r;
+  const std::string failure = runPrefillCase(v, spec, rng, stream, &r);
+  std::string note = std::to_string(r.tokens) + " tokens: out rel L2 " + std::to_string(r.out_rel) +
+                     ", state rel L2 " + std::to_string(r.state_rel);
+  if (spec.then_decode) {
+    note += "; decode after: out rel L2 " + std::to_string(r.decode_out_rel) + ", state rel L2 " +
+            std::to_string(r.decode_state_rel);
+  }
+  counts.recordCase(failure, note, std::string(v.name) + " " + spec.name);
+  CUDA_OK(cudaStreamDestroy(stream));
+}
+
+INSTANTIATE_TEST_SUITE_P(Artifact, GdnPrefillNumerics, ::testing::ValuesIn(allPrefillCases()),
+                         [](const ::testing::TestParamInfo<VariantCase>& param_info) {
+                           return std::string(generated::kVariants[param_info.param.variant].name) +
+                                  "_" + prefillCases()[param_info.param.spec]->name;
+                         });
+
 ReportFormat reportFormat() {
   ReportFormat f;
   f.group = "gdn";
@@ -1895,6 +2296,14 @@ ReportFormat reportFormat() {
          << ", \"batch\": " << c.batch << ", \"heads_qk\": " << c.heads_qk
          << ", \"heads_v\": " << c.heads_v << ", \"skip_every\": " << c.skip_every
          << ", \"accepted\": \"" << acceptedName(c.accepted) << "\"}";
+  }
+  json << "], \"prefill_cases\": [";
+  for (std::size_t i = 0; i < prefillCases().size(); ++i) {
+    const cases::PrefillCase& c = *prefillCases()[i];
+    json << (i ? ", " : "") << "{\"name\": \"" << c.name << "\", \"sequences\": " << c.count
+         << ", \"heads_qk\": " << c.heads_qk << ", \"heads_v\": " << c.heads_v
+         << ", \"skip_every\": " << c.skip_every << ", \"fresh_every\": " << c.fresh_every
+         << ", \"then_decode\": " << (c.then_decode ? "true" : "false") << "}";
   }
   json << "]";
   f.extra_json = json.str();

@@ -43,7 +43,8 @@ struct VariantInfo {
   int row_split;        // warps per block splitting the d_k rows (block.y)
   int tiles_per_block;  // column tiles of one value head per block (block.z)
   int max_tokens;       // tokens per sequence per launch: 1 (gdn_decode), 8 (gdn_decode_mtp, and
-                        // the cache gdn_mtp_commit reads)
+                        // the cache gdn_mtp_commit reads), 0 (gdn_prefill: no limit)
+  int chunk;            // tokens per chunk of gdn_prefill; 0 for the decode-path families
   bool fused_gating;    // computes g, beta from Gating's inputs (the `_gating` families)
   DType dtype;          // the activation dtype; kFloat32 for gdn_mtp_commit (it moves states only)
   const kiln_variant* (*variant)();
@@ -192,6 +193,66 @@ Status canImplement(const CommitProblem& problem, int device_sm);
 // 0: the copy needs no scratch.
 std::size_t workspaceSize(const CommitProblem& problem);
 Status run(const CommitProblem& problem, void* workspace, std::size_t workspace_bytes,
+           Stream stream);
+
+// Prefill: the chunked form of the same rule over whole prompts, varlen. Per sequence b (tokens
+// cu_seqlens[b] .. cu_seqlens[b + 1] - 1 of the packed [T, ...] inputs) with slots[b] >= 0 and
+// value head hv, starting from S = state[slots[b], hv] (or S = 0 where has_initial_state[b] is 0:
+// a new sequence, its slot's old contents never read), every token of the sequence in order as
+// Problem's rule, out[t, hv] = o for each, and the state after the last token written back to
+// state[slots[b], hv]. A negative slot skips the sequence: none of its outputs and no slot are
+// touched. A sequence of length 0 writes its starting state (zero or the slot's own) back.
+//
+// The kernels run the chunked form (chunks of the variant's `chunk` = 64 tokens, the WY / UT
+// transform of flash-linear-attention's chunk_gated_delta_rule): a first kernel prepares every
+// chunk of every sequence and value head in parallel (from the inverse (I + A)^-1 of the chunk's
+// strictly lower triangular A: w and u, and the chunk's causal, decayed q k^T, into the
+// workspace), a second one walks each sequence's chunks in order with the state in registers. The
+// result equals the token-by-token rule up to rounding: the workspace holds w, u and the decayed,
+// normalised q and k in the activation dtype (as flash-linear-attention keeps them), so the error
+// is that of 16-bit intermediates (kernels/gdn/README.md has the measured bound).
+//
+// Layouts (contiguous, row-major): q, k [T, H, d_k] and v, out [T, Hv, d_v] in the dtype; g, beta
+// [T, Hv] float32 (or Gating, with a and b [T, Hv] in the dtype); state [num_slots, Hv, d_k, d_v]
+// float32; slots, has_initial_state [batch] int32; cu_seqlens [batch + 1] int32 on the device,
+// cu_seqlens[0] = 0, non-decreasing, cu_seqlens[batch] = tokens, no sequence longer than
+// max_seqlen (the caller's promise, as the slots are: the kernels read them on the device, so a
+// runtime can capture the call in a CUDA graph).
+struct PrefillProblem {
+  DType dtype = DType::kBFloat16;
+  std::int64_t batch = 0;       // sequences; 0 is a no-op: pointers are not checked
+  std::int64_t tokens = 0;      // T, all sequences together (sizes out and the workspace)
+  std::int64_t max_seqlen = 0;  // >= the longest sequence (sizes the chunk kernel's grid)
+  std::int64_t heads_qk = 0;    // H
+  std::int64_t heads_v = 0;     // Hv, a multiple of H
+  std::int64_t head_dim_k = 128;
+  std::int64_t head_dim_v = 128;
+  std::int64_t num_slots = 0;  // state pool size; slots[b] < num_slots is the caller's promise
+  float scale = 0.0f;          // usually 1 / sqrt(d_k); finite
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const float* g = nullptr;     // null when the gating inputs are given instead
+  const float* beta = nullptr;  // null when the gating inputs are given instead
+  Gating gating;                // or: the inputs g and beta are computed from, per token
+  void* out = nullptr;
+  float* state = nullptr;  // read at slots[b] (unless has_initial_state[b] is 0), then written
+  const std::int32_t* slots = nullptr;
+  const std::int32_t* cu_seqlens = nullptr;
+  const std::int32_t* has_initial_state = nullptr;  // null: every sequence starts from its slot
+};
+
+// Admission as for Problem, and: a gdn_prefill variant built for (d_k, d_v, dtype, gate form),
+// 0 <= tokens < 2^31, 0 <= max_seqlen <= tokens, max_seqlen >= 1 when tokens >= 1, tokens +
+// max_seqlen < 2^31 (the kernels' int32 token indices); then (batch
+// > 0) cu_seqlens non-null and 4-byte aligned, has_initial_state 4-byte aligned when given.
+Status canImplement(const PrefillProblem& problem);
+Status canImplement(const PrefillProblem& problem, int device_sm);
+// The chunk kernel's output, read by the state pass (kernels/gdn/launch.h, PrefillWorkspace):
+// T * Hv * (4 d * 2 + 64 * 4 + 4) bytes at 16-bit activations and d_k = d_v = d = 128, about
+// 1.3 KB per token and value head (42 MB for 1k tokens at Hv 32), each array 256-byte aligned.
+std::size_t workspaceSize(const PrefillProblem& problem);
+Status run(const PrefillProblem& problem, void* workspace, std::size_t workspace_bytes,
            Stream stream);
 
 }  // namespace kiln::gdn
