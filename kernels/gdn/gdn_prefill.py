@@ -210,7 +210,8 @@ def kiln_export(kiln):
                     if i < n:
                         at = (I64(t0 + i) * heads_v + hv) * dk + d
                         gi = gcs[i]
-                        rule.scalar_store(ws_qd + at, (scale * cute.math.exp(gi) * qn[i, d]).to(dtype))
+                        qd = scale * cute.math.exp(gi) * qn[i, d]
+                        rule.scalar_store(ws_qd + at, qd.to(dtype))
                         rule.scalar_store(ws_kd + at,
                                           (cute.math.exp(g_last - gi) * kn[i, d]).to(dtype))
                 if tid < chunk:
@@ -314,8 +315,9 @@ def kiln_export(kiln):
                         pq = [F32(0.0)] * rule.CHAINS
                         for r in cutlass.range_constexpr(R):
                             s_r = column[r]
-                            pw[r % rule.CHAINS] = pw[r % rule.CHAINS] + tile_a[i, w * R + r].to(F32) * s_r
-                            pq[r % rule.CHAINS] = pq[r % rule.CHAINS] + tile_b[i, w * R + r].to(F32) * s_r
+                            c4 = r % rule.CHAINS
+                            pw[c4] = pw[c4] + tile_a[i, w * R + r].to(F32) * s_r
+                            pq[c4] = pq[c4] + tile_b[i, w * R + r].to(F32) * s_r
                         red[0, w, ii, j] = rule._sum(pw)
                         red[1, w, ii, j] = rule._sum(pq)
                     cute.arch.barrier()
@@ -327,7 +329,8 @@ def kiln_export(kiln):
                         oq = rule._sum([red[1, p, ii, j] for p in range(row_split)])
                         u_i = F32(0.0)
                         if i < n:
-                            u_i = rule.scalar(ws_u + (I64(t0 + i) * heads_v + hv) * dv + col).to(F32)
+                            u_i = rule.scalar(ws_u + (I64(t0 + i) * heads_v + hv) * dv
+                                              + col).to(F32)
                         us[i, j] = u_i - uw
                         outs[hh * per_warp + e] = oq
                     cute.arch.barrier()
@@ -363,8 +366,8 @@ def kiln_export(kiln):
                         if i < n:
                             rule.scalar_store(out + (I64(t0 + i) * heads_v + hv) * dv + col,
                                               outs[hh * per_warp + e].to(dtype))
-                # S <- exp(gc_last) S + kd^T U.
-                decay = cute.math.exp(gcs[chunk - 1])
+                # S <- exp(gc_last) S + kd^T U (gc of the chunk's last token: gcs is 0 past n).
+                decay = cute.math.exp(gcs[n - 1])
                 for r in cutlass.range_constexpr(R):
                     column[r] = column[r] * decay
                 for m in cutlass.range(chunk):

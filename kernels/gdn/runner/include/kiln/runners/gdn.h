@@ -1,7 +1,8 @@
-// The gdn runner: Gated DeltaNet decode on the caller's stream, in two problems: Problem (one token
-// per sequence, the state updated in place) and MtpProblem (T draft tokens per sequence, every
-// intermediate state written to a cache, the state pool only read); and CommitProblem, the copy of
-// each sequence's accepted state from MtpProblem's [batch, T] cache into the pool.
+// The gdn runner: Gated DeltaNet on the caller's stream, in four problems: Problem (decode, one
+// token per sequence, the state updated in place), MtpProblem (T draft tokens per sequence, every
+// intermediate state written to a cache, the state pool only read), CommitProblem (the copy of
+// each sequence's accepted state from MtpProblem's [batch, T] cache into the pool) and
+// PrefillProblem (whole prompts, varlen, the chunked form; at the end of this file).
 //
 //   per sequence b with slots[b] >= 0 and value head hv (query/key head hv / (Hv / H)):
 //     q, k L2-normalised;  S <- exp(g) S;  u = beta (v - S^T k);  S <- S + k u^T;  o = scale S^T q
