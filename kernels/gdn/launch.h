@@ -50,7 +50,9 @@ constexpr LaunchShape launchShape(int head_dim_k, int head_dim_v, int tile_v, in
 //     shared memory;
 //   - the state kernel: the decode shape above (tiles_per_block 1), prefillStateSmem bytes.
 // The script computes the same numbers when it traces the kernels (chunk_smem_bytes,
-// state_smem_bytes); the artifact's CPU test keeps both sides equal.
+// state_smem_bytes, from the same constants and the same formulas): dynamic shared memory is
+// recorded nowhere in the cubin, so a mismatch would show only as a kernel reading past what the
+// runner gave it (the GPU numerics and compute-sanitizer runs).
 constexpr unsigned prefillChunkThreads(int head_dim_k, int head_dim_v) {
   return static_cast<unsigned>(head_dim_k + head_dim_v);
 }
