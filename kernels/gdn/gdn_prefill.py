@@ -42,7 +42,7 @@
 #     initial_given, heads_v int32.
 import cutlass
 import cutlass.cute as cute
-import cutlass.utils
+import cutlass.memory
 
 import gdn_rule as rule
 
@@ -113,7 +113,7 @@ def kiln_export(kiln):
         c, hv, b = cute.arch.block_idx()
         lane = tid % rule.WARP
         warp = tid // rule.WARP
-        alloc = cutlass.utils.SmemAllocator()
+        alloc = cutlass.memory.SmemAllocator()
         qn = alloc.allocate_tensor(F32, cute.make_layout((chunk, pad), stride=(pad, 1)), 16)
         kn = alloc.allocate_tensor(F32, cute.make_layout((chunk, pad), stride=(pad, 1)), 16)
         graw = alloc.allocate_tensor(F32, cute.make_layout(chunk), 16)
@@ -257,7 +257,7 @@ def kiln_export(kiln):
         j, w, _ = cute.arch.thread_idx()
         bx, hv, b = cute.arch.block_idx()
         R = rows_per_warp
-        alloc = cutlass.utils.SmemAllocator()
+        alloc = cutlass.memory.SmemAllocator()
         tile_a = alloc.allocate_tensor(dtype, cute.make_layout((chunk, dk), stride=(dk, 1)), 16)
         tile_b = alloc.allocate_tensor(dtype, cute.make_layout((chunk, dk), stride=(dk, 1)), 16)
         red = alloc.allocate_tensor(

@@ -60,6 +60,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -496,28 +497,41 @@ struct VariantCase {
   std::size_t spec;
 };
 
-std::vector<VariantCase> allCases() {
+// Every (variant with `entry`, case of `picks`) pair whose head dims and gate form fit (`fits`):
+// the parameters of one problem's numerics test.
+template <typename CaseT, typename Fits>
+std::vector<VariantCase> pairsOf(const char* entry, const std::vector<const CaseT*>& picks,
+                                 Fits fits) {
   std::vector<VariantCase> all;
-  for (std::size_t i : variantsWith(kDecodeEntry)) {
-    for (std::size_t c = 0; c < decodeCases().size(); ++c) {
-      if (caseFor(*decodeCases()[c], generated::kVariants[i])) all.push_back({i, c});
+  for (std::size_t i : variantsWith(entry)) {
+    for (std::size_t c = 0; c < picks.size(); ++c) {
+      if (fits(*picks[c], generated::kVariants[i])) all.push_back({i, c});
     }
   }
   return all;
+}
+
+std::vector<VariantCase> allCases() {
+  return pairsOf(kDecodeEntry, decodeCases(), caseFor);
 }
 
 // A stand-in gating input for the probes: batch 0 skips the pointer checks, but a problem's gate
 // form is which of its gate pointers are set.
 const float kProbeGate = 0.0f;
 
-gdn::Problem probeOf(const generated::VariantInfo& v) {
-  gdn::Problem probe;  // batch 0: the pointer checks are skipped
+// A batch-0 problem (its pointer checks skipped) of variant v's dtype, head dims and gate form:
+// what canImplement needs to say whether v serves this device. P is Problem, MtpProblem (whose
+// tokens must be >= 1) or PrefillProblem.
+template <typename P = gdn::Problem>
+P probeOf(const generated::VariantInfo& v) {
+  P probe;
   if (v.fused_gating) probe.gating.a_log = &kProbeGate;
   probe.dtype = v.dtype;
   probe.heads_qk = 1;
   probe.heads_v = 1;
   probe.head_dim_k = v.head_dim_k;
   probe.head_dim_v = v.head_dim_v;
+  if constexpr (std::is_same_v<P, gdn::MtpProblem>) probe.tokens = 1;
   return probe;
 }
 
@@ -1043,25 +1057,7 @@ std::string runMtpCase(const generated::VariantInfo& v, const cases::Case& spec,
 }
 
 std::vector<VariantCase> allMtpCases() {
-  std::vector<VariantCase> all;
-  for (std::size_t i : variantsWith(kMtpEntry)) {
-    for (std::size_t c = 0; c < mtpCases().size(); ++c) {
-      if (caseFor(*mtpCases()[c], generated::kVariants[i])) all.push_back({i, c});
-    }
-  }
-  return all;
-}
-
-gdn::MtpProblem mtpProbeOf(const generated::VariantInfo& v) {
-  gdn::MtpProblem probe;  // batch 0: the pointer checks are skipped
-  if (v.fused_gating) probe.gating.a_log = &kProbeGate;
-  probe.dtype = v.dtype;
-  probe.tokens = 1;
-  probe.heads_qk = 1;
-  probe.heads_v = 1;
-  probe.head_dim_k = v.head_dim_k;
-  probe.head_dim_v = v.head_dim_v;
-  return probe;
+  return pairsOf(kMtpEntry, mtpCases(), caseFor);
 }
 
 class GdnMtpNumerics : public ::testing::TestWithParam<VariantCase> {};
@@ -1071,7 +1067,7 @@ TEST_P(GdnMtpNumerics, EveryTokenMatchesFloat64Reference) {
   const auto& v = generated::kVariants[GetParam().variant];
   const cases::Case& spec = *mtpCases()[GetParam().spec];
   Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, spec.name);
-  if (const kiln::Status s = gdn::canImplement(mtpProbeOf(v), run().sm); !s.ok()) {
+  if (const kiln::Status s = gdn::canImplement(probeOf<gdn::MtpProblem>(v), run().sm); !s.ok()) {
     ++counts.skipped;
     counts.notes.push_back(s.toString());
     GTEST_SKIP() << v.name << ": " << s.toString();
@@ -1102,7 +1098,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GdnMtpRunnerErrors);
 TEST_P(GdnMtpRunnerErrors, RefusesBadProblemsAndLeavesThePoolAlone) {
   const auto& v = generated::kVariants[GetParam()];
   Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, "runner_errors");
-  if (const kiln::Status s = gdn::canImplement(mtpProbeOf(v), run().sm); !s.ok()) {
+  if (const kiln::Status s = gdn::canImplement(probeOf<gdn::MtpProblem>(v), run().sm); !s.ok()) {
     counts.skipped += 10;
     counts.notes.push_back(s.toString());
     GTEST_SKIP() << s.toString();
@@ -1591,13 +1587,7 @@ std::string decodeAfterCommit(const generated::VariantInfo& decode, const Prepar
 }
 
 std::vector<VariantCase> allCommitCases() {
-  std::vector<VariantCase> all;
-  for (std::size_t i : variantsWith(kMtpEntry)) {
-    for (std::size_t c = 0; c < commitCases().size(); ++c) {
-      if (caseFor(*commitCases()[c], generated::kVariants[i])) all.push_back({i, c});
-    }
-  }
-  return all;
+  return pairsOf(kMtpEntry, commitCases(), caseFor);
 }
 
 gdn::CommitProblem commitProbeOf(const generated::VariantInfo& v) {
@@ -1632,7 +1622,7 @@ TEST_P(GdnCommitNumerics, CommitsTheAcceptedStateAndDecodeContinuesFromIt) {
                      : decode == nullptr ? "the artifact has no gdn_decode variant of this dtype"
                                          : "";
   if (skip.empty()) {
-    for (const kiln::Status& s : {gdn::canImplement(mtpProbeOf(v), run().sm),
+    for (const kiln::Status& s : {gdn::canImplement(probeOf<gdn::MtpProblem>(v), run().sm),
                                   gdn::canImplement(commitProbeOf(*commit), run().sm),
                                   gdn::canImplement(probeOf(*decode), run().sm)}) {
       if (!s.ok()) skip = s.toString();
@@ -1816,7 +1806,7 @@ TEST(GdnFreshThreads, EveryVariantFromFreshThreadsAndAnotherContext) {
   for (std::size_t i = 0; i < nv; ++i) {
     const auto& v = generated::kVariants[i];
     const kiln::Status s = isCommit(i) ? gdn::canImplement(commitProbeOf(v), run().sm)
-                           : isMtp(i)  ? gdn::canImplement(mtpProbeOf(v), run().sm)
+                           : isMtp(i)  ? gdn::canImplement(probeOf<gdn::MtpProblem>(v), run().sm)
                                        : gdn::canImplement(probeOf(v), run().sm);
     variants.push_back({kiln::dtypeName(v.dtype), v.name, s.ok() ? "" : s.toString()});
   }
@@ -2212,24 +2202,7 @@ std::string runPrefillCase(const generated::VariantInfo& v, const cases::Prefill
 }
 
 std::vector<VariantCase> allPrefillCases() {
-  std::vector<VariantCase> all;
-  for (std::size_t i : variantsWith(kPrefillEntry)) {
-    for (std::size_t c = 0; c < prefillCases().size(); ++c) {
-      if (prefillCaseFor(*prefillCases()[c], generated::kVariants[i])) all.push_back({i, c});
-    }
-  }
-  return all;
-}
-
-gdn::PrefillProblem prefillProbeOf(const generated::VariantInfo& v) {
-  gdn::PrefillProblem probe;  // batch 0: the pointer checks are skipped
-  if (v.fused_gating) probe.gating.a_log = &kProbeGate;
-  probe.dtype = v.dtype;
-  probe.heads_qk = 1;
-  probe.heads_v = 1;
-  probe.head_dim_k = v.head_dim_k;
-  probe.head_dim_v = v.head_dim_v;
-  return probe;
+  return pairsOf(kPrefillEntry, prefillCases(), prefillCaseFor);
 }
 
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GdnPrefillNumerics);  // an artifact without prefill
@@ -2240,7 +2213,8 @@ TEST_P(GdnPrefillNumerics, MatchesTheTokenByTokenRule) {
   const auto& v = generated::kVariants[GetParam().variant];
   const cases::PrefillCase& spec = *prefillCases()[GetParam().spec];
   Counts& counts = run().at(kiln::dtypeName(v.dtype), v.name, spec.name);
-  if (const kiln::Status s = gdn::canImplement(prefillProbeOf(v), run().sm); !s.ok()) {
+  if (const kiln::Status s = gdn::canImplement(probeOf<gdn::PrefillProblem>(v), run().sm);
+      !s.ok()) {
     ++counts.skipped;
     counts.notes.push_back(s.toString());
     GTEST_SKIP() << v.name << ": " << s.toString();
