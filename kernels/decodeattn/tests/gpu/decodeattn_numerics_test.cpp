@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/dtype_format.h"
 #include "common/gpu_test_support.h"
 #include "decodeattn/reference.h"
 #include "decodeattn/tests/gpu/cases.h"
@@ -58,10 +59,6 @@ namespace cases = kiln::decodeattn::cases;
 // same size as the output's own rounding, which the bounds already allow for twice over.
 
 // ---- inputs -------------------------------------------------------------------------------
-
-ref::Format formatOf(kiln::DType dtype) {
-  return dtype == kiln::DType::kFloat16 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
-}
 
 // ---- cases ----------------------------------------------------------------------------------
 

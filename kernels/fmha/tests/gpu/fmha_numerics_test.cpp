@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/dtype_format.h"
 #include "common/gpu_test_support.h"
 #include "fmha/reference.h"
 #include "fmha/tests/gpu/cases.h"
@@ -80,9 +81,6 @@ constexpr std::uint32_t kPoison32 = 0xffffffffu;  // a NaN as float (what memset
 
 // ---- inputs -------------------------------------------------------------------------------
 
-ref::Format formatOf(kiln::DType dtype) {
-  return dtype == kiln::DType::kFloat16 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
-}
 bool isCausal(const generated::VariantInfo& v) {
   return v.mask == fmha::Mask::kCausal;
 }

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/dtype_format.h"
 #include "common/gpu_test_support.h"
 #include "gemv/reference.h"
 #include "gemv/tests/gpu/cases.h"
@@ -64,10 +65,6 @@ constexpr std::size_t kMaxCheckedInputBytes = std::size_t{1} << 30;
 constexpr int kMaxDescribed = 5;
 // Rows of y's buffer: every row an entry could write, so rows m .. 7 show a stray store.
 constexpr std::size_t kYRows = static_cast<std::size_t>(gemv::kMaxM);
-
-ref::Format formatOf(kiln::DType dtype) {
-  return dtype == kiln::DType::kFloat16 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
-}
 
 const ref::Decoder& decoderOf(kiln::DType dtype) {
   static const ref::Decoder fp16(ref::Format::kFloat16);

@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/dtype_format.h"
 #include "common/gpu_test_support.h"
 #include "kiln/groups/moe.h"
 #include "kiln/kiln_all.h"
@@ -54,10 +55,6 @@ namespace cases = kiln::moe::cases;
 constexpr double kWeightTolerance = 1e-5;  // routing weights: fp32 softmax against float64
 // Cost cap of the sampled reference: about this many multiply-adds per checked step.
 constexpr double kReferenceMacs = 2e8;
-
-ref::Format formatOf(kiln::DType dtype) {
-  return dtype == kiln::DType::kFloat16 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
-}
 
 // ---- inputs ------------------------------------------------------------------------------------
 

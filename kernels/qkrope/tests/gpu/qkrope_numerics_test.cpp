@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/dtype_format.h"
 #include "common/gpu_test_support.h"
 #include "kiln/groups/qkrope.h"
 #include "kiln/kiln_all.h"
@@ -57,10 +58,6 @@ namespace cases = kiln::qkrope::cases;
 // for fp16, in 2^15 for bf16), by one ulp of the dtype: far inside the bounds. v is exact.
 
 constexpr float kEps = 1e-6f;
-
-ref::Format formatOf(kiln::DType dtype) {
-  return dtype == kiln::DType::kFloat16 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
-}
 
 // The cases are cases.h's marked kNumerics: those of any head dim on every variant, the
 // benchmark's (head dim 128) on the variants of theirs.

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype_format.h"
 #include "common/gpu_test_support.h"
 #include "kiln/groups/rmsnorm.h"
 #include "kiln/kiln_all.h"
@@ -71,10 +72,6 @@ std::vector<std::uint16_t> randomRows(Rng& rng, ref::Format f, std::int64_t rows
     }
   }
   return v;
-}
-
-ref::Format formatOf(kiln::DType dtype) {
-  return dtype == kiln::DType::kFloat16 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
 }
 
 // ---- one case ----------------------------------------------------------------------------------

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype_format.h"
 #include "common/gpu_test_support.h"
 #include "kiln/groups/w4a16.h"
 #include "kiln/kiln_all.h"
@@ -48,10 +49,6 @@ using kiln::w4a16::SourceFormat;
 // Beside the output's own rounding, the kernel rounds each dequantized weight (q - z) * s once to
 // the dtype (the mma's inputs), an error of the same size and independent across K: together
 // ~sqrt(2) u / sqrt(3) of relative L2, well inside the bounds (0.4e-3 fp16, 3.2e-3 bf16).
-
-ref::Format formatOf(kiln::DType dtype) {
-  return dtype == kiln::DType::kFloat16 ? ref::Format::kFloat16 : ref::Format::kBFloat16;
-}
 
 // A weight form of the artifact: what a checkpoint fixes (dtype, group size, zero points).
 struct Form {
