@@ -143,7 +143,8 @@ def main():
         chunk_gated_delta_rule, fla_note = None, f"fla not importable: {kb.error_line(e)}"
     result = kb.result_header("gdn_prefill_vs_fla", props, kb.l2_bytes_of(props), kiln, seed,
                               {"fla": fla_note})
-    busy = 400000
+    busy = 400000  # ~200 us of GPU work ahead of each timed call
+    kb.measure_copy(result)
     tensor_tflops = kb.gemm_tflops(dtype, busy)
     result["dense_gemm_tflops"] = tensor_tflops
     print(f"{props.name}, artifact {kiln.tag} {kiln.fingerprint[:16]}; {fla_note}; dense "
@@ -203,8 +204,9 @@ def main():
         del s
         torch.cuda.empty_cache()
     result["rows"] = rows
-    kb.finish(args.json, result, failed)
+    result["clocks_after"] = kb.clocks()
+    return kb.finish(args.json, result, failed)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
