@@ -235,11 +235,13 @@ def kiln_export(kiln):
                     else:
                         rhs = bts[i] * cute.math.exp(gcs[i]) * kn[i, col]
                     x[i] = rhs
+                # Row i's sum over j < i in rule.CHAINS independent partial sums (j mod CHAINS),
+                # added pairwise: the rows stay dependent, the FMAs within a row do not.
                 for i in cutlass.range_constexpr(1, chunk):
-                    s = x[i]
+                    parts = [F32(0.0)] * rule.CHAINS
                     for jj in cutlass.range_constexpr(i):
-                        s = s - a_s[i, jj] * x[jj]
-                    x[i] = s
+                        parts[jj % rule.CHAINS] = parts[jj % rule.CHAINS] + a_s[i, jj] * x[jj]
+                    x[i] = x[i] - rule._sum(parts)
                 for i in cutlass.range_constexpr(chunk):
                     if i < n:
                         row = I64(t0 + i) * heads_v + hv
