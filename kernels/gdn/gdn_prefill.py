@@ -50,6 +50,8 @@ _DTYPES = {"fp16": cutlass.Float16, "bf16": cutlass.BFloat16}
 F32 = cutlass.Float32
 I64 = cutlass.Int64
 PAIR_THREADS = 8  # threads per pair of A / attn rows (i, C - 1 - i); each takes C / 8 columns
+VEC16 = 8  # 16-bit elements per 16-byte vector
+VEC4 = 4  # float32 elements per 16-byte vector
 
 
 def check_prefill(chunk, dk, dv, tile_v, row_split, tiles):
@@ -80,6 +82,22 @@ def state_smem_bytes(chunk, dk, tile_v, row_split, act_bytes):
             + chunk * tile_v * 4 + chunk * 4)
 
 
+def vector16(ptr, offset):
+    """The 8 16-bit elements at ptr + offset (offset a multiple of 8: one 16-byte load)."""
+    return cute.make_tensor(ptr + cute.assume(offset, divby=VEC16), cute.make_layout(VEC16))
+
+
+def vector4(ptr, offset):
+    """The 4 float32 elements at ptr + offset (offset a multiple of 4: one 16-byte load)."""
+    return cute.make_tensor(ptr + cute.assume(offset, divby=VEC4), cute.make_layout(VEC4))
+
+
+def row_slice(tile, row, col0, n):
+    """tile[row, col0 .. col0 + n - 1] as a tensor (a contiguous run of one row)."""
+    return cute.make_tensor(tile.iterator + row * tile.layout.stride[0] + col0,
+                            cute.make_layout(n))
+
+
 def matrix(base, rows, cols, stride):
     """A rows x cols view of shared memory at `base`, row stride `stride` elements."""
     return cute.make_tensor(base, cute.make_layout((rows, cols), stride=(stride, 1)))
@@ -100,6 +118,8 @@ def kiln_export(kiln):
     pad = dk + 1
     smem1 = chunk_smem_bytes(chunk, dk)
     smem2 = state_smem_bytes(chunk, dk, tile_v, row_split, dtype.width // 8)
+    vecs = chunk * dk // VEC16 // (tile_v * row_split)  # a [C, d_k] tile's vectors per thread
+    attn_vecs = chunk * chunk // VEC4 // (tile_v * row_split)
 
     @cute.kernel
     def prefill_chunk(q: cute.Pointer, k: cute.Pointer, v: cute.Pointer, g: cute.Pointer,
@@ -289,19 +309,23 @@ def kiln_export(kiln):
             for c in cutlass.range(chunks):
                 t0 = bos + c * chunk
                 n = cutlass.min(eos - t0, chunk)
-                # w and qd rows into the two tiles, (tokens past n: zero), and the chunk's gc.
-                for e in cutlass.range_constexpr(chunk * dk // threads):
-                    idx = tid + e * threads
-                    i = idx // dk
-                    d = idx % dk
-                    wv = dtype(0.0)
-                    qv = dtype(0.0)
+                # w and qd rows into the two tiles (tokens past n: zero), and the chunk's gc: 16-byte
+                # vectors, every load issued before the first store (one round trip to memory).
+                rows_in = [cute.make_rmem_tensor(cute.make_layout((VEC16, vecs)), dtype)
+                           for _ in range(2)]
+                for r in cutlass.range_constexpr(2):
+                    rows_in[r].fill(0.0)
+                for e in cutlass.range_constexpr(vecs):
+                    i = (tid + e * threads) // (dk // VEC16)
                     if i < n:
-                        at = (I64(t0 + i) * heads_v + hv) * dk + d
-                        wv = rule.scalar(ws_w + at)
-                        qv = rule.scalar(ws_qd + at)
-                    tile_a[i, d] = wv
-                    tile_b[i, d] = qv
+                        at = (I64(t0 + i) * heads_v + hv) * dk + (tid % (dk // VEC16)) * VEC16
+                        cute.autovec_copy(vector16(ws_w, at), rows_in[0][None, e])
+                        cute.autovec_copy(vector16(ws_qd, at), rows_in[1][None, e])
+                for e in cutlass.range_constexpr(vecs):
+                    i = (tid + e * threads) // (dk // VEC16)
+                    d0 = (tid % (dk // VEC16)) * VEC16
+                    cute.autovec_copy(rows_in[0][None, e], row_slice(tile_a, i, d0, VEC16))
+                    cute.autovec_copy(rows_in[1][None, e], row_slice(tile_b, i, d0, VEC16))
                 if tid < chunk:
                     gv = F32(0.0)
                     if tid < n:
@@ -336,23 +360,29 @@ def kiln_export(kiln):
                         us[i, j] = u_i - uw
                         outs[hh * per_warp + e] = oq
                     cute.arch.barrier()
-                # kd rows into tile a, the attn rows (float32) into tile b.
-                for e in cutlass.range_constexpr(chunk * dk // threads):
-                    idx = tid + e * threads
-                    i = idx // dk
-                    d = idx % dk
-                    kv = dtype(0.0)
+                # kd rows into tile a, the attn rows (float32) into tile b, as above.
+                attn_in = cute.make_rmem_tensor(cute.make_layout((VEC4, attn_vecs)), F32)
+                rows_in[0].fill(0.0)
+                attn_in.fill(0.0)
+                for e in cutlass.range_constexpr(vecs):
+                    i = (tid + e * threads) // (dk // VEC16)
                     if i < n:
-                        kv = rule.scalar(ws_kd + (I64(t0 + i) * heads_v + hv) * dk + d)
-                    tile_a[i, d] = kv
-                for e in cutlass.range_constexpr(chunk * chunk // threads):
-                    idx = tid + e * threads
-                    i = idx // chunk
-                    m = idx % chunk
-                    av = F32(0.0)
+                        at = (I64(t0 + i) * heads_v + hv) * dk + (tid % (dk // VEC16)) * VEC16
+                        cute.autovec_copy(vector16(ws_kd, at), rows_in[0][None, e])
+                for e in cutlass.range_constexpr(attn_vecs):
+                    i = (tid + e * threads) // (chunk // VEC4)
                     if i < n:
-                        av = rule.scalar(ws_attn + (I64(t0 + i) * heads_v + hv) * chunk + m)
-                    attn[i, m] = av
+                        at = ((I64(t0 + i) * heads_v + hv) * chunk
+                              + ((tid + e * threads) % (chunk // VEC4)) * VEC4)
+                        cute.autovec_copy(vector4(ws_attn, at), attn_in[None, e])
+                for e in cutlass.range_constexpr(vecs):
+                    i = (tid + e * threads) // (dk // VEC16)
+                    d0 = (tid % (dk // VEC16)) * VEC16
+                    cute.autovec_copy(rows_in[0][None, e], row_slice(tile_a, i, d0, VEC16))
+                for e in cutlass.range_constexpr(attn_vecs):
+                    i = (tid + e * threads) // (chunk // VEC4)
+                    m0 = ((tid + e * threads) % (chunk // VEC4)) * VEC4
+                    cute.autovec_copy(attn_in[None, e], row_slice(attn, i, m0, VEC4))
                 cute.arch.barrier()
                 # The intra-chunk output (attn is zero above the diagonal) and its store.
                 per_warp = half // row_split
