@@ -309,8 +309,8 @@ def kiln_export(kiln):
             for c in cutlass.range(chunks):
                 t0 = bos + c * chunk
                 n = cutlass.min(eos - t0, chunk)
-                # w and qd rows into the two tiles (tokens past n: zero), and the chunk's gc: 16-byte
-                # vectors, every load issued before the first store (one round trip to memory).
+                # w and qd rows into the two tiles (tokens past n: zero), and the chunk's gc:
+                # 16-byte vectors, every load issued before the first store (one round trip).
                 rows_in = [cute.make_rmem_tensor(cute.make_layout((VEC16, vecs)), dtype)
                            for _ in range(2)]
                 for r in cutlass.range_constexpr(2):
