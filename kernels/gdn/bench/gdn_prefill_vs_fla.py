@@ -25,6 +25,7 @@ Writes JSON to --json and prints the table; exit code 1 when a kiln check fails.
 """
 import argparse
 import ctypes
+import functools
 import pathlib
 import sys
 
@@ -118,6 +119,14 @@ def reference(s):
     return out.view(n * L, Hv, D), S
 
 
+def fla_prefill(chunk_fn, s):
+    """fla's chunked forward over the set's packed sequences, from the states gathered by slot:
+    (out [1, T, Hv, D], final states [n, Hv, D, D])."""
+    return chunk_fn(s["q"][None], s["k"][None], s["v"][None], s["g"][None], s["beta"][None],
+                    scale=s["scale"], initial_state=s["h0"], output_final_state=True,
+                    cu_seqlens=s["cu"].long(), use_qk_l2norm_in_kernel=True)
+
+
 def rel_l2(got, ref):
     return (torch.linalg.vector_norm((got.float() - ref).flatten())
             / torch.linalg.vector_norm(ref.flatten())).item()
@@ -155,13 +164,8 @@ def main():
         T, Hv = s["tokens"], s["Hv"]
         row = {"name": case["name"], "tokens": T, "sequences": s["sequences"], "heads_v": Hv,
                "workspace_mib": s["ws"].numel() / 2 ** 20}
-        fla_fn = None
-        if chunk_gated_delta_rule is not None:
-            def fla_fn(x):
-                return chunk_gated_delta_rule(
-                    x["q"][None], x["k"][None], x["v"][None], x["g"][None], x["beta"][None],
-                    scale=x["scale"], initial_state=x["h0"], output_final_state=True,
-                    cu_seqlens=x["cu"].long(), use_qk_l2norm_in_kernel=True)
+        fla_fn = (None if chunk_gated_delta_rule is None
+                  else functools.partial(fla_prefill, chunk_gated_delta_rule))
         kiln.run(dtype, s)
         torch.cuda.synchronize()
         k_out, k_state = s["out"].clone(), s["state"][s["slots_t"].long()]
