@@ -132,6 +132,18 @@ Status admitShape(std::span<const VariantInfo> table, const Shape& p, const Vari
 
 // The variant, its entry, and the launch shape of a batch > 0 (every kernel of the group has the
 // decode shape, launch.h).
+// The decode launch shape's grid and block (launch.h) for a batch > 0 into *config.
+Status decodeLaunch(const VariantInfo& info, std::int64_t batch, std::int64_t heads_v,
+                    LaunchConfig* config) {
+  const LaunchShape shape = launchShape(info.head_dim_k, info.head_dim_v, info.tile_v,
+                                        info.row_split, info.tiles_per_block, heads_v, batch);
+  if (!shape.valid)
+    return Status(StatusCode::kInternal, std::string("gdn: no launch shape for ") + info.name);
+  config->grid = {shape.grid_x, shape.grid_y, shape.grid_z};
+  config->block = {shape.block_x, shape.block_y, shape.block_z};
+  return Status::Ok();
+}
+
 template <typename Args>
 Status plan(const VariantInfo& info, const char* entry, std::int64_t batch, std::int64_t heads_v,
             LaunchPlan<Args>* out) {
@@ -140,13 +152,7 @@ Status plan(const VariantInfo& info, const char* entry, std::int64_t batch, std:
       runner::resolveEntry("gdn", info.name, info.variant, entry, &out->variant, &out->entry));
   out->no_op = batch == 0;
   if (out->no_op) return Status::Ok();
-  const LaunchShape shape = launchShape(info.head_dim_k, info.head_dim_v, info.tile_v,
-                                        info.row_split, info.tiles_per_block, heads_v, batch);
-  if (!shape.valid)
-    return Status(StatusCode::kInternal, std::string("gdn: no launch shape for ") + info.name);
-  out->config.grid = {shape.grid_x, shape.grid_y, shape.grid_z};
-  out->config.block = {shape.block_x, shape.block_y, shape.block_z};
-  return Status::Ok();
+  return decodeLaunch(info, batch, heads_v, &out->config);
 }
 
 Status checkNumSlots(std::int64_t num_slots) {
@@ -226,18 +232,14 @@ Status planPrefill(const VariantInfo& info, const PrefillProblem& p, PrefillPlan
     return Status(StatusCode::kInternal, std::string("gdn: prefill variant ") + info.name +
                                              " has chunk " + std::to_string(info.chunk));
   }
-  const LaunchShape shape = launchShape(info.head_dim_k, info.head_dim_v, info.tile_v,
-                                        info.row_split, info.tiles_per_block, p.heads_v, p.batch);
-  if (!shape.valid)
-    return Status(StatusCode::kInternal, std::string("gdn: no launch shape for ") + info.name);
-  out->state_config.grid = {shape.grid_x, shape.grid_y, shape.grid_z};
-  out->state_config.block = {shape.block_x, shape.block_y, shape.block_z};
+  KILN_RETURN_IF_ERROR(decodeLaunch(info, p.batch, p.heads_v, &out->state_config));
   out->state_config.shared_bytes = prefillStateSmem(info.chunk, info.head_dim_k, info.tile_v,
                                                     info.row_split, kPrefillActivationBytes);
   out->chunk_pass = p.tokens > 0;
   if (out->chunk_pass) {
     const std::int64_t chunks = (p.max_seqlen + info.chunk - 1) / info.chunk;
-    out->chunk_config.grid = {static_cast<unsigned>(chunks), shape.grid_y, shape.grid_z};
+    out->chunk_config.grid = {static_cast<unsigned>(chunks), out->state_config.grid.y,
+                              out->state_config.grid.z};
     out->chunk_config.block = {prefillChunkThreads(info.head_dim_k, info.head_dim_v), 1, 1};
     out->chunk_config.shared_bytes = prefillChunkSmem(info.chunk, info.head_dim_k);
   }

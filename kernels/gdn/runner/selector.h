@@ -196,9 +196,10 @@ Status select(std::span<const VariantInfo> table, const CommitProblem& problem,
 // kPrefillStateEntry); checks in order: one gate form, dtype known, head dims built for it and the
 // gate form, heads, batch >= 0, scale finite, grid limits (as Problem, in the same words), then
 // 0 <= tokens <= kMaxPrefillTokens, 0 <= max_seqlen <= tokens and max_seqlen >= 1 when tokens >= 1,
-// then (batch > 0, unless `pointers` is kSkip) num_slots >= 1, the inputs as Problem's,
-// cu_seqlens non-null and aligned, has_initial_state aligned when given; then `device` when given.
-// The plan's workspace pointers stay null until bindWorkspace.
+// tokens + max_seqlen <= kMaxPrefillTokens (the kernels' int32 token indices), then (batch > 0,
+// unless `pointers` is kSkip) num_slots >= 1, the inputs as Problem's, cu_seqlens non-null and
+// aligned, has_initial_state aligned when given; then `device` when given. The plan's workspace
+// pointers stay null until bindWorkspace.
 Status select(std::span<const VariantInfo> table, const PrefillProblem& problem,
               const DeviceQuery* device, PrefillPlan* plan,
               PointerChecks pointers = PointerChecks::kCheck);
